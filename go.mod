@@ -1,0 +1,3 @@
+module github.com/sluice-io/sluice
+
+go 1.26
