@@ -1,0 +1,174 @@
+package datagen
+
+import (
+	"context"
+	"slices"
+
+	"github.com/sluice-io/sluice/internal/ratelimit"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/source"
+)
+
+// closedCh is ready forever.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+type waitReason int
+
+const (
+	notWaiting waitReason = iota
+	waitSplits
+	waitTokens
+)
+
+// reader emits the records of its splits, BatchSize at most per PollNext,
+// taking turns between its splits. It is used from its subtask's goroutine
+// only; its rate-limit timer's callback only closes a channel.
+type reader[T any] struct {
+	gen     func(int64) T
+	ts      func(int64) int64
+	ctx     source.ReaderContext
+	pull    bool
+	splits  []Split
+	cur     int // index into splits of the split to emit from next
+	noMore  bool
+	asked   bool // a split request is open
+	idle    bool // MarkIdle was sent and nothing emitted since
+	wait    waitReason
+	splitCh chan struct{} // closed by AddSplits / NotifyNoMoreSplits
+	limiter *ratelimit.Limiter
+	want    int // tokens to wait for when the bucket is empty
+	timer   ratelimit.Timer
+	numIn   *metrics.Counter
+}
+
+func newReader[T any](s *Source[T], ctx source.ReaderContext) *reader[T] {
+	r := &reader[T]{
+		gen:   s.gen,
+		ts:    s.cfg.ts,
+		ctx:   ctx,
+		pull:  !s.cfg.push,
+		numIn: ctx.Metrics().Counter(metrics.NumRecordsIn),
+	}
+	if s.cfg.rate > 0 {
+		per := s.cfg.rate / float64(max(ctx.Parallelism(), 1))
+		burst := ratelimit.BurstFor(per, BatchSize)
+		r.limiter = ratelimit.NewLimiter(per, burst, s.cfg.now)
+		r.want = max(1, burst/4)
+	}
+	return r
+}
+
+func (r *reader[T]) Start(context.Context) error {
+	r.requestSplit()
+	return nil
+}
+
+func (r *reader[T]) requestSplit() {
+	if r.pull && !r.noMore && !r.asked {
+		r.asked = true
+		r.ctx.SendSplitRequest()
+	}
+}
+
+func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
+	if len(r.splits) == 0 {
+		if r.noMore {
+			return source.EndOfInput, nil
+		}
+		if !r.idle {
+			r.idle = true
+			out.MarkIdle()
+		}
+		r.wait = waitSplits
+		return source.NothingAvailable, nil
+	}
+	if r.cur >= len(r.splits) {
+		r.cur = 0
+	}
+	sp := &r.splits[r.cur]
+	n := int(min(sp.Remaining(), BatchSize))
+	if n > 0 && r.limiter != nil {
+		if n = r.limiter.Take(n); n == 0 {
+			r.timer.Arm(r.limiter.Delay(r.want))
+			r.wait = waitTokens
+			return source.NothingAvailable, nil
+		}
+	}
+	r.wait = notWaiting
+	if n > 0 {
+		r.idle = false
+		so := out.ForSplit(sp.SplitID())
+		idx, stride, gen := sp.Next, sp.Stride, r.gen
+		if ts := r.ts; ts != nil {
+			for range n {
+				so.CollectAt(gen(idx), ts(idx))
+				idx += stride
+			}
+		} else {
+			for range n {
+				so.Collect(gen(idx))
+				idx += stride
+			}
+		}
+		sp.Next = idx
+		r.numIn.Add(int64(n))
+	}
+	if sp.Remaining() == 0 {
+		out.ReleaseSplit(sp.SplitID())
+		r.splits = slices.Delete(r.splits, r.cur, r.cur+1)
+		r.requestSplit()
+	} else {
+		r.cur++
+	}
+	if len(r.splits) == 0 && r.noMore {
+		return source.EndOfInput, nil
+	}
+	return source.MoreAvailable, nil
+}
+
+func (r *reader[T]) Available() <-chan struct{} {
+	switch r.wait {
+	case waitSplits:
+		if r.splitCh == nil {
+			r.splitCh = make(chan struct{})
+		}
+		return r.splitCh
+	case waitTokens:
+		if c := r.timer.C(); c != nil {
+			return c
+		}
+	}
+	return closedCh
+}
+
+func (r *reader[T]) wake() {
+	if r.wait == waitSplits {
+		r.wait = notWaiting
+	}
+	if r.splitCh != nil {
+		close(r.splitCh)
+		r.splitCh = nil
+	}
+}
+
+func (r *reader[T]) AddSplits(splits []Split) error {
+	r.splits = append(r.splits, splits...)
+	r.asked = false
+	r.wake()
+	return nil
+}
+
+func (r *reader[T]) NotifyNoMoreSplits() {
+	r.noMore = true
+	r.asked = false
+	r.wake()
+}
+
+func (r *reader[T]) SnapshotState(int64) ([]Split, error) {
+	return slices.Clone(r.splits), nil
+}
+
+func (r *reader[T]) Close() error {
+	r.timer.Stop()
+	return nil
+}

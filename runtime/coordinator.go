@@ -1,0 +1,617 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/source"
+)
+
+type coordKind int
+
+const (
+	cmSplitRequest coordKind = iota
+	cmReaderEvent
+	cmAsync
+	cmAck
+	cmTaskRunning
+	cmTaskFinished
+	cmTaskExited
+	cmSaved
+	cmCommitted
+	cmGlobalDone
+)
+
+// coordMsg is a message to the coordinator goroutine of an attempt.
+type coordMsg struct {
+	kind    coordKind
+	v       *vertex
+	node    *Node
+	subtask int
+	id      int64
+	payload any
+	err     error
+	fn      func()
+}
+
+// attempt is one run of the job's tasks between two failures. Its
+// coordinator goroutine (the one calling run) owns the enumerators and the
+// checkpoint tracker.
+type attempt struct {
+	job        *Job
+	number     int
+	restoredID int64
+	restore    *checkpoint.Snapshot
+
+	ctx    context.Context // cancelled to stop tasks and async work
+	cancel context.CancelFunc
+	inbox  *queue[coordMsg]
+	tasks  map[*vertex][]*task
+	total  int
+	enums  map[*vertex]*enumContext
+	sinks  map[*Node]*sinkTrack
+	tr     *tracker
+
+	wg       sync.WaitGroup // async calls, saves and global commits
+	taskWG   sync.WaitGroup // task goroutines
+	finished int
+	finalID  int64
+	err      error
+	done     bool
+	timeout  *time.Timer
+}
+
+// sinkTrack follows the commits of one sink's subtasks.
+type sinkTrack struct {
+	node       *Node
+	upTo       []int64
+	items      []pendingCommittable
+	gc         sink.ErasedGlobalCommitter
+	globalDone int64
+	running    bool
+	q          *queue[func()]
+}
+
+func (s *sinkTrack) minUpTo() int64 {
+	m := s.upTo[0]
+	for _, u := range s.upTo[1:] {
+		m = min(m, u)
+	}
+	return m
+}
+
+func (s *sinkTrack) doneUpTo() int64 {
+	if s.gc != nil {
+		return s.globalDone
+	}
+	return s.minUpTo()
+}
+
+// enumContext is the shared, untyped part of an EnumeratorContext.
+type enumContext struct {
+	att         *attempt
+	v           *vertex
+	parallelism int
+	readers     map[int]source.ReaderInfo
+	enum        enumHandle
+	metrics     metrics.Group
+}
+
+func (c *enumContext) Parallelism() int { return c.parallelism }
+func (c *enumContext) RegisteredReaders() map[int]source.ReaderInfo {
+	return maps.Clone(c.readers)
+}
+func (c *enumContext) Metrics() metrics.Group { return c.metrics }
+
+func (c *enumContext) assign(subtask int, splits any) {
+	c.att.tasks[c.v][subtask].env.post(mail{kind: mailAddSplits, payload: splits})
+}
+
+func (c *enumContext) SignalNoMoreSplits(subtask int) {
+	if subtask < 0 || subtask >= c.parallelism {
+		return
+	}
+	c.att.tasks[c.v][subtask].env.post(mail{kind: mailNoMoreSplits})
+}
+
+func (c *enumContext) SendEventToReader(subtask int, e source.Event) {
+	if subtask < 0 || subtask >= c.parallelism {
+		return
+	}
+	c.att.tasks[c.v][subtask].env.post(mail{kind: mailEvent, payload: e})
+}
+
+func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler func(any, error), delay, period time.Duration) {
+	a := c.att
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		wait := delay
+		for {
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-a.ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			} else if a.ctx.Err() != nil {
+				return
+			}
+			res, err := fn(a.ctx)
+			if a.ctx.Err() != nil {
+				return
+			}
+			a.inbox.Put(coordMsg{kind: cmAsync, v: c.v, fn: func() { handler(res, err) }})
+			if period <= 0 {
+				return
+			}
+			wait = period
+		}
+	}()
+}
+
+func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
+	a := &attempt{job: j, number: number, restore: restore, inbox: newQueue[coordMsg](),
+		tasks: map[*vertex][]*task{}, enums: map[*vertex]*enumContext{}, sinks: map[*Node]*sinkTrack{}}
+	if restore != nil {
+		a.restoredID = restore.ID
+	}
+	return a
+}
+
+// run executes the attempt until the job finishes, fails or ctx ends. It
+// returns nil when the job finished.
+func (a *attempt) run(ctx context.Context) error {
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	defer a.cancel()
+	err := a.setup()
+	if err == nil {
+		err = a.loop(ctx)
+	}
+	if terr := a.teardown(); err == nil {
+		err = terr
+	}
+	return err
+}
+
+func (a *attempt) setup() error {
+	j := a.job
+	states, err := redistribute(j.vertices, a.restore)
+	if err != nil {
+		return err
+	}
+	channels := map[*edge]any{}
+	var keys []taskKey
+	for _, v := range j.vertices {
+		for _, e := range v.outputs {
+			channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
+		}
+	}
+	for _, v := range j.vertices {
+		ts := make([]*task, v.parallelism)
+		for i := range ts {
+			env := &taskEnv{att: a, v: v, subtask: i, ctx: a.ctx, mailbox: newQueue[mail]()}
+			env.metrics = env.nodeMetrics(v.head())
+			t := &task{env: env}
+			env.t = t
+			t.outCount = env.nodeMetrics(v.tail()).Counter(metrics.NumRecordsOut)
+			t.inCount = env.metrics.Counter(metrics.NumRecordsIn)
+			ts[i] = t
+			keys = append(keys, taskKey{v.id, i})
+		}
+		a.tasks[v] = ts
+	}
+	a.total = len(keys)
+	a.tr = newTracker(keys, j.nextCheckpointID, j.cfg.CheckpointTimeout, j.cfg.MinPauseBetweenCheckpoints, j.cfg.TolerableCheckpointFailures)
+	// Build every task before anything runs, so a bad operator fails fast
+	// and enumerators can address every reader's mailbox.
+	built := 0
+	defer func() {
+		if built < a.total {
+			for _, v := range j.vertices {
+				for _, t := range a.tasks[v] {
+					if t.src != nil || t.sinkOp != nil {
+						_ = t.close()
+					}
+				}
+			}
+		}
+	}()
+	for _, v := range j.vertices {
+		for i, t := range a.tasks[v] {
+			if err := t.build(channels, states[taskKey{v.id, i}]); err != nil {
+				return &TaskError{Operator: v.describe(), Subtask: i, Err: err}
+			}
+			built++
+		}
+	}
+	for _, v := range j.vertices {
+		if n := v.tail(); n.kind == kindSink {
+			st := &sinkTrack{node: n, upTo: make([]int64, v.parallelism), globalDone: a.restoredID}
+			for i := range st.upTo {
+				st.upTo[i] = a.restoredID
+			}
+			gctx := &coordInitContext{att: a, node: n, parallelism: v.parallelism}
+			gc, err := n.sink.newGlobal(gctx)
+			if err != nil {
+				return &TaskError{Operator: n.name, Subtask: -1, Err: fmt.Errorf("create global committer: %w", err)}
+			}
+			st.gc = gc
+			a.sinks[n] = st
+		}
+	}
+	for _, v := range j.vertices {
+		head := v.head()
+		if head.kind != kindSource {
+			continue
+		}
+		ec := &enumContext{att: a, v: v, parallelism: v.parallelism, readers: map[int]source.ReaderInfo{},
+			metrics: j.metricRoot.With("operator", head.name).With("subtask", "coordinator")}
+		var state []byte
+		if a.restore != nil {
+			state = a.restore.Enumerators[head.name]
+		}
+		e, err := head.src.newEnumerator(ec, state)
+		if err != nil {
+			return &TaskError{Operator: head.name, Subtask: -1, Err: fmt.Errorf("create enumerator: %w", err)}
+		}
+		ec.enum = e
+		a.enums[v] = ec
+	}
+	for _, ec := range a.enumsInOrder() {
+		name := ec.v.head().name
+		if err := ec.enum.start(a.ctx); err != nil {
+			return &TaskError{Operator: name, Subtask: -1, Err: fmt.Errorf("start enumerator: %w", err)}
+		}
+		for i := range ec.parallelism {
+			ec.readers[i] = source.ReaderInfo{Subtask: i, Location: "local"}
+			if err := ec.enum.addReader(i); err != nil {
+				return &TaskError{Operator: name, Subtask: -1, Err: fmt.Errorf("add reader %d: %w", i, err)}
+			}
+		}
+	}
+	for _, v := range j.vertices {
+		for _, t := range a.tasks[v] {
+			a.taskWG.Add(1)
+			go func() {
+				defer a.taskWG.Done()
+				err := t.run()
+				a.inbox.Put(coordMsg{kind: cmTaskExited, v: t.env.v, subtask: t.env.subtask, err: err})
+			}()
+		}
+	}
+	return nil
+}
+
+func (a *attempt) enumsInOrder() []*enumContext {
+	var out []*enumContext
+	for _, v := range a.job.vertices {
+		if ec := a.enums[v]; ec != nil {
+			out = append(out, ec)
+		}
+	}
+	return out
+}
+
+func (a *attempt) loop(ctx context.Context) error {
+	cfg := &a.job.cfg
+	var trigger <-chan time.Time
+	if cfg.CheckpointInterval > 0 {
+		tk := time.NewTicker(cfg.CheckpointInterval)
+		defer tk.Stop()
+		trigger = tk.C
+	}
+	a.timeout = time.NewTimer(time.Hour)
+	a.timeout.Stop()
+	defer a.timeout.Stop()
+	var msgs []coordMsg
+	for !a.done {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.inbox.Ready():
+			msgs = a.inbox.Drain(msgs)
+			for _, m := range msgs {
+				if a.done {
+					break
+				}
+				if err := a.handle(m); err != nil {
+					return err
+				}
+			}
+			clear(msgs)
+		case <-trigger:
+			if a.finished < a.total && a.tr.canTrigger(time.Now()) == nil {
+				if err := a.trigger(false); err != nil {
+					return err
+				}
+			}
+		case now := <-a.timeout.C:
+			if p := a.tr.expired(now); p != nil {
+				if err := a.checkpointFailed(p.id, fmt.Errorf("checkpoint %d expired after %s", p.id, cfg.CheckpointTimeout)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := a.maybeFinish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *attempt) handle(m coordMsg) error {
+	switch m.kind {
+	case cmSplitRequest:
+		if err := a.enums[m.v].enum.handleSplitRequest(m.subtask, "local"); err != nil {
+			return enumError(m.v, "handle split request", err)
+		}
+	case cmReaderEvent:
+		if err := a.enums[m.v].enum.handleEvent(m.subtask, m.payload); err != nil {
+			return enumError(m.v, "handle source event", err)
+		}
+	case cmAsync:
+		if err := safeCall(m.fn); err != nil {
+			return enumError(m.v, "async handler", err)
+		}
+	case cmTaskRunning:
+	case cmAck:
+		p, err := a.tr.ack(m.id, taskKey{m.v.id, m.subtask}, m.payload.([]checkpoint.TaskState))
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			a.persist(p)
+		}
+	case cmSaved:
+		p := m.payload.(*pendingCheckpoint)
+		if m.err != nil {
+			return a.checkpointFailed(p.id, fmt.Errorf("persist checkpoint %d: %w", p.id, m.err))
+		}
+		return a.checkpointComplete(p, m.id)
+	case cmTaskFinished:
+		a.finished++
+	case cmTaskExited:
+		if m.err != nil {
+			return m.err
+		}
+		return &TaskError{Operator: m.v.describe(), Subtask: m.subtask, Err: errors.New("task exited unexpectedly")}
+	case cmCommitted:
+		a.committed(m)
+	case cmGlobalDone:
+		st := a.sinks[m.node]
+		st.running = false
+		if m.err != nil {
+			return &TaskError{Operator: m.node.name, Subtask: -1, Err: fmt.Errorf("global commit of checkpoint %d: %w", m.id, m.err)}
+		}
+		st.globalDone = max(st.globalDone, m.id)
+		a.startGlobal(st)
+	}
+	return nil
+}
+
+func safeCall(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	fn()
+	return nil
+}
+
+func enumError(v *vertex, what string, err error) error {
+	return &TaskError{Operator: v.head().name + " (enumerator)", Subtask: -1, Err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// trigger starts a checkpoint: enumerators first, then a trigger into every
+// source task's mailbox (DESIGN §3).
+func (a *attempt) trigger(final bool) error {
+	id := a.tr.nextID
+	enums := map[string][]byte{}
+	for _, ec := range a.enumsInOrder() {
+		b, err := ec.enum.snapshot(id)
+		if err != nil {
+			return enumError(ec.v, fmt.Sprintf("snapshot at checkpoint %d", id), err)
+		}
+		enums[ec.v.head().name] = b
+	}
+	a.tr.begin(time.Now(), final, enums)
+	a.job.nextCheckpointID = a.tr.nextID
+	a.timeout.Reset(a.job.cfg.CheckpointTimeout)
+	for _, v := range a.job.vertices {
+		if v.head().kind != kindSource {
+			continue
+		}
+		for _, t := range a.tasks[v] {
+			t.env.post(mail{kind: mailTrigger, id: id})
+		}
+	}
+	return nil
+}
+
+func (a *attempt) persist(p *pendingCheckpoint) {
+	j := a.job
+	snap := &checkpoint.Snapshot{ID: p.id, Kind: checkpoint.Checkpoint, JobName: j.name, Timestamp: p.started,
+		Enumerators: p.enumerators, Tasks: p.states, Properties: map[string]string{}}
+	for _, v := range j.vertices {
+		for _, n := range v.nodes {
+			snap.Properties["parallelism/"+n.name] = fmt.Sprint(v.parallelism)
+		}
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		info, err := j.storage.Save(a.ctx, snap)
+		j.mu.Lock()
+		if err == nil {
+			j.latest = snap
+		}
+		j.mu.Unlock()
+		a.inbox.Put(coordMsg{kind: cmSaved, payload: p, id: info.Size, err: err})
+	}()
+}
+
+func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
+	now := time.Now()
+	a.tr.complete(p.id, now)
+	j := a.job
+	j.stats.completed(p.id, now.Sub(p.started), size)
+	j.log.Debug("checkpoint complete", "id", p.id, "final", p.final, "duration", now.Sub(p.started), "size", size)
+	for _, v := range j.vertices {
+		for _, t := range a.tasks[v] {
+			t.env.post(mail{kind: mailComplete, id: p.id})
+		}
+	}
+	for _, ec := range a.enumsInOrder() {
+		if err := ec.enum.notifyComplete(p.id); err != nil {
+			return enumError(ec.v, fmt.Sprintf("notify checkpoint %d complete", p.id), err)
+		}
+	}
+	if p.final {
+		a.finalID = p.id
+	}
+	return nil
+}
+
+func (a *attempt) checkpointFailed(id int64, cause error) error {
+	j := a.job
+	j.stats.failed()
+	j.log.Warn("checkpoint failed", "id", id, "error", cause)
+	if a.tr.fail(id, time.Now()) {
+		return fmt.Errorf("%w (tolerable checkpoint failures: %d)", cause, j.cfg.TolerableCheckpointFailures)
+	}
+	for _, v := range j.vertices {
+		for _, t := range a.tasks[v] {
+			t.env.post(mail{kind: mailAbort, id: id})
+		}
+	}
+	for _, ec := range a.enumsInOrder() {
+		if err := ec.enum.notifyAborted(id); err != nil {
+			return enumError(ec.v, fmt.Sprintf("notify checkpoint %d aborted", id), err)
+		}
+	}
+	return nil
+}
+
+func (a *attempt) committed(m coordMsg) {
+	st := a.sinks[m.node]
+	st.upTo[m.subtask] = max(st.upTo[m.subtask], m.id)
+	if st.gc == nil {
+		return
+	}
+	if items, _ := m.payload.([]pendingCommittable); len(items) > 0 {
+		st.items = append(st.items, items...)
+	}
+	a.startGlobal(st)
+}
+
+// startGlobal runs the global committer for every checkpoint that all
+// subtasks have committed, one at a time.
+func (a *attempt) startGlobal(st *sinkTrack) {
+	upTo := st.minUpTo()
+	if st.gc == nil || st.running || upTo <= st.globalDone {
+		return
+	}
+	var batch [][]byte
+	rest := st.items[:0]
+	for _, it := range st.items {
+		if it.checkpoint <= upTo {
+			batch = append(batch, it.data)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	st.items = rest
+	st.running = true
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		err := st.gc.CommitGlobal(a.ctx, upTo, batch)
+		a.inbox.Put(coordMsg{kind: cmGlobalDone, node: st.node, id: upTo, err: err})
+	}()
+}
+
+// maybeFinish takes the final checkpoint once every task reached the end of
+// its input, and ends the attempt once that checkpoint is committed.
+func (a *attempt) maybeFinish() error {
+	if a.finished < a.total {
+		return nil
+	}
+	if a.finalID == 0 {
+		if a.tr.pending == nil {
+			return a.trigger(true)
+		}
+		return nil
+	}
+	for _, st := range a.sinks {
+		if st.doneUpTo() < a.finalID {
+			return nil
+		}
+	}
+	a.done = true
+	return nil
+}
+
+// teardown stops every task and async call and releases enumerators. After
+// a finished job the tasks shut down on their own; an error on the way out
+// (closing a writer, say) is returned.
+func (a *attempt) teardown() error {
+	var err error
+	if a.done {
+		for _, v := range a.job.vertices {
+			for _, t := range a.tasks[v] {
+				t.env.post(mail{kind: mailShutdown})
+			}
+		}
+		a.taskWG.Wait()
+		for _, m := range a.inbox.Drain(nil) {
+			if m.kind == cmTaskExited && m.err != nil && err == nil {
+				err = m.err
+			}
+		}
+	}
+	a.cancel()
+	a.taskWG.Wait()
+	a.wg.Wait()
+	for _, ec := range a.enumsInOrder() {
+		if err := ec.enum.close(); err != nil {
+			a.job.log.Warn("close enumerator", "operator", ec.v.head().name, "error", err)
+		}
+	}
+	for _, st := range a.sinks {
+		if st.gc != nil {
+			if err := st.gc.Close(); err != nil {
+				a.job.log.Warn("close global committer", "operator", st.node.name, "error", err)
+			}
+		}
+	}
+	return err
+}
+
+type coordInitContext struct {
+	att         *attempt
+	node        *Node
+	parallelism int
+}
+
+func (c *coordInitContext) SubtaskIndex() int    { return 0 }
+func (c *coordInitContext) Parallelism() int     { return c.parallelism }
+func (c *coordInitContext) Attempt() int         { return c.att.number }
+func (c *coordInitContext) JobName() string      { return c.att.job.name }
+func (c *coordInitContext) OperatorName() string { return c.node.name }
+func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
+	return c.att.restoredID, c.att.restoredID > 0
+}
+func (c *coordInitContext) Metrics() metrics.Group {
+	return c.att.job.metricRoot.With("operator", c.node.name).With("subtask", "coordinator")
+}

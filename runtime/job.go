@@ -1,0 +1,410 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
+)
+
+// Config holds the settings of a job. The stream package fills it from its
+// options; the zero value of each field means its documented default.
+type Config struct {
+	// Parallelism is the default parallelism of operators (default 1).
+	Parallelism int
+	// CheckpointInterval is the time between periodic checkpoints; 0
+	// disables them (a bounded job still takes a final checkpoint to
+	// commit its output).
+	CheckpointInterval time.Duration
+	// CheckpointTimeout aborts a checkpoint that takes longer (default 10m).
+	CheckpointTimeout time.Duration
+	// MinPauseBetweenCheckpoints is the least time from the end of one
+	// checkpoint to the start of the next (default 0).
+	MinPauseBetweenCheckpoints time.Duration
+	// TolerableCheckpointFailures is how many checkpoints may fail in a row
+	// before the job fails and restarts (default 0, as in Flink).
+	TolerableCheckpointFailures int
+	// Storage keeps completed checkpoints (default: in memory).
+	Storage checkpoint.Storage
+	// Restart is the restart strategy (default restart.None()).
+	Restart restart.Strategy
+	// BatchSize is the number of records per batch between tasks
+	// (default 1024).
+	BatchSize int
+	// ChannelCapacity is the number of batches a channel between two
+	// subtasks holds before the sender waits (default 4).
+	ChannelCapacity int
+	// BufferTimeout sends partial batches after this long (default 100ms).
+	BufferTimeout time.Duration
+	// WatermarkInterval is the period of watermark generation (default
+	// 200ms).
+	WatermarkInterval time.Duration
+	// DisableChaining runs every operator in a task of its own.
+	DisableChaining bool
+	// Logger receives the job's log (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics receives the job's metrics (default: a new registry).
+	Metrics *metrics.Registry
+	// RestoreFrom is a checkpoint or savepoint to start from.
+	RestoreFrom *checkpoint.Snapshot
+}
+
+func (c *Config) setDefaults() {
+	if c.Parallelism == 0 {
+		c.Parallelism = 1
+	}
+	if c.CheckpointTimeout == 0 {
+		c.CheckpointTimeout = 10 * time.Minute
+	}
+	if c.Storage == nil {
+		c.Storage = checkpoint.NewMemory()
+	}
+	if c.Restart == nil {
+		c.Restart = restart.None()
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1024
+	}
+	if c.ChannelCapacity == 0 {
+		c.ChannelCapacity = 4
+	}
+	if c.BufferTimeout == 0 {
+		c.BufferTimeout = 100 * time.Millisecond
+	}
+	if c.WatermarkInterval == 0 {
+		c.WatermarkInterval = 200 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewRegistry()
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: checkpoint interval %s is negative", ErrInvalidJob, c.CheckpointInterval))
+	}
+	if c.BatchSize < 1 || c.ChannelCapacity < 1 {
+		errs = append(errs, fmt.Errorf("%w: batch size (%d) and channel capacity (%d) must be at least 1", ErrInvalidJob, c.BatchSize, c.ChannelCapacity))
+	}
+	if c.TolerableCheckpointFailures < 0 {
+		errs = append(errs, fmt.Errorf("%w: tolerable checkpoint failures %d is negative", ErrInvalidJob, c.TolerableCheckpointFailures))
+	}
+	return errors.Join(errs...)
+}
+
+// DiscardLogger is a logger that drops everything, for tests and
+// benchmarks.
+func DiscardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Job is a planned job graph, ready to run once.
+type Job struct {
+	name       string
+	cfg        Config
+	vertices   []*vertex
+	storage    checkpoint.Storage
+	log        *slog.Logger
+	metricRoot metrics.Group
+
+	mu               sync.Mutex
+	latest           *checkpoint.Snapshot
+	nextCheckpointID int64
+	stats            *checkpointStats
+	restarts         int
+	failures         []error
+	state            State
+}
+
+// NewJob validates the graph and the configuration and plans the job. A bad
+// definition is rejected with an error wrapping ErrInvalidJob that says what
+// to fix.
+func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
+	cfg.setDefaults()
+	if name == "" {
+		return nil, fmt.Errorf("%w: the job needs a name", ErrInvalidJob)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	vs, err := g.plan(cfg.Parallelism, !cfg.DisableChaining)
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1,
+		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
+	j.stats = newCheckpointStats(j.metricRoot)
+	restarts := j.metricRoot.Counter(metrics.NumRestarts)
+	_ = restarts
+	if cfg.RestoreFrom != nil {
+		j.latest = cfg.RestoreFrom
+		j.nextCheckpointID = cfg.RestoreFrom.ID + 1
+	}
+	return j, nil
+}
+
+// State is a job's state.
+type State string
+
+const (
+	Created    State = "CREATED"
+	Running    State = "RUNNING"
+	Restarting State = "RESTARTING"
+	Finished   State = "FINISHED"
+	Failed     State = "FAILED"
+	Cancelled  State = "CANCELED"
+)
+
+// Result describes a job that ended.
+type Result struct {
+	JobName     string
+	State       State
+	Duration    time.Duration
+	Restarts    int
+	Failures    []error // the cause of each restart, in order
+	Checkpoints CheckpointStats
+	Metrics     *metrics.Registry
+}
+
+// Counter sums a counter over all subtasks whose labels match (key, value
+// pairs), e.g. r.Counter(metrics.NumRecordsIn, "operator", "orders").
+func (r *Result) Counter(name string, match ...string) int64 { return r.Metrics.Sum(name, match...) }
+
+// Run runs the job until it finishes, fails beyond its restart strategy, or
+// ctx is cancelled. On failure the job restarts from its latest completed
+// checkpoint (global failover), as often as the restart strategy allows.
+func (j *Job) Run(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	restarts := j.metricRoot.Counter(metrics.NumRestarts)
+	var err error
+	for number := 0; ; number++ {
+		j.mu.Lock()
+		restore := j.latest
+		j.state = Running
+		j.mu.Unlock()
+		a := newAttempt(j, number, restore)
+		err = a.run(ctx)
+		if err == nil {
+			j.setState(Finished)
+			break
+		}
+		if ctx.Err() != nil {
+			j.setState(Cancelled)
+			err = fmt.Errorf("job %q cancelled: %w", j.name, ctx.Err())
+			break
+		}
+		delay, again := j.cfg.Restart.Next(number + 1)
+		if !again {
+			j.setState(Failed)
+			if number > 0 {
+				err = fmt.Errorf("job %q failed after %d restarts (strategy %s): %w", j.name, number, j.cfg.Restart, err)
+			} else {
+				err = fmt.Errorf("job %q failed: %w", j.name, err)
+			}
+			break
+		}
+		j.mu.Lock()
+		j.restarts++
+		j.failures = append(j.failures, err)
+		j.state = Restarting
+		j.mu.Unlock()
+		restarts.Inc()
+		j.log.Warn("job failed; restarting from the latest completed checkpoint", "attempt", number+1, "delay", delay, "error", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			j.setState(Cancelled)
+			return j.result(start), fmt.Errorf("job %q cancelled while restarting: %w", j.name, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return j.result(start), err
+}
+
+func (j *Job) setState(s State) {
+	j.mu.Lock()
+	j.state = s
+	j.mu.Unlock()
+}
+
+func (j *Job) result(start time.Time) *Result {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return &Result{JobName: j.name, State: j.state, Duration: time.Since(start), Restarts: j.restarts,
+		Failures: append([]error(nil), j.failures...), Checkpoints: j.stats.get(), Metrics: j.cfg.Metrics}
+}
+
+// Status is a running job's state, safe to read from any goroutine.
+type Status struct {
+	Name        string
+	State       State
+	Restarts    int
+	Checkpoints CheckpointStats
+}
+
+// Status returns the job's current state.
+func (j *Job) Status() Status {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return Status{Name: j.name, State: j.state, Restarts: j.restarts, Checkpoints: j.stats.get()}
+}
+
+// Latest returns the latest completed checkpoint, or nil.
+func (j *Job) Latest() *checkpoint.Snapshot {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.latest
+}
+
+// Handle controls a job started with Start.
+type Handle struct {
+	job    *Job
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    *Result
+	err    error
+}
+
+// Start runs the job on a goroutine of its own. The caller must call Wait
+// (or Cancel and Wait) to release it.
+func (j *Job) Start(ctx context.Context) *Handle {
+	ctx, cancel := context.WithCancel(ctx)
+	h := &Handle{job: j, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		defer cancel()
+		h.res, h.err = j.Run(ctx)
+	}()
+	return h
+}
+
+// Cancel stops the job. Output of checkpoints that completed stays
+// committed; nothing else is committed.
+func (h *Handle) Cancel() { h.cancel() }
+
+// Done is closed when the job has ended.
+func (h *Handle) Done() <-chan struct{} { return h.done }
+
+// Wait waits for the job to end and returns its result.
+func (h *Handle) Wait() (*Result, error) {
+	<-h.done
+	return h.res, h.err
+}
+
+// Status returns the job's current state.
+func (h *Handle) Status() Status { return h.job.Status() }
+
+// Metrics returns the job's metrics registry.
+func (h *Handle) Metrics() *metrics.Registry { return h.job.cfg.Metrics }
+
+// CheckpointStats counts a job's checkpoints.
+type CheckpointStats struct {
+	Completed    int
+	Failed       int
+	LastID       int64
+	LastDuration time.Duration
+	LastSize     int64
+}
+
+type checkpointStats struct {
+	mu                  sync.Mutex
+	s                   CheckpointStats
+	completedC, failedC *metrics.Counter
+}
+
+func newCheckpointStats(g metrics.Group) *checkpointStats {
+	cs := &checkpointStats{completedC: g.Counter(metrics.NumberOfCompletedCheckpoints), failedC: g.Counter(metrics.NumberOfFailedCheckpoints)}
+	g.Gauge(metrics.LastCheckpointDuration, func() int64 { return cs.get().LastDuration.Milliseconds() })
+	g.Gauge(metrics.LastCheckpointSize, func() int64 { return cs.get().LastSize })
+	return cs
+}
+
+func (c *checkpointStats) completed(id int64, d time.Duration, size int64) {
+	c.mu.Lock()
+	c.s.Completed++
+	c.s.LastID, c.s.LastDuration, c.s.LastSize = id, d, size
+	c.mu.Unlock()
+	c.completedC.Inc()
+}
+
+func (c *checkpointStats) failed() {
+	c.mu.Lock()
+	c.s.Failed++
+	c.mu.Unlock()
+	c.failedC.Inc()
+}
+
+func (c *checkpointStats) get() CheckpointStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.s
+}
+
+// redistribute maps a snapshot's task states onto the job's subtasks, by
+// node name. With an unchanged parallelism every subtask gets its own state
+// back; otherwise splits, writer states and committables are spread
+// round-robin over the new subtasks (each carries its own progress).
+func redistribute(vs []*vertex, snap *checkpoint.Snapshot) (map[taskKey]map[string]*checkpoint.TaskState, error) {
+	out := map[taskKey]map[string]*checkpoint.TaskState{}
+	if snap == nil {
+		return out, nil
+	}
+	byNode := map[string][]checkpoint.TaskState{}
+	for _, ts := range snap.Tasks {
+		byNode[ts.Vertex] = append(byNode[ts.Vertex], ts)
+	}
+	put := func(v *vertex, i int, name string, st *checkpoint.TaskState) {
+		k := taskKey{v.id, i}
+		if out[k] == nil {
+			out[k] = map[string]*checkpoint.TaskState{}
+		}
+		out[k][name] = st
+	}
+	for _, v := range vs {
+		for _, n := range v.nodes {
+			old := byNode[n.name]
+			if len(old) == 0 {
+				continue
+			}
+			same := len(old) == v.parallelism
+			for _, st := range old {
+				if st.Parallelism != v.parallelism || st.Subtask < 0 || st.Subtask >= v.parallelism {
+					same = false
+				}
+			}
+			if same {
+				for i := range old {
+					st := old[i]
+					put(v, st.Subtask, n.name, &st)
+				}
+				continue
+			}
+			merged := make([]*checkpoint.TaskState, v.parallelism)
+			for i := range merged {
+				merged[i] = &checkpoint.TaskState{Vertex: n.name, Subtask: i, Parallelism: v.parallelism, Parts: map[string][][]byte{}}
+				put(v, i, n.name, merged[i])
+			}
+			next := map[string]int{}
+			for _, st := range old {
+				for part, blobs := range st.Parts {
+					for _, b := range blobs {
+						i := next[part] % v.parallelism
+						next[part]++
+						merged[i].Parts[part] = append(merged[i].Parts[part], b)
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}

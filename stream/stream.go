@@ -1,0 +1,255 @@
+package stream
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// Environment collects a job's operators and settings. It is not safe for
+// concurrent use; build the job on one goroutine, then Execute it.
+type Environment struct {
+	cfg     runtime.Config
+	graph   *runtime.Graph
+	ckptDir string
+	retain  int
+}
+
+// Option configures an Environment.
+type Option func(*Environment)
+
+// New returns an empty environment.
+func New(opts ...Option) *Environment {
+	e := &Environment{graph: runtime.NewGraph()}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// Parallelism sets the default parallelism of every operator (default 1).
+func Parallelism(n int) Option { return func(e *Environment) { e.cfg.Parallelism = n } }
+
+// CheckpointEvery enables periodic checkpoints (default: off; a bounded job
+// still commits its output with a final checkpoint at the end).
+func CheckpointEvery(d time.Duration) Option {
+	return func(e *Environment) { e.cfg.CheckpointInterval = d }
+}
+
+// CheckpointDir keeps completed checkpoints in a local directory (default:
+// in memory, lost when the process ends).
+func CheckpointDir(dir string) Option { return func(e *Environment) { e.ckptDir = dir } }
+
+// RetainCheckpoints keeps the newest n completed checkpoints in the
+// checkpoint directory (default 3).
+func RetainCheckpoints(n int) Option { return func(e *Environment) { e.retain = n } }
+
+// CheckpointStorage sets the checkpoint storage directly; it overrides
+// CheckpointDir.
+func CheckpointStorage(s checkpoint.Storage) Option {
+	return func(e *Environment) { e.cfg.Storage = s }
+}
+
+// CheckpointTimeout aborts checkpoints that take longer (default 10m).
+func CheckpointTimeout(d time.Duration) Option {
+	return func(e *Environment) { e.cfg.CheckpointTimeout = d }
+}
+
+// MinPauseBetweenCheckpoints sets the least time between the end of one
+// checkpoint and the start of the next (default 0).
+func MinPauseBetweenCheckpoints(d time.Duration) Option {
+	return func(e *Environment) { e.cfg.MinPauseBetweenCheckpoints = d }
+}
+
+// TolerableCheckpointFailures lets n checkpoints in a row fail before the
+// job fails (default 0: the first failed checkpoint fails the job, which
+// then restarts per its strategy and aborts what the checkpoint prepared).
+func TolerableCheckpointFailures(n int) Option {
+	return func(e *Environment) { e.cfg.TolerableCheckpointFailures = n }
+}
+
+// Restart sets the restart strategy (default restart.None()).
+func Restart(s restart.Strategy) Option { return func(e *Environment) { e.cfg.Restart = s } }
+
+// BatchSize sets the number of records per batch between tasks (default
+// 1024).
+func BatchSize(n int) Option { return func(e *Environment) { e.cfg.BatchSize = n } }
+
+// ChannelCapacity sets how many batches may wait between two subtasks
+// before the sender blocks (default 4).
+func ChannelCapacity(n int) Option { return func(e *Environment) { e.cfg.ChannelCapacity = n } }
+
+// BufferTimeout sends partially filled batches after d (default 100ms).
+func BufferTimeout(d time.Duration) Option { return func(e *Environment) { e.cfg.BufferTimeout = d } }
+
+// WatermarkInterval sets the period of watermark generation (default
+// 200ms).
+func WatermarkInterval(d time.Duration) Option {
+	return func(e *Environment) { e.cfg.WatermarkInterval = d }
+}
+
+// DisableChaining runs every operator in a task of its own (default:
+// operators connected one-to-one share a task).
+func DisableChaining() Option { return func(e *Environment) { e.cfg.DisableChaining = true } }
+
+// Logger sets the job's logger (default slog.Default()).
+func Logger(l *slog.Logger) Option { return func(e *Environment) { e.cfg.Logger = l } }
+
+// Metrics sets the registry that receives the job's metrics (default: a
+// new one, returned in the Result).
+func Metrics(r *metrics.Registry) Option { return func(e *Environment) { e.cfg.Metrics = r } }
+
+// RestoreFrom starts the job from a checkpoint or savepoint.
+func RestoreFrom(s *checkpoint.Snapshot) Option {
+	return func(e *Environment) { e.cfg.RestoreFrom = s }
+}
+
+// OpOption configures one operator.
+type OpOption func(*opConfig)
+
+type opConfig struct {
+	name        string
+	parallelism int
+	noChain     bool
+}
+
+func opts(o []OpOption) opConfig {
+	var c opConfig
+	for _, f := range o {
+		f(&c)
+	}
+	return c
+}
+
+func (c opConfig) apply(n *runtime.Node) {
+	if c.parallelism != 0 {
+		n.SetParallelism(c.parallelism)
+	}
+	if c.noChain {
+		n.DisableChaining()
+	}
+}
+
+// Name names the operator. Names key checkpoint state and metrics, so they
+// must be unique and stable across versions of a job (default: kind and
+// position, e.g. "operator-3").
+func Name(name string) OpOption { return func(c *opConfig) { c.name = name } }
+
+// WithParallelism sets the operator's parallelism (default: the job's).
+func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism = n } }
+
+// NoChaining keeps the operator in a task of its own.
+func NoChaining() OpOption { return func(c *opConfig) { c.noChain = true } }
+
+// DataStream is a typed stream of records in a job under construction.
+type DataStream[T any] struct {
+	env  *Environment
+	node *runtime.Node
+	part runtime.Partitioning
+	expl bool
+	hash any
+}
+
+// FromSource starts a stream at a source. ws assigns event timestamps and
+// watermarks (watermark.None[T]() for none).
+func FromSource[T any, S source.Split, E any](env *Environment, src source.Source[T, S, E], ws watermark.Strategy[T], name string, o ...OpOption) DataStream[T] {
+	n := runtime.SourceNode(env.graph, name, src, ws)
+	opts(o).apply(n)
+	return DataStream[T]{env: env, node: n}
+}
+
+func connect[T, U any](in DataStream[T], n *runtime.Node, c opConfig) DataStream[U] {
+	c.apply(n)
+	in.env.graph.Connect(in.node, n, in.part, in.expl, in.hash)
+	return DataStream[U]{env: in.env, node: n}
+}
+
+// Map applies fn to every record.
+func Map[T, U any](in DataStream[T], fn func(T) U, o ...OpOption) DataStream[U] {
+	c := opts(o)
+	return connect[T, U](in, runtime.MapNode(in.env.graph, c.name, fn), c)
+}
+
+// Filter keeps the records for which fn returns true.
+func Filter[T any](in DataStream[T], fn func(T) bool, o ...OpOption) DataStream[T] {
+	c := opts(o)
+	return connect[T, T](in, runtime.FilterNode(in.env.graph, c.name, fn), c)
+}
+
+// FlatMap calls fn for every record; fn emits zero or more records.
+func FlatMap[T, U any](in DataStream[T], fn func(v T, emit func(U)), o ...OpOption) DataStream[U] {
+	c := opts(o)
+	return connect[T, U](in, runtime.FlatMapNode(in.env.graph, c.name, fn), c)
+}
+
+// Rebalance spreads the records round-robin over the next operator's
+// subtasks.
+func Rebalance[T any](in DataStream[T]) DataStream[T] {
+	in.part, in.expl, in.hash = runtime.Rebalance, true, nil
+	return in
+}
+
+// Forward sends subtask i's records to subtask i of the next operator; it
+// needs equal parallelism (otherwise the runtime rebalances).
+func Forward[T any](in DataStream[T]) DataStream[T] {
+	in.part, in.expl, in.hash = runtime.Forward, false, nil
+	return in
+}
+
+// KeyBy sends all records with the same key to the same subtask of the
+// next operator.
+func KeyBy[T any, K comparable](in DataStream[T], key func(T) K) DataStream[T] {
+	in.part, in.expl, in.hash = runtime.Hash, true, runtime.HashOf(key)
+	return in
+}
+
+// SinkTo ends the stream at a sink. Two-phase sinks must be built with
+// sink.NewTwoPhase (connectors do that for you).
+func SinkTo[T any](in DataStream[T], s sink.Sink[T], name string, o ...OpOption) {
+	n := runtime.SinkNode(in.env.graph, name, s)
+	connect[T, struct{}](in, n, opts(o))
+}
+
+// Build validates the environment's graph and plans the job without
+// running it.
+func (e *Environment) Build(name string) (*runtime.Job, error) {
+	cfg := e.cfg
+	if cfg.Storage == nil && e.ckptDir != "" {
+		var opts []checkpoint.Option
+		if e.retain > 0 {
+			opts = append(opts, checkpoint.Retain(e.retain))
+		}
+		st, err := checkpoint.NewLocal(e.ckptDir, opts...)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Storage = st
+	}
+	return runtime.NewJob(name, e.graph, cfg)
+}
+
+// Execute runs the job until it finishes, fails, or ctx is cancelled.
+func (e *Environment) Execute(ctx context.Context, name string) (*runtime.Result, error) {
+	j, err := e.Build(name)
+	if err != nil {
+		return nil, err
+	}
+	return j.Run(ctx)
+}
+
+// Start runs the job in the background and returns its handle.
+func (e *Environment) Start(ctx context.Context, name string) (*runtime.Handle, error) {
+	j, err := e.Build(name)
+	if err != nil {
+		return nil, err
+	}
+	return j.Start(ctx), nil
+}
