@@ -63,7 +63,6 @@ type attempt struct {
 	taskWG   sync.WaitGroup // task goroutines
 	finished int
 	finalID  int64
-	err      error
 	done     bool
 	timeout  *time.Timer
 }
@@ -76,7 +75,6 @@ type sinkTrack struct {
 	gc         sink.ErasedGlobalCommitter
 	globalDone int64
 	running    bool
-	q          *queue[func()]
 }
 
 func (s *sinkTrack) minUpTo() int64 {

@@ -8,14 +8,16 @@ import (
 	"github.com/sluice-io/sluice/watermark"
 )
 
-// Collector receives records on a task goroutine. Chained operators are
-// collectors that call the next collector directly; ts is the record's
-// event timestamp or watermark.NoTimestamp.
+// Collector receives batches of records on a task goroutine. Chained
+// operators are collectors that process a batch and hand their own output
+// batch to the next collector: a tight loop per operator instead of a chain
+// of calls per record. A collector must not modify or keep recs after it
+// returns.
 type Collector[T any] interface {
-	Collect(v T, ts int64)
+	Collect(recs []elem[T])
 }
 
-// elem is a record in flight between tasks.
+// elem is a record with its event timestamp (or watermark.NoTimestamp).
 type elem[T any] struct {
 	v  T
 	ts int64
@@ -138,24 +140,52 @@ func (o *netOutput[T]) newBatch() *[]elem[T] {
 	return &s
 }
 
-func (o *netOutput[T]) Collect(v T, ts int64) {
-	var i int
+func (o *netOutput[T]) Collect(recs []elem[T]) {
 	switch o.part {
 	case Forward:
-		i = o.self
+		o.append(o.self, recs)
 	case Rebalance:
-		i = o.rr
-		o.rr++
-		if o.rr == len(o.bufs) {
-			o.rr = 0
+		n := len(o.bufs)
+		for len(recs) > 0 && n > 1 {
+			// Round-robin per record, done as runs into each receiver's
+			// batch to keep the loop tight.
+			b := o.bufs[o.rr]
+			*b = append(*b, recs[0])
+			recs = recs[1:]
+			if len(*b) >= o.batchSize {
+				o.sendBatch(o.rr)
+			}
+			o.rr++
+			if o.rr == n {
+				o.rr = 0
+			}
+		}
+		if n == 1 {
+			o.append(0, recs)
 		}
 	case Hash:
-		i = int(o.hash(v) % uint64(len(o.bufs)))
+		n := uint64(len(o.bufs))
+		for _, r := range recs {
+			i := int(o.hash(r.v) % n)
+			b := o.bufs[i]
+			*b = append(*b, r)
+			if len(*b) >= o.batchSize {
+				o.sendBatch(i)
+			}
+		}
 	}
-	b := o.bufs[i]
-	*b = append(*b, elem[T]{v, ts})
-	if len(*b) >= o.batchSize {
-		o.sendBatch(i)
+}
+
+// append copies recs into receiver i's batches.
+func (o *netOutput[T]) append(i int, recs []elem[T]) {
+	for len(recs) > 0 {
+		b := o.bufs[i]
+		k := min(len(recs), o.batchSize-len(*b))
+		*b = append(*b, recs[:k]...)
+		recs = recs[k:]
+		if len(*b) >= o.batchSize {
+			o.sendBatch(i)
+		}
 	}
 }
 
@@ -276,9 +306,7 @@ func (g *gate[T]) handle(t gateEvents, i int, m netMsg[T]) error {
 	switch m.kind {
 	case msgData:
 		recs := *m.recs
-		for j := range recs {
-			g.next.Collect(recs[j].v, recs[j].ts)
-		}
+		g.next.Collect(recs)
 		g.in += int64(len(recs))
 		clear(recs)
 		g.pool.Put(m.recs)

@@ -243,9 +243,9 @@ func (typedPort[T]) fanout(cs []any) any {
 
 type tee[T any] []Collector[T]
 
-func (t tee[T]) Collect(v T, ts int64) {
+func (t tee[T]) Collect(recs []elem[T]) {
 	for _, c := range t {
-		c.Collect(v, ts)
+		c.Collect(recs)
 	}
 }
 

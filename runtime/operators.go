@@ -21,7 +21,7 @@ func FilterNode[T any](g *Graph, name string, fn func(T) bool) *Node {
 func FlatMapNode[T, U any](g *Graph, name string, fn func(v T, emit func(U))) *Node {
 	return g.add(&Node{name: name, kind: kindOperator, out: typedPort[U]{}, op: func(next any) (any, error) {
 		f := &flatMapOp[T, U]{fn: fn}
-		f.emit = func(u U) { f.next.Collect(u, f.ts) }
+		f.emit = f.add
 		return Collector[T](f), setCollector(&f.next, next)
 	}})
 }
@@ -29,29 +29,75 @@ func FlatMapNode[T, U any](g *Graph, name string, fn func(v T, emit func(U))) *N
 type mapOp[T, U any] struct {
 	fn   func(T) U
 	next Collector[U]
+	out  []elem[U]
 }
 
-func (m *mapOp[T, U]) Collect(v T, ts int64) { m.next.Collect(m.fn(v), ts) }
+func (m *mapOp[T, U]) Collect(recs []elem[T]) {
+	out := m.out[:0]
+	if cap(out) < len(recs) {
+		out = make([]elem[U], 0, len(recs))
+	}
+	out = out[:len(recs)]
+	fn := m.fn
+	for i := range recs {
+		out[i] = elem[U]{fn(recs[i].v), recs[i].ts}
+	}
+	m.next.Collect(out)
+	clear(out) // let the garbage collector have what the records point to
+	m.out = out[:0]
+}
 
 type filterOp[T any] struct {
 	fn   func(T) bool
 	next Collector[T]
+	out  []elem[T]
 }
 
-func (f *filterOp[T]) Collect(v T, ts int64) {
-	if f.fn(v) {
-		f.next.Collect(v, ts)
+func (f *filterOp[T]) Collect(recs []elem[T]) {
+	out := f.out[:0]
+	fn := f.fn
+	for i := range recs {
+		if fn(recs[i].v) {
+			out = append(out, recs[i])
+		}
 	}
+	if len(out) > 0 {
+		f.next.Collect(out)
+	}
+	clear(out)
+	f.out = out[:0]
 }
+
+// flatMapFlush bounds the output batch of a flat map that emits much.
+const flatMapFlush = 4096
 
 type flatMapOp[T, U any] struct {
 	fn   func(T, func(U))
 	next Collector[U]
 	emit func(U)
 	ts   int64
+	out  []elem[U]
 }
 
-func (f *flatMapOp[T, U]) Collect(v T, ts int64) {
-	f.ts = ts
-	f.fn(v, f.emit)
+func (f *flatMapOp[T, U]) Collect(recs []elem[T]) {
+	for i := range recs {
+		f.ts = recs[i].ts
+		f.fn(recs[i].v, f.emit)
+	}
+	f.flush()
+}
+
+func (f *flatMapOp[T, U]) flush() {
+	if len(f.out) > 0 {
+		f.next.Collect(f.out)
+	}
+	clear(f.out)
+	f.out = f.out[:0]
+}
+
+func (f *flatMapOp[T, U]) add(u U) {
+	f.out = append(f.out, elem[U]{u, f.ts})
+	if len(f.out) >= flatMapFlush {
+		f.flush()
+	}
 }

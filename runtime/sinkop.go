@@ -60,24 +60,28 @@ func (f *sinkFact[T]) newTail(env *taskEnv, writerState, committables [][]byte) 
 		}
 		return nil, nil, err
 	}
-	sw := &sinkWriter[T]{w: w, op: op, ctx: sink.Context{Watermark: watermark.Min}}
+	sw := &sinkWriter[T]{w: w.Unwrap(), op: op, ctx: sink.Context{Watermark: watermark.Min}}
 	op.typed = sw
 	return Collector[T](sw), op, nil
 }
 
 // sinkWriter is the typed front of a sink tail.
 type sinkWriter[T any] struct {
-	w   sink.ErasedWriter[T]
+	w   sink.Writer[T]
 	op  *sinkTailOp
 	ctx sink.Context
 	n   int64
 }
 
-func (s *sinkWriter[T]) Collect(v T, ts int64) {
-	s.n++
-	s.ctx.Timestamp, s.ctx.HasTimestamp = ts, ts != watermark.NoTimestamp
-	if err := s.w.Write(v, s.ctx); err != nil {
-		s.op.env.fail(fmt.Errorf("write: %w", err))
+func (s *sinkWriter[T]) Collect(recs []elem[T]) {
+	s.n += int64(len(recs))
+	w, c := s.w, s.ctx
+	for i := range recs {
+		c.Timestamp, c.HasTimestamp = recs[i].ts, recs[i].ts != watermark.NoTimestamp
+		if err := w.Write(recs[i].v, c); err != nil {
+			s.op.env.fail(fmt.Errorf("write: %w", err))
+			return
+		}
 	}
 }
 
@@ -114,7 +118,6 @@ type sinkTailOp struct {
 	ended     bool
 	notified  int64 // highest checkpoint notified complete
 	pending   []pendingCommittable
-	wm        *int64
 
 	cq      *queue[commitJob]
 	wg      sync.WaitGroup

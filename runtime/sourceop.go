@@ -156,7 +156,8 @@ func (c *typedEnumContext[S]) AssignSplits(a map[int][]S) error {
 
 func (f *sourceFact[T, S, E]) newHead(env *taskEnv, next any, restored [][]byte) (sourceHead, error) {
 	out := &sourceOutput[T]{ws: f.ws, wmOn: f.ws.Enabled(), assign: f.ws.HasAssigner(), env: env,
-		comb: watermark.NewCombiner[string](), splits: map[string]*splitOutput[T]{}}
+		comb: watermark.NewCombiner[string](), splits: map[string]*splitOutput[T]{},
+		buf: make([]elem[T], 0, env.att.job.cfg.BatchSize)}
 	if err := setCollector(&out.next, next); err != nil {
 		return nil, err
 	}
@@ -205,6 +206,7 @@ func (h *readerHead[T, S]) start(ctx context.Context) error {
 
 func (h *readerHead[T, S]) poll() (source.InputStatus, error) {
 	st, err := h.r.PollNext(h.out)
+	h.out.flush()
 	if err != nil {
 		return st, fmt.Errorf("poll reader: %w", err)
 	}
@@ -300,7 +302,20 @@ type sourceOutput[T any] struct {
 	mainUsed bool
 	n        int64
 	failed   error
-	lastWM   int64
+	buf      []elem[T]
+}
+
+// flush hands the buffered records to the chain. It runs after every
+// PollNext and before every watermark, so records and watermarks keep their
+// order.
+func (o *sourceOutput[T]) flush() {
+	if len(o.buf) == 0 {
+		return
+	}
+	o.n += int64(len(o.buf))
+	o.next.Collect(o.buf)
+	clear(o.buf)
+	o.buf = o.buf[:0]
 }
 
 func (o *sourceOutput[T]) currentWatermark() int64 { return o.comb.Current() }
@@ -345,6 +360,7 @@ func (o *sourceOutput[T]) ReleaseSplit(id string) {
 }
 
 func (o *sourceOutput[T]) advance() {
+	o.flush()
 	wm, advanced, allIdle := o.comb.Advance()
 	if advanced {
 		o.env.emitWatermark(wm)
@@ -360,18 +376,30 @@ type splitOutput[T any] struct {
 	gen watermark.Generator
 }
 
-func (s *splitOutput[T]) Collect(v T) { s.CollectAt(v, watermark.NoTimestamp) }
+func (s *splitOutput[T]) Collect(v T) {
+	p := s.p
+	if p.assign || s.gen != nil {
+		s.CollectAt(v, watermark.NoTimestamp)
+		return
+	}
+	p.buf = append(p.buf, elem[T]{v, watermark.NoTimestamp})
+	if len(p.buf) == cap(p.buf) {
+		p.flush()
+	}
+}
 
 func (s *splitOutput[T]) CollectAt(v T, ts int64) {
 	p := s.p
-	p.n++
 	if p.assign {
 		ts = p.ws.Timestamp(v, ts)
 	}
 	if s.gen != nil {
 		s.gen.OnEvent(ts, s)
 	}
-	p.next.Collect(v, ts)
+	p.buf = append(p.buf, elem[T]{v, ts})
+	if len(p.buf) == cap(p.buf) {
+		p.flush()
+	}
 }
 
 func (s *splitOutput[T]) EmitWatermark(ts int64) {

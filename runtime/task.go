@@ -184,10 +184,6 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 	return nil
 }
 
-func (t *task) describe() string {
-	return fmt.Sprintf("%s (subtask %d/%d)", t.env.v.describe(), t.env.subtask, t.env.v.parallelism)
-}
-
 // run is the mailbox loop. It returns nil when shut down, or the error that
 // failed the task.
 func (t *task) run() (err error) {

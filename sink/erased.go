@@ -40,6 +40,9 @@ type ErasedWriter[T any] interface {
 	WriteWatermark(watermark int64) error
 	// NotifyCheckpointAborted forwards the notice if the writer wants it.
 	NotifyCheckpointAborted(checkpointID int64) error
+	// Unwrap returns the connector's own writer, so that the runtime's hot
+	// path calls its Write without an extra indirection.
+	Unwrap() Writer[T]
 }
 
 // Outcome is what a committer decided about one request.
@@ -220,6 +223,8 @@ type erasedWriter[T, C, S any] struct {
 	wm         WatermarkWriter
 	abort      CheckpointAbortListener
 }
+
+func (w *erasedWriter[T, C, S]) Unwrap() Writer[T] { return w.Writer }
 
 func (w *erasedWriter[T, C, S]) PrepareCommit(id int64) ([][]byte, error) {
 	if w.committing == nil {

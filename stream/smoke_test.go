@@ -18,7 +18,9 @@ type memSink struct {
 	got []int64
 }
 
-func (m *memSink) CreateWriter(sink.InitContext) (sink.Writer[int64], error) { return &memWriter{m: m}, nil }
+func (m *memSink) CreateWriter(sink.InitContext) (sink.Writer[int64], error) {
+	return &memWriter{m: m}, nil
+}
 
 type memWriter struct {
 	m   *memSink

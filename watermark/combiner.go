@@ -8,10 +8,8 @@ package watermark
 // A Combiner is not safe for concurrent use. The zero value is not usable;
 // call NewCombiner.
 type Combiner[K comparable] struct {
-	parts    map[K]*part
-	emitted  int64
-	idle     bool
-	hasParts bool
+	parts   map[K]*part
+	emitted int64
 }
 
 type part struct {

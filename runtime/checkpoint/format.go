@@ -376,11 +376,14 @@ func (d *decoder) str() (string, error) {
 }
 
 func (d *decoder) blob() ([]byte, error) {
-	n, err := d.count()
-	if err != nil || n < 0 {
+	v, err := d.uvarint()
+	if err != nil || v == 0 {
 		return nil, err
 	}
-	b := make([]byte, n)
+	if v-1 > uint64(d.left) {
+		return nil, formatErr("blob length %d exceeds the %d bytes left", v-1, d.left)
+	}
+	b := make([]byte, v-1)
 	return b, d.full(b)
 }
 
@@ -542,6 +545,9 @@ func readState(ctx context.Context, path string, m *metadata) (*Snapshot, error)
 	if err != nil {
 		return nil, err
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %s: %w", path, corruptf("not a regular file (%s)", fi.Mode().Type()))
+	}
 	if fi.Size() != m.StateSize {
 		return nil, fmt.Errorf("read %s: %w", path, corruptf("size is %d bytes, metadata says %d", fi.Size(), m.StateSize))
 	}
@@ -553,7 +559,7 @@ func readState(ctx context.Context, path string, m *metadata) (*Snapshot, error)
 			// Report a checksum mismatch, the root cause of most format
 			// errors, if there is one.
 			if _, cerr := io.Copy(io.Discard, d.r); cerr == nil && cr.crc != m.StateCRC32C {
-				err = corruptf("CRC-32C mismatch: file %08x, metadata %08x (decoding failed: %v)", cr.crc, m.StateCRC32C, err)
+				err = corruptf("CRC-32C mismatch: computed %08x, _metadata says %08x (decoding failed: %v)", cr.crc, m.StateCRC32C, err)
 			} else {
 				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 			}
@@ -561,7 +567,7 @@ func readState(ctx context.Context, path string, m *metadata) (*Snapshot, error)
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if cr.crc != m.StateCRC32C {
-		return nil, fmt.Errorf("read %s: %w", path, corruptf("CRC-32C mismatch: file %08x, metadata %08x", cr.crc, m.StateCRC32C))
+		return nil, fmt.Errorf("read %s: %w", path, corruptf("CRC-32C mismatch: computed %08x, _metadata says %08x", cr.crc, m.StateCRC32C))
 	}
 	switch {
 	case s.ID != m.ID:

@@ -439,7 +439,7 @@ func writeFile(fsys fileSystem, path string, b []byte) (err error) {
 func Load(ctx context.Context, path string) (*Snapshot, Info, error) {
 	dir, err := filepath.Abs(path)
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("load %s: %w", path, err)
+		return nil, Info{}, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
 	if filepath.Base(dir) == metadataFileName {
 		if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
@@ -447,15 +447,16 @@ func Load(ctx context.Context, path string) (*Snapshot, Info, error) {
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, Info{}, fmt.Errorf("load %s: %w", dir, err)
+		return nil, Info{}, fmt.Errorf("load snapshot %s: %w", dir, err)
 	}
+	// The errors below name the file they are about.
 	m, err := readMetadata(dir)
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("load %s: %w", dir, err)
+		return nil, Info{}, fmt.Errorf("load snapshot: %w", err)
 	}
 	s, err := readState(ctx, filepath.Join(dir, m.StateFile), m)
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("%s %d: load %s: %w", m.Kind, m.ID, dir, err)
+		return nil, Info{}, fmt.Errorf("%s %d: %w", m.Kind, m.ID, err)
 	}
 	return s, m.info(dir), nil
 }
