@@ -65,6 +65,8 @@ type attempt struct {
 	finalID  int64
 	done     bool
 	timeout  *time.Timer
+	holding  bool       // snapshotting enumerators: hold back their mails
+	held     []heldMail // mails held back until the triggers are out
 }
 
 // sinkTrack follows the commits of one sink's subtasks.
@@ -109,21 +111,40 @@ func (c *enumContext) RegisteredReaders() map[int]source.ReaderInfo {
 func (c *enumContext) Metrics() metrics.Group { return c.metrics }
 
 func (c *enumContext) assign(subtask int, splits any) {
-	c.att.tasks[c.v][subtask].env.post(mail{kind: mailAddSplits, payload: splits})
+	c.att.post(c.v, subtask, mail{kind: mailAddSplits, payload: splits})
+}
+
+// post delivers a mail from the enumerator side to a reader. While the
+// coordinator snapshots enumerators for a checkpoint, such mails are held
+// back and delivered after the checkpoint's triggers, so that a split
+// assigned after an enumerator's snapshot reaches its reader after the
+// reader's snapshot (Flink closes its operator-event gateways the same way).
+func (a *attempt) post(v *vertex, subtask int, m mail) {
+	if a.holding {
+		a.held = append(a.held, heldMail{v, subtask, m})
+		return
+	}
+	a.tasks[v][subtask].env.post(m)
+}
+
+type heldMail struct {
+	v       *vertex
+	subtask int
+	m       mail
 }
 
 func (c *enumContext) SignalNoMoreSplits(subtask int) {
 	if subtask < 0 || subtask >= c.parallelism {
 		return
 	}
-	c.att.tasks[c.v][subtask].env.post(mail{kind: mailNoMoreSplits})
+	c.att.post(c.v, subtask, mail{kind: mailNoMoreSplits})
 }
 
 func (c *enumContext) SendEventToReader(subtask int, e source.Event) {
 	if subtask < 0 || subtask >= c.parallelism {
 		return
 	}
-	c.att.tasks[c.v][subtask].env.post(mail{kind: mailEvent, payload: e})
+	c.att.post(c.v, subtask, mail{kind: mailEvent, payload: e})
 }
 
 func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler func(any, error), delay, period time.Duration) {
@@ -267,11 +288,16 @@ func (a *attempt) setup() error {
 	}
 	for _, ec := range a.enumsInOrder() {
 		name := ec.v.head().name
+		// In the local runtime every reader exists from the start: they are
+		// registered before Start (so Start may assign to them), and
+		// AddReader follows for each.
+		for i := range ec.parallelism {
+			ec.readers[i] = source.ReaderInfo{Subtask: i, Location: "local"}
+		}
 		if err := ec.enum.start(a.ctx); err != nil {
 			return &TaskError{Operator: name, Subtask: -1, Err: fmt.Errorf("start enumerator: %w", err)}
 		}
 		for i := range ec.parallelism {
-			ec.readers[i] = source.ReaderInfo{Subtask: i, Location: "local"}
 			if err := ec.enum.addReader(i); err != nil {
 				return &TaskError{Operator: name, Subtask: -1, Err: fmt.Errorf("add reader %d: %w", i, err)}
 			}
@@ -415,7 +441,12 @@ func enumError(v *vertex, what string, err error) error {
 // source task's mailbox (DESIGN §3).
 func (a *attempt) trigger(final bool) error {
 	id := a.tr.nextID
+	if a.job.beforeTrigger != nil {
+		a.job.beforeTrigger(id)
+	}
 	enums := map[string][]byte{}
+	a.holding = true
+	defer a.releaseHeld()
 	for _, ec := range a.enumsInOrder() {
 		b, err := ec.enum.snapshot(id)
 		if err != nil {
@@ -435,6 +466,15 @@ func (a *attempt) trigger(final bool) error {
 		}
 	}
 	return nil
+}
+
+func (a *attempt) releaseHeld() {
+	a.holding = false
+	for _, h := range a.held {
+		a.tasks[h.v][h.subtask].env.post(h.m)
+	}
+	clear(a.held)
+	a.held = a.held[:0]
 }
 
 func (a *attempt) persist(p *pendingCheckpoint) {

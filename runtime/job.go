@@ -123,6 +123,10 @@ type Job struct {
 	restarts         int
 	failures         []error
 	state            State
+
+	// beforeTrigger runs on the coordinator goroutine right before a
+	// checkpoint's enumerator snapshots (tests only).
+	beforeTrigger func(id int64)
 }
 
 // NewJob validates the graph and the configuration and plans the job. A bad

@@ -337,6 +337,7 @@ func (t *task) handleMail(m mail) error {
 			if err := t.src.notifyComplete(m.id); err != nil {
 				return fmt.Errorf("notify checkpoint %d complete: %w", m.id, err)
 			}
+			t.srcReady = true // the notice may have unblocked the reader
 		}
 		if t.sinkOp != nil {
 			t.sinkOp.notified = max(t.sinkOp.notified, m.id)

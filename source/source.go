@@ -77,8 +77,9 @@ type ReaderInfo struct {
 // EnumeratorContext.CallAsync. Start is called once, before any other
 // method; Close once, last. A returned error fails the job.
 type Enumerator[S Split, E any] interface {
-	// Start begins discovery; it is called once, after every reader that
-	// exists at start has been registered with AddReader.
+	// Start begins discovery. It is called once, first. The readers that
+	// exist at start are already in RegisteredReaders, so Start may assign
+	// to them; AddReader is called for each of them after Start.
 	Start(ctx context.Context) error
 	// HandleSplitRequest answers a reader that asked for a split (pull
 	// assignment).
