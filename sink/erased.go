@@ -40,8 +40,10 @@ type ErasedWriter[T any] interface {
 	WriteWatermark(watermark int64) error
 	// NotifyCheckpointAborted forwards the notice if the writer wants it.
 	NotifyCheckpointAborted(checkpointID int64) error
-	// Unwrap returns the connector's own writer, so that the runtime's hot
-	// path calls its Write without an extra indirection.
+	// Unwrap returns the writer whose Write the runtime calls on its hot
+	// path: the connector's own writer, without an extra indirection. A
+	// wrapper that embeds an ErasedWriter and overrides Write must also
+	// override Unwrap to return itself, or its Write is skipped.
 	Unwrap() Writer[T]
 }
 

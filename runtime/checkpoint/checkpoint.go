@@ -194,6 +194,10 @@ func validate(s *Snapshot) error {
 	if s.ID < 0 {
 		return fmt.Errorf("%s %d: save: negative id", s.Kind, s.ID)
 	}
+	if y := s.Timestamp.UTC().Year(); y < 0 || y > 9999 {
+		// _metadata stores RFC 3339 timestamps, which have four-digit years.
+		return fmt.Errorf("%s %d: save: timestamp %v outside years 0 to 9999", s.Kind, s.ID, s.Timestamp)
+	}
 	return nil
 }
 

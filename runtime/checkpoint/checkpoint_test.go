@@ -73,11 +73,8 @@ func roundTripCases() []struct {
 	name string
 	snap *Snapshot
 } {
-	rng := rand.New(rand.NewPCG(1, 2))
 	large := make([]byte, 8<<20)
-	for i := range large {
-		large[i] = byte(rng.Uint32())
-	}
+	rand.NewChaCha8([32]byte{1, 2}).Read(large)
 	many := make([]TaskState, 5000)
 	for i := range many {
 		many[i] = TaskState{Vertex: fmt.Sprintf("v%d", i%7), Subtask: i, Parallelism: len(many),
@@ -208,6 +205,8 @@ func TestSaveRejectsInvalid(t *testing.T) {
 		{"nil", nil},
 		{"negative id", &Snapshot{ID: -1}},
 		{"bad kind", &Snapshot{ID: 1, Kind: 9}},
+		{"year 10000", &Snapshot{ID: 1, Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{"year 9999 becomes 10000 in UTC", &Snapshot{ID: 1, Timestamp: time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("w", -7200))}},
 	}
 	for _, st := range storages {
 		for _, tt := range tests {

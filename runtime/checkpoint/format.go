@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,9 +136,21 @@ type stringWriter interface {
 // encoder writes the state file format. Errors are sticky: after the first
 // one every write is a no-op, and err reports it.
 type encoder struct {
-	w   stringWriter
-	tmp [binary.MaxVarintLen64]byte
-	err error
+	w    stringWriter
+	tmp  [binary.MaxVarintLen64]byte
+	keys []string // scratch for sorting map keys
+	err  error
+}
+
+// sortedKeys returns m's keys in order, in scratch space valid until the
+// next call.
+func sortedKeys[V any](e *encoder, m map[string]V) []string {
+	e.keys = e.keys[:0]
+	for k := range m {
+		e.keys = append(e.keys, k)
+	}
+	slices.Sort(e.keys)
+	return e.keys
 }
 
 func (e *encoder) write(p []byte) {
@@ -185,12 +196,12 @@ func (e *encoder) snapshot(ctx context.Context, s *Snapshot) error {
 	e.uvarint(uint64(s.Timestamp.Nanosecond()))
 
 	e.count(len(s.Enumerators), s.Enumerators == nil)
-	for _, k := range slices.Sorted(maps.Keys(s.Enumerators)) {
+	for _, k := range sortedKeys(e, s.Enumerators) {
 		e.str(k)
 		e.blob(s.Enumerators[k])
 	}
 	e.count(len(s.Properties), s.Properties == nil)
-	for _, k := range slices.Sorted(maps.Keys(s.Properties)) {
+	for _, k := range sortedKeys(e, s.Properties) {
 		e.str(k)
 		e.str(s.Properties[k])
 	}
@@ -204,7 +215,7 @@ func (e *encoder) snapshot(ctx context.Context, s *Snapshot) error {
 		e.varint(int64(t.Subtask))
 		e.varint(int64(t.Parallelism))
 		e.count(len(t.Parts), t.Parts == nil)
-		for _, name := range slices.Sorted(maps.Keys(t.Parts)) {
+		for _, name := range sortedKeys(e, t.Parts) {
 			e.str(name)
 			blobs := t.Parts[name]
 			e.count(len(blobs), blobs == nil)
@@ -268,7 +279,15 @@ type decoder struct {
 	r       *bufio.Reader
 	left    int64 // bytes of the file not yet consumed
 	scratch []byte
+	// interned holds short strings seen before: vertex and part names repeat
+	// in every task.
+	interned map[string]string
 }
+
+const (
+	maxInternLen     = 64
+	maxInternEntries = 4096
+)
 
 func (d *decoder) ReadByte() (byte, error) {
 	if d.left <= 0 {
@@ -372,7 +391,20 @@ func (d *decoder) str() (string, error) {
 	if err := d.full(b); err != nil {
 		return "", err
 	}
-	return string(b), nil
+	if n > maxInternLen {
+		return string(b), nil
+	}
+	if s, ok := d.interned[string(b)]; ok {
+		return s, nil
+	}
+	s := string(b)
+	if d.interned == nil {
+		d.interned = make(map[string]string)
+	}
+	if len(d.interned) < maxInternEntries {
+		d.interned[s] = s
+	}
+	return s, nil
 }
 
 func (d *decoder) blob() ([]byte, error) {

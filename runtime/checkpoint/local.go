@@ -90,7 +90,8 @@ func (l *Local) Save(ctx context.Context, s *Snapshot) (Info, error) {
 		return Info{}, err
 	}
 	if snap.Kind == Checkpoint {
-		warnings = append(warnings, l.prune(ctx, snap.ID))
+		// The snapshot is committed; cancellation no longer applies.
+		warnings = append(warnings, l.prune(context.WithoutCancel(ctx), snap.ID))
 	}
 	info.Warning = errors.Join(warnings...)
 	return info, nil
