@@ -262,7 +262,7 @@ func (a *attempt) setup() error {
 			gctx := &coordInitContext{att: a, node: n, parallelism: v.parallelism}
 			gc, err := n.sink.newGlobal(gctx)
 			if err != nil {
-				return &TaskError{Operator: n.name, Subtask: -1, Err: fmt.Errorf("create global committer: %w", err)}
+				return &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("create: %w", err)}
 			}
 			st.gc = gc
 			a.sinks[n] = st
@@ -281,13 +281,12 @@ func (a *attempt) setup() error {
 		}
 		e, err := head.src.newEnumerator(ec, state)
 		if err != nil {
-			return &TaskError{Operator: head.name, Subtask: -1, Err: fmt.Errorf("create enumerator: %w", err)}
+			return enumError(v, "create enumerator", err)
 		}
 		ec.enum = e
 		a.enums[v] = ec
 	}
 	for _, ec := range a.enumsInOrder() {
-		name := ec.v.head().name
 		// In the local runtime every reader exists from the start: they are
 		// registered before Start (so Start may assign to them), and
 		// AddReader follows for each.
@@ -295,11 +294,11 @@ func (a *attempt) setup() error {
 			ec.readers[i] = source.ReaderInfo{Subtask: i, Location: "local"}
 		}
 		if err := ec.enum.start(a.ctx); err != nil {
-			return &TaskError{Operator: name, Subtask: -1, Err: fmt.Errorf("start enumerator: %w", err)}
+			return enumError(ec.v, "start enumerator", err)
 		}
 		for i := range ec.parallelism {
 			if err := ec.enum.addReader(i); err != nil {
-				return &TaskError{Operator: name, Subtask: -1, Err: fmt.Errorf("add reader %d: %w", i, err)}
+				return enumError(ec.v, fmt.Sprintf("add reader %d", i), err)
 			}
 		}
 	}
@@ -415,7 +414,7 @@ func (a *attempt) handle(m coordMsg) error {
 		st := a.sinks[m.node]
 		st.running = false
 		if m.err != nil {
-			return &TaskError{Operator: m.node.name, Subtask: -1, Err: fmt.Errorf("global commit of checkpoint %d: %w", m.id, m.err)}
+			return &TaskError{Operator: m.node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", m.id, m.err)}
 		}
 		st.globalDone = max(st.globalDone, m.id)
 		a.startGlobal(st)

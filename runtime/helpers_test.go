@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluice-io/sluice/serde"
@@ -77,7 +75,9 @@ func (s *scriptSource) RestoreEnumerator(ctx source.EnumeratorContext[rangeSplit
 func (s *scriptSource) CreateReader(ctx source.ReaderContext) (source.Reader[rec, rangeSplit], error) {
 	return &scriptReader{s: s, ctx: ctx, avail: make(chan struct{})}, nil
 }
-func (s *scriptSource) SplitSerializer() serde.Versioned[rangeSplit] { return serde.JSON[rangeSplit](1) }
+func (s *scriptSource) SplitSerializer() serde.Versioned[rangeSplit] {
+	return serde.JSON[rangeSplit](1)
+}
 func (s *scriptSource) EnumeratorStateSerializer() serde.Versioned[enumState] {
 	return serde.JSON[enumState](1)
 }
@@ -151,9 +151,9 @@ func (e *scriptEnum) SnapshotState(id int64) (enumState, error) {
 func (e *scriptEnum) Close() error { return nil }
 
 type scriptReader struct {
-	s      *scriptSource
-	ctx    source.ReaderContext
-	splits []rangeSplit
+	s         *scriptSource
+	ctx       source.ReaderContext
+	splits    []rangeSplit
 	noMore    bool
 	avail     chan struct{}
 	completed int64
@@ -260,8 +260,3 @@ func expectExactlyOnce(t *testing.T, splits []rangeSplit, got []rec) {
 			len(got), want, len(missing), first(missing), len(dup), first(dup))
 	}
 }
-
-// counter is a concurrency-safe counter for hooks.
-type counter struct{ n atomic.Int64 }
-
-var _ sync.Locker = (*sync.Mutex)(nil)

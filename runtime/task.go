@@ -321,6 +321,9 @@ func (t *task) countOut() {
 func (t *task) handleMail(m mail) error {
 	switch m.kind {
 	case mailAddSplits:
+		// New splits may let the reader make progress: poll it again
+		// rather than rely on it signalling Available.
+		t.srcReady = true
 		return t.src.addSplits(m.payload)
 	case mailNoMoreSplits:
 		t.src.noMoreSplits()
@@ -468,15 +471,22 @@ func (t *task) close() error {
 	return errors.Join(errs...)
 }
 
-// TaskError is a failure of one subtask. It names the operator chain and
+// TaskError is a failure of one subtask, or of a coordinator-side part
+// (an enumerator, a global committer). It names the operator (chain) and
 // the subtask and wraps the cause.
 type TaskError struct {
+	// Operator names the failed operator chain ("src -> map -> sink") or
+	// coordinator part ("src (enumerator)").
 	Operator string
-	Subtask  int
-	Err      error
+	// Subtask is the failed subtask, or -1 for coordinator-side parts.
+	Subtask int
+	Err     error
 }
 
 func (e *TaskError) Error() string {
+	if e.Subtask < 0 {
+		return fmt.Sprintf("%s: %v", e.Operator, e.Err)
+	}
 	return fmt.Sprintf("%s (subtask %d): %v", e.Operator, e.Subtask, e.Err)
 }
 

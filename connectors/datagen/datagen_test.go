@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-io/sluice/internal/fakes"
-	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 )
@@ -116,21 +115,34 @@ type harness struct {
 	noMore  map[int]int // no-more-splits delivered per subtask
 }
 
-func newHarness(t *testing.T, src *Source[int64], p int) *harness {
+// newHarness starts the enumerator the way the runtime does: readers
+// registered, Start, then AddReader for each; with addFirst, AddReader
+// comes before Start (the order of Flink's and the API's first draft).
+func newHarness(t *testing.T, src *Source[int64], p int, addFirst bool) *harness {
 	h := &harness{t: t, src: src, ectx: &fakes.EnumeratorContext[Split]{Parallel: p},
 		out: &fakes.Output[int64]{}, done: make([]bool, p), sent: map[int]int{}, noMore: map[int]int{}}
 	var err error
 	if h.enum, err = src.CreateEnumerator(h.ectx); err != nil {
 		t.Fatal(err)
 	}
+	addReaders := func() {
+		for i := range p {
+			if err := h.enum.AddReader(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for i := range p {
 		h.ectx.Register(i)
-		if err := h.enum.AddReader(i); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if addFirst {
+		addReaders()
 	}
 	if err := h.enum.Start(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if !addFirst {
+		addReaders()
 	}
 	for i := range p {
 		c := &fakes.ReaderContext{Subtask: i, Parallel: p}
@@ -237,46 +249,49 @@ func TestBoundedAssignment(t *testing.T) {
 		{"push fewer records than splits", 3, 8, 2, true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			opts := []Option{Count(tt.count), Splits(tt.splits)}
-			if tt.push {
-				opts = append(opts, PushAssignment())
-			}
-			h := newHarness(t, New(ident, opts...), tt.p)
-			h.run(100 + int(tt.count)/BatchSize*4)
-			checkExactlyOnce(t, h.src, h.out.Records, tt.count)
+		for _, addFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/addReaderFirst=%v", tt.name, addFirst), func(t *testing.T) {
+				testBoundedAssignment(t, tt.count, tt.splits, tt.p, tt.push, addFirst)
+			})
+		}
+	}
+}
 
-			for i := range tt.p {
-				if n := h.ectx.NoMoreSplits[i]; n != 1 {
-					t.Errorf("subtask %d got no-more-splits %d times, want 1", i, n)
-				}
-				if got := h.rctx[i].Registry.Sum(metrics.NumRecordsIn); got != countOn(h.out.Records, h.ectx.Assigned[i]) {
-					t.Errorf("subtask %d: numRecordsIn = %d", i, got)
+func testBoundedAssignment(t *testing.T, count int64, splits, p int, push, addFirst bool) {
+	opts := []Option{Count(count), Splits(splits)}
+	if push {
+		opts = append(opts, PushAssignment())
+	}
+	h := newHarness(t, New(ident, opts...), p, addFirst)
+	h.run(100 + int(count)/BatchSize*4)
+	checkExactlyOnce(t, h.src, h.out.Records, count)
+
+	for i := range p {
+		if n := h.ectx.NoMoreSplits[i]; n != 1 {
+			t.Errorf("subtask %d got no-more-splits %d times, want 1", i, n)
+		}
+	}
+	if len(h.out.Released) != splits {
+		t.Errorf("released %d splits, want %d", len(h.out.Released), splits)
+	}
+	if push {
+		if h.ectx.Assignments > 1 {
+			t.Errorf("push made %d AssignSplits calls, want 1", h.ectx.Assignments)
+		}
+		for sub, ss := range h.ectx.Assigned {
+			for _, sp := range ss {
+				if sp.Num%p != sub {
+					t.Errorf("push gave split %d to subtask %d", sp.Num, sub)
 				}
 			}
-			if len(h.out.Released) != tt.splits {
-				t.Errorf("released %d splits, want %d", len(h.out.Released), tt.splits)
-			}
-			if tt.push {
-				if h.ectx.Assignments > 1 {
-					t.Errorf("push made %d AssignSplits calls, want 1", h.ectx.Assignments)
-				}
-				for sub, ss := range h.ectx.Assigned {
-					for _, sp := range ss {
-						if sp.Num%tt.p != sub {
-							t.Errorf("push gave split %d to subtask %d", sp.Num, sub)
-						}
-					}
-				}
-			} else if want := tt.p + tt.splits; sumRequests(h) != want {
-				// each reader asks at start, and again after each split
-				t.Errorf("%d split requests, want %d", sumRequests(h), want)
-			}
-			st, _ := h.enum.SnapshotState(1)
-			if len(st.Unassigned) != 0 {
-				t.Errorf("enumerator still holds %v", st.Unassigned)
-			}
-		})
+		}
+	} else if want := p + splits; sumRequests(h) != want {
+		// each reader asks at start, and again after each split
+		t.Errorf("%d split requests, want %d", sumRequests(h), want)
+	}
+	st, _ := h.enum.SnapshotState(1)
+	if len(st.Unassigned) != 0 {
+		t.Errorf("enumerator still holds %v", st.Unassigned)
 	}
 }
 
@@ -287,18 +302,6 @@ func sumRequests(h *harness) int {
 	}
 	for _, k := range h.ectx.NoMoreSplits {
 		n += k
-	}
-	return n
-}
-
-func countOn(recs []fakes.Record[int64], splits []Split) int64 {
-	var n int64
-	for _, r := range recs {
-		for _, sp := range splits {
-			if r.Split == sp.SplitID() {
-				n++
-			}
-		}
 	}
 	return n
 }
@@ -513,7 +516,7 @@ func TestUnboundedReaderWithoutSplitIdles(t *testing.T) {
 			if push {
 				opts = append(opts, PushAssignment())
 			}
-			h := newHarness(t, New(ident, opts...), 2)
+			h := newHarness(t, New(ident, opts...), 2, false)
 			for range 3 {
 				h.deliver()
 				for _, r := range h.readers {

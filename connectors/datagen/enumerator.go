@@ -18,8 +18,11 @@ import (
 // so readers without splits stay idle instead of finishing.
 //
 // Push: split i goes to subtask i%parallelism once that reader is
-// registered. For a bounded source, a registered reader that owns no
-// unassigned split gets SignalNoMoreSplits (once per registration).
+// registered — at Start for the readers registered by then, at AddReader
+// for later ones. For a bounded source, a registered reader that owns no
+// unassigned split gets SignalNoMoreSplits, once per reader instance: a
+// second AddReader for a subtask means the reader was replaced, and the new
+// one is served afresh. Both orders of Start and the first AddReader work.
 type enumerator struct {
 	ctx     source.EnumeratorContext[Split]
 	pending []Split // sorted by Num
@@ -28,10 +31,11 @@ type enumerator struct {
 	started bool
 	waiting []int        // pull, unbounded: readers whose request is open
 	told    map[int]bool // push, bounded: got SignalNoMoreSplits since registering
+	added   map[int]bool // push: AddReader was called for the subtask
 }
 
 func newEnumerator(ctx source.EnumeratorContext[Split], splits []Split, bounded, push bool) *enumerator {
-	e := &enumerator{ctx: ctx, pending: splits, bounded: bounded, push: push, told: map[int]bool{}}
+	e := &enumerator{ctx: ctx, pending: splits, bounded: bounded, push: push, told: map[int]bool{}, added: map[int]bool{}}
 	e.sortPending()
 	return e
 }
@@ -83,7 +87,10 @@ func (e *enumerator) AddReader(subtask int) error {
 	if !e.push {
 		return nil
 	}
-	delete(e.told, subtask) // a new reader instance
+	if e.added[subtask] {
+		delete(e.told, subtask) // a replaced reader: serve the new one afresh
+	}
+	e.added[subtask] = true
 	if !e.started {
 		return nil
 	}

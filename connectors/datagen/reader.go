@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/sluice-io/sluice/internal/ratelimit"
-	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/source"
 )
 
@@ -29,7 +28,8 @@ type reader[T any] struct {
 	ctx     source.ReaderContext
 	pull    bool
 	splits  []Split
-	cur     int // index into splits of the split to emit from next
+	ids     []string // SplitID of splits[i], computed once
+	cur     int      // index into splits of the split to emit from next
 	noMore  bool
 	asked   bool // a split request is open
 	idle    bool // MarkIdle was sent and nothing emitted since
@@ -38,16 +38,14 @@ type reader[T any] struct {
 	limiter *ratelimit.Limiter
 	want    int // tokens to wait for when the bucket is empty
 	timer   ratelimit.Timer
-	numIn   *metrics.Counter
 }
 
 func newReader[T any](s *Source[T], ctx source.ReaderContext) *reader[T] {
 	r := &reader[T]{
-		gen:   s.gen,
-		ts:    s.cfg.ts,
-		ctx:   ctx,
-		pull:  !s.cfg.push,
-		numIn: ctx.Metrics().Counter(metrics.NumRecordsIn),
+		gen:  s.gen,
+		ts:   s.cfg.ts,
+		ctx:  ctx,
+		pull: !s.cfg.push,
 	}
 	if s.cfg.rate > 0 {
 		per := s.cfg.rate / float64(max(ctx.Parallelism(), 1))
@@ -97,7 +95,7 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 	r.wait = notWaiting
 	if n > 0 {
 		r.idle = false
-		so := out.ForSplit(sp.SplitID())
+		so := out.ForSplit(r.ids[r.cur])
 		idx, stride, gen := sp.Next, sp.Stride, r.gen
 		if ts := r.ts; ts != nil {
 			for range n {
@@ -111,11 +109,11 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 			}
 		}
 		sp.Next = idx
-		r.numIn.Add(int64(n))
 	}
 	if sp.Remaining() == 0 {
-		out.ReleaseSplit(sp.SplitID())
+		out.ReleaseSplit(r.ids[r.cur])
 		r.splits = slices.Delete(r.splits, r.cur, r.cur+1)
+		r.ids = slices.Delete(r.ids, r.cur, r.cur+1)
 		r.requestSplit()
 	} else {
 		r.cur++
@@ -152,7 +150,10 @@ func (r *reader[T]) wake() {
 }
 
 func (r *reader[T]) AddSplits(splits []Split) error {
-	r.splits = append(r.splits, splits...)
+	for _, sp := range splits {
+		r.splits = append(r.splits, sp)
+		r.ids = append(r.ids, sp.SplitID())
+	}
 	r.asked = false
 	r.wake()
 	return nil

@@ -40,6 +40,7 @@ const (
 	ctxCheckEvery = 64
 )
 
+// castagnoli is the CRC-32C table; read-only after initialization.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // metadata is the JSON content of a _metadata file.

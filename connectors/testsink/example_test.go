@@ -1,0 +1,49 @@
+package testsink_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/sink"
+)
+
+// This example plays the runtime by hand: write, prepare at checkpoint 1,
+// then commit after the checkpoint completed.
+func ExampleNewTwoPhase() {
+	store := testsink.NewStore[string]()
+	s := sink.Erase(testsink.NewTwoPhase(store))
+	ctx := initContext{}
+
+	w, _ := s.NewWriter(ctx, nil)
+	w.Write("a", sink.Context{})
+	w.Write("b", sink.Context{})
+	w.Flush(false)
+	committables, _ := w.PrepareCommit(1)
+	fmt.Println("staged:", store.Staged(), "committed:", store.Committed())
+
+	c, _ := s.NewCommitter(ctx)
+	reqs := []*sink.RawRequest{{CheckpointID: 1, Data: committables[0]}}
+	c.Commit(context.Background(), reqs)
+	fmt.Println("staged:", store.Staged(), "committed:", store.Committed(), reqs[0].Outcome)
+
+	c.Commit(context.Background(), reqs) // a restarted job commits again
+	fmt.Println(reqs[0].Outcome)
+	// Output:
+	// staged: [orders/out/0/1] committed: []
+	// staged: [] committed: [a b] committed
+	// already-committed
+}
+
+// initContext is what the runtime tells a writer: subtask 0 of 1 of the
+// first attempt of job "orders", sink operator "out".
+type initContext struct{}
+
+func (initContext) SubtaskIndex() int                   { return 0 }
+func (initContext) Parallelism() int                    { return 1 }
+func (initContext) Attempt() int                        { return 0 }
+func (initContext) JobName() string                     { return "orders" }
+func (initContext) OperatorName() string                { return "out" }
+func (initContext) RestoredCheckpointID() (int64, bool) { return 0, false }
+func (initContext) Metrics() metrics.Group              { return metrics.Discard() }

@@ -1,0 +1,163 @@
+package testsink
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-io/sluice/serde"
+	"github.com/sluice-io/sluice/sink"
+)
+
+// Committable names one staged transaction of a Store.
+type Committable struct {
+	TxnID string `json:"txn"`
+}
+
+// Option configures NewTwoPhase.
+type Option func(*options)
+
+type options struct{ global bool }
+
+// WithGlobalCommit makes the sink implement sink.GlobalCommitting: after the
+// committers of a checkpoint have committed, its global committer records
+// the checkpoint's transaction ids in the store (see
+// [Store.GlobalCommits]), idempotently. It fails if one of them is not
+// committed. Off by default.
+func WithGlobalCommit() Option { return func(o *options) { o.global = true } }
+
+// NewTwoPhase returns an exactly-once sink into store, already wrapped with
+// sink.NewTwoPhase (its committable type is [Committable], serialized as
+// JSON version 1).
+//
+// Writers buffer records. PrepareCommit(n) moves the buffer into the store's
+// staging area under the transaction id TxnID(job, operator, subtask, n)
+// and returns its committable; an empty buffer prepares nothing. Nothing is
+// visible in [Store.Committed] before a committer commits the transaction,
+// atomically. Committing a committed transaction signals
+// SignalAlreadyCommitted; one that is neither staged nor committed fails
+// with an unknown reason (an error wrapping [ErrTxnUnknown]).
+//
+// A writer created in a restarted attempt (Attempt() > 0) or restored from
+// checkpoint r aborts the staged transactions of its own subtask prepared at
+// checkpoints after r (all of them when nothing was restored), and keeps
+// those at or before r: the restored committables commit them. Subtask 0
+// also aborts those of subtasks ≥ the current parallelism, so scaling down
+// leaves nothing behind.
+func NewTwoPhase[T any](store *Store[T], opts ...Option) sink.Sink[T] {
+	var o options
+	for _, fn := range opts {
+		fn(&o)
+	}
+	tp := &twoPhase[T]{store: store}
+	if o.global {
+		return sink.NewTwoPhase[T, Committable](&globalTwoPhase[T]{tp})
+	}
+	return sink.NewTwoPhase[T, Committable](tp)
+}
+
+var committableSerde = serde.JSON[Committable](1)
+
+type twoPhase[T any] struct{ store *Store[T] }
+
+var (
+	_ sink.TwoPhase[int, Committable]         = (*twoPhase[int])(nil)
+	_ sink.GlobalCommitting[Committable]      = (*globalTwoPhase[int])(nil)
+	_ sink.CommittingWriter[int, Committable] = (*twoPhaseWriter[int])(nil)
+)
+
+func (s *twoPhase[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	w := &twoPhaseWriter[T]{
+		store: s.store,
+		job:   ctx.JobName(),
+		op:    ctx.OperatorName(),
+		sub:   ctx.SubtaskIndex(),
+	}
+	restored, ok := ctx.RestoredCheckpointID()
+	if ctx.Attempt() > 0 || ok {
+		p := ctx.Parallelism()
+		s.store.abortWhere(func(t *Txn[T]) bool {
+			mine := t.Subtask == w.sub || (w.sub == 0 && t.Subtask >= p)
+			return t.Job == w.job && t.Operator == w.op && t.CheckpointID >= 0 && mine &&
+				(!ok || t.CheckpointID > restored)
+		})
+	}
+	return w, nil
+}
+
+func (s *twoPhase[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+	return &committer[T]{store: s.store}, nil
+}
+
+func (s *twoPhase[T]) CommittableSerializer() serde.Versioned[Committable] {
+	return committableSerde
+}
+
+type globalTwoPhase[T any] struct{ *twoPhase[T] }
+
+func (s *globalTwoPhase[T]) CreateGlobalCommitter(sink.InitContext) (sink.GlobalCommitter[Committable], error) {
+	return &globalCommitter[T]{store: s.store}, nil
+}
+
+// twoPhaseWriter is used from its subtask's goroutine only.
+type twoPhaseWriter[T any] struct {
+	store   *Store[T]
+	job, op string
+	sub     int
+	buf     []T
+}
+
+func (w *twoPhaseWriter[T]) Write(v T, _ sink.Context) error {
+	w.buf = append(w.buf, v)
+	return nil
+}
+
+// Flush keeps the buffer: it goes to the store at PrepareCommit.
+func (w *twoPhaseWriter[T]) Flush(bool) error { return nil }
+
+func (w *twoPhaseWriter[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+	if len(w.buf) == 0 {
+		return nil, nil
+	}
+	id := TxnID(w.job, w.op, w.sub, checkpointID)
+	err := w.store.stage(&Txn[T]{ID: id, Job: w.job, Operator: w.op, Subtask: w.sub, CheckpointID: checkpointID, Records: w.buf})
+	if err != nil {
+		return nil, err
+	}
+	w.buf = nil
+	return []Committable{{TxnID: id}}, nil
+}
+
+// Close drops the buffer: unprepared records never become visible.
+func (w *twoPhaseWriter[T]) Close() error {
+	w.buf = nil
+	return nil
+}
+
+type committer[T any] struct{ store *Store[T] }
+
+func (c *committer[T]) Commit(_ context.Context, reqs []sink.CommitRequest[Committable]) error {
+	for _, r := range reqs {
+		id := r.Committable().TxnID
+		switch c.store.commit(id) {
+		case commitAlready:
+			r.SignalAlreadyCommitted()
+		case commitUnknown:
+			r.SignalFailedWithUnknownReason(fmt.Errorf("%w: %q (checkpoint %d); was it aborted?", ErrTxnUnknown, id, r.CheckpointID()))
+		}
+	}
+	return nil
+}
+
+func (c *committer[T]) Close() error { return nil }
+
+type globalCommitter[T any] struct{ store *Store[T] }
+
+func (g *globalCommitter[T]) CommitGlobal(_ context.Context, checkpointID int64, committed []Committable) error {
+	ids := make([]string, len(committed))
+	for i, c := range committed {
+		ids[i] = c.TxnID
+	}
+	return g.store.commitGlobal(checkpointID, ids)
+}
+
+func (g *globalCommitter[T]) Close() error { return nil }

@@ -1,0 +1,222 @@
+package readerbase
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sluice-io/sluice/source"
+)
+
+// task is work the task goroutine hands to a fetcher: exactly one of add
+// or (pause, resume) is set.
+type task[S source.Split] struct {
+	add           []S
+	pause, resume []string
+}
+
+// fetcher runs one SplitReader on its own goroutine (Flink's SplitFetcher):
+// it applies tasks, calls Fetch while it has unpaused splits, and puts
+// non-empty batches into the handover queue. It sits blocked on its signal
+// channel while it has nothing to fetch.
+//
+// The task goroutine talks to a running fetcher only through enqueue.
+// The fetcher goroutine owns sr and assigned.
+type fetcher[E any, S source.Split] struct {
+	id           int
+	sr           SplitReader[E, S]
+	pauser       source.SplitPauser // sr, if it implements it
+	h            *handover[E]
+	exitWhenIdle bool // FetcherPerSplit: end once the split is finished
+
+	signal chan struct{} // capacity 1: tasks are pending
+
+	mu    sync.Mutex
+	tasks []task[S]
+	wake  context.CancelFunc // cancels the ctx of the current or next Fetch
+
+	// Owned by the fetcher goroutine.
+	assigned map[string]bool // split id → paused
+}
+
+func newFetcher[E any, S source.Split](id int, sr SplitReader[E, S], h *handover[E], exitWhenIdle bool) *fetcher[E, S] {
+	f := &fetcher[E, S]{
+		id:           id,
+		sr:           sr,
+		h:            h,
+		exitWhenIdle: exitWhenIdle,
+		signal:       make(chan struct{}, 1),
+		assigned:     map[string]bool{},
+	}
+	f.pauser, _ = sr.(source.SplitPauser)
+	return f
+}
+
+// enqueue hands t to the fetcher and wakes it wherever it waits: idle on
+// its signal, blocked putting a batch, or inside Fetch. It never blocks.
+// Called from the task goroutine.
+func (f *fetcher[E, S]) enqueue(t task[S]) {
+	f.mu.Lock()
+	f.tasks = append(f.tasks, t)
+	wake := f.wake
+	f.mu.Unlock()
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+	if wake != nil {
+		wake()
+	}
+}
+
+// newFetchContext makes the ctx for the next Fetch calls and publishes its
+// cancel func as the wake-up. It must be called before the fetcher takes
+// its tasks: a task enqueued after the fetcher took its tasks then finds
+// the new cancel func and interrupts the coming Fetch.
+func (f *fetcher[E, S]) newFetchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	fctx, cancel := context.WithCancel(ctx)
+	f.mu.Lock()
+	f.wake = cancel
+	f.mu.Unlock()
+	return fctx, cancel
+}
+
+// run is the fetcher goroutine. It returns when ctx is done, when the
+// SplitReader fails, or (exitWhenIdle) when its splits are finished; then
+// it closes the SplitReader.
+func (f *fetcher[E, S]) run(ctx context.Context) {
+	fctx, cancel := f.newFetchContext(ctx)
+	defer func() {
+		cancel()
+		if err := f.sr.Close(); err != nil {
+			f.h.closeFailed(fmt.Errorf("readerbase: fetcher %d: close split reader: %w", f.id, err))
+		}
+	}()
+	for {
+		if fctx.Err() != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			cancel()
+			fctx, cancel = f.newFetchContext(ctx)
+		}
+		if !f.runTasks() {
+			return
+		}
+		if !f.fetchable() {
+			if f.exitWhenIdle && len(f.assigned) == 0 {
+				return
+			}
+			select {
+			case <-f.signal:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		b, err := f.sr.Fetch(fctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && fctx.Err() == nil {
+			f.fail(fmt.Errorf("fetch: %w", err))
+			return
+		}
+		for _, id := range b.Finished {
+			delete(f.assigned, id)
+		}
+		if b.empty() {
+			b.recycle()
+			continue
+		}
+		if !f.put(ctx, b) {
+			return
+		}
+	}
+}
+
+// put hands b to the task goroutine, blocking while the queue is full
+// (backpressure). While blocked it still applies tasks, and it gives up
+// when ctx is done.
+func (f *fetcher[E, S]) put(ctx context.Context, b Batch[E]) bool {
+	for {
+		select {
+		case f.h.queue <- b:
+			f.h.notify()
+			return true
+		case <-f.signal:
+			if !f.runTasks() {
+				return false
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// runTasks applies every pending task, including those enqueued while it
+// runs. It reports false after a task failed (the failure is recorded).
+func (f *fetcher[E, S]) runTasks() bool {
+	for {
+		f.mu.Lock()
+		ts := f.tasks
+		f.tasks = nil
+		f.mu.Unlock()
+		if len(ts) == 0 {
+			return true
+		}
+		for _, t := range ts {
+			if err := f.apply(t); err != nil {
+				f.fail(err)
+				return false
+			}
+		}
+	}
+}
+
+func (f *fetcher[E, S]) apply(t task[S]) error {
+	if t.add != nil {
+		for _, s := range t.add {
+			f.assigned[s.SplitID()] = false
+		}
+		if err := f.sr.AddSplits(t.add); err != nil {
+			return fmt.Errorf("add splits: %w", err)
+		}
+		return nil
+	}
+	for _, id := range t.pause {
+		if _, ok := f.assigned[id]; ok {
+			f.assigned[id] = true
+		}
+	}
+	for _, id := range t.resume {
+		if _, ok := f.assigned[id]; ok {
+			f.assigned[id] = false
+		}
+	}
+	if f.pauser != nil {
+		if err := f.pauser.PauseOrResumeSplits(t.pause, t.resume); err != nil {
+			return fmt.Errorf("pause or resume splits: %w", err)
+		}
+	}
+	return nil
+}
+
+// fetchable reports whether the fetcher holds a split that is not paused.
+func (f *fetcher[E, S]) fetchable() bool {
+	for _, paused := range f.assigned {
+		if !paused {
+			return true
+		}
+	}
+	return false
+}
+
+// fail records err, naming the fetcher and its splits.
+func (f *fetcher[E, S]) fail(err error) {
+	ids := slices.Sorted(maps.Keys(f.assigned))
+	f.h.fail(fmt.Errorf("readerbase: fetcher %d (splits %s): %w", f.id, strings.Join(ids, ", "), err))
+}

@@ -1,0 +1,124 @@
+package readerbase
+
+import (
+	"context"
+
+	"github.com/sluice-io/sluice/source"
+)
+
+// Batch is what one [SplitReader.Fetch] call returns: records grouped by
+// split, and the splits that have been read to their end. It is the unit
+// the hand-over queue counts (see [QueueCapacity]).
+//
+// A batch is handed from the fetcher goroutine to the task goroutine; after
+// Fetch returns it, the SplitReader must not modify the batch or the slices
+// it references until Recycle is called.
+type Batch[E any] struct {
+	// Records holds the fetched elements, grouped by split. Within one
+	// split the elements are in read order, and a split's groups across
+	// batches are emitted in the order Fetch returned them.
+	Records []SplitRecords[E]
+	// Finished lists the splits that have been read to their end, including
+	// everything in Records. The reader emits the batch's records first,
+	// then finishes these splits. A finished split must not appear in any
+	// later batch.
+	Finished []string
+	// Recycle, if not nil, is called once when the reader no longer needs
+	// the batch's slices, so a SplitReader can pool its buffers. It is
+	// called from the task goroutine after the batch was emitted, or from
+	// the fetcher goroutine if the batch was empty and dropped, so it must
+	// be safe for use from any goroutine. It is not called for batches
+	// discarded because the reader closed or failed.
+	Recycle func()
+}
+
+// SplitRecords is the part of a [Batch] that belongs to one split.
+type SplitRecords[E any] struct {
+	SplitID string
+	Records []E
+}
+
+// empty reports whether the batch carries neither records nor finished
+// splits, so that the fetcher can drop it instead of queueing it.
+func (b *Batch[E]) empty() bool {
+	if len(b.Finished) > 0 {
+		return false
+	}
+	for _, g := range b.Records {
+		if len(g.Records) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Batch[E]) recycle() {
+	if b.Recycle != nil {
+		b.Recycle()
+	}
+}
+
+// SplitReader reads splits from the external system; it is the part of a
+// connector that does blocking I/O. E is the fetched element type (raw
+// bytes, a client library's record, …) and S the split type.
+//
+// Each SplitReader belongs to one fetcher goroutine: all of its methods are
+// called from that goroutine, one at a time, never concurrently. The fetcher
+// calls AddSplits (and PauseOrResumeSplits, if implemented) between Fetch
+// calls, then Close once, last, when the fetcher stops. A SplitReader is
+// created by [Config.NewSplitReader] on the task goroutine and is not used
+// there.
+//
+// A SplitReader may implement [source.SplitPauser]; PauseOrResumeSplits is
+// then called on the fetcher goroutine with the ids of splits to stop and to
+// restart reading (see [Reader.PauseOrResumeSplits]).
+type SplitReader[E any, S source.Split] interface {
+	// Fetch reads the next batch from the splits added so far. The fetcher
+	// only calls it while it has at least one unfinished split that is not
+	// paused.
+	//
+	// Fetch may block until data arrives, but it must return promptly once
+	// ctx is done. The fetcher cancels ctx both to stop and to wake Fetch
+	// up, when it has new splits or a pause to hand over; it then calls
+	// Fetch again with a fresh ctx. A Fetch that has already taken records
+	// from the external system when ctx is done should return them: after
+	// ctx is done the returned error is ignored and a non-empty batch is
+	// kept (unless the reader is stopping). An error returned while ctx is
+	// not done fails the reader: [Reader.PollNext] returns it.
+	//
+	// An empty batch is allowed (for example after an internal poll
+	// timeout), but Fetch should block rather than return empty batches in
+	// a tight loop.
+	Fetch(ctx context.Context) (Batch[E], error)
+	// AddSplits hands new splits to the reader. Each split carries the
+	// position to start from (a restored split carries the position of its
+	// snapshot). The reader owns nothing of the slice after it returns; it
+	// may keep the splits. An error fails the reader.
+	AddSplits(splits []S) error
+	// Close releases resources. It is called once, on the fetcher
+	// goroutine, after the last Fetch (or on the task goroutine, for a
+	// SplitReader that never got a fetcher because AddSplits failed). Its
+	// error is returned by [Reader.Close].
+	Close() error
+}
+
+// RecordEmitter turns fetched elements into records on the task goroutine:
+// it converts e, emits zero or more records to out (usually with
+// out.CollectAt for event time), and advances the split's state past e, so
+// that a snapshot taken after Emit resumes after e.
+//
+// Emit is called only from the task goroutine, during [Reader.PollNext];
+// out is the split's own output (out.ForSplit) and is valid only during the
+// call. An error fails the reader; it should name the position and the
+// cause.
+type RecordEmitter[E, T, SS any] interface {
+	Emit(e E, out source.Output[T], state SS) error
+}
+
+// EmitterFunc adapts a function to a [RecordEmitter].
+type EmitterFunc[E, T, SS any] func(e E, out source.Output[T], state SS) error
+
+// Emit calls f(e, out, state).
+func (f EmitterFunc[E, T, SS]) Emit(e E, out source.Output[T], state SS) error {
+	return f(e, out, state)
+}
