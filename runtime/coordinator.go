@@ -489,6 +489,9 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 	go func() {
 		defer a.wg.Done()
 		info, err := j.storage.Save(a.ctx, snap)
+		if err == nil && info.Warning != nil {
+			j.log.Warn("checkpoint saved with a warning", "id", snap.ID, "warning", info.Warning)
+		}
 		j.mu.Lock()
 		if err == nil {
 			j.latest = snap

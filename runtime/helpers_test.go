@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 	"go.uber.org/goleak"
@@ -53,12 +55,18 @@ type scriptSource struct {
 	// splits are only handed out by hooks or on request.
 	pull bool
 	// holdUntil keeps the reader from reading a split until the checkpoint
-	// with this id completed.
+	// with this id completed (first attempt only).
 	holdUntil map[string]int64
+	// hold, if set, keeps the reader from reading a split while it returns
+	// true, given the highest completed checkpoint.
+	hold func(completed int64, sp rangeSplit) bool
 	// failAt makes the reader fail before emitting a record.
 	failAt func(attempt int, r rec) bool
 	// perPoll bounds records per PollNext.
 	perPoll int
+	// roundRobin reads the reader's splits in turn, perPoll records each,
+	// instead of one after the other.
+	roundRobin bool
 	// readerErr / enumErr make the reader / enumerator fail at start.
 	readerErr, enumErr error
 }
@@ -181,10 +189,21 @@ func (r *scriptReader) PollNext(out source.Output[rec]) (source.InputStatus, err
 		}
 		return source.NothingAvailable, nil
 	}
-	sp := &r.splits[0]
-	if id, ok := r.s.holdUntil[sp.ID]; ok && r.completed < id && r.ctx.Attempt() == 0 {
+	// Read the first split that is not held; held splits exist (for
+	// watermarks) but have no data yet.
+	k := -1
+	for i, sp := range r.splits {
+		out.ForSplit(sp.ID)
+		if !r.held(sp) {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
 		return source.NothingAvailable, nil
 	}
+	r.splits = append(r.splits[k:], r.splits[:k]...)
+	sp := &r.splits[0]
 	so := out.ForSplit(sp.ID)
 	n := r.s.perPoll
 	if n == 0 {
@@ -204,8 +223,17 @@ func (r *scriptReader) PollNext(out source.Output[rec]) (source.InputStatus, err
 		if r.s.pull {
 			r.ctx.SendSplitRequest()
 		}
+	} else if r.s.roundRobin && len(r.splits) > 1 {
+		r.splits = append(r.splits[1:], r.splits[0])
 	}
 	return source.MoreAvailable, nil
+}
+
+func (r *scriptReader) held(sp rangeSplit) bool {
+	if id, ok := r.s.holdUntil[sp.ID]; ok && r.completed < id && r.ctx.Attempt() == 0 {
+		return true
+	}
+	return r.s.hold != nil && r.s.hold(r.completed, sp)
 }
 
 func (r *scriptReader) Available() <-chan struct{} { return r.avail }
@@ -260,3 +288,40 @@ func expectExactlyOnce(t *testing.T, splits []rangeSplit, got []rec) {
 			len(got), want, len(missing), first(missing), len(dup), first(dup))
 	}
 }
+
+type (
+	sourceEnumCtx = source.EnumeratorContext[rangeSplit]
+	sourceEnum    = source.Enumerator[rangeSplit, enumState]
+)
+
+// slowSnapshot makes the reader's SnapshotState of checkpoint `at` in the
+// first attempt take d.
+type slowSnapshot struct {
+	*scriptSource
+	at int64
+	d  time.Duration
+}
+
+func (s *slowSnapshot) CreateReader(ctx source.ReaderContext) (source.Reader[rec, rangeSplit], error) {
+	r, err := s.scriptSource.CreateReader(ctx)
+	return &slowReader{Reader: r, s: s, attempt: ctx.Attempt()}, err
+}
+
+type slowReader struct {
+	source.Reader[rec, rangeSplit]
+	s       *slowSnapshot
+	attempt int
+}
+
+func (r *slowReader) NotifyCheckpointComplete(id int64) error {
+	return r.Reader.(source.CheckpointListener).NotifyCheckpointComplete(id)
+}
+
+func (r *slowReader) SnapshotState(id int64) ([]rangeSplit, error) {
+	if id == r.s.at && r.attempt == 0 {
+		time.Sleep(r.s.d)
+	}
+	return r.Reader.SnapshotState(id)
+}
+
+func restartOnce() restart.Strategy { return restart.FixedDelay(1, 0) }

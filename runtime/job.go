@@ -147,11 +147,19 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1,
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
-	restarts := j.metricRoot.Counter(metrics.NumRestarts)
-	_ = restarts
 	if cfg.RestoreFrom != nil {
 		j.latest = cfg.RestoreFrom
 		j.nextCheckpointID = cfg.RestoreFrom.ID + 1
+	}
+	// Checkpoint ids keep growing across runs that share a storage, so a
+	// resumed job never reuses the id (and the derived external names) of
+	// an earlier run's checkpoint.
+	infos, err := cfg.Storage.List(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	for _, in := range infos {
+		j.nextCheckpointID = max(j.nextCheckpointID, in.ID+1)
 	}
 	return j, nil
 }

@@ -1,0 +1,118 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/connectors/datagen"
+	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// TestCancelAndResumeFromCheckpointDir: a job is cancelled after some
+// checkpoints; only what completed checkpoints prepared is committed. A
+// second job resumes from the newest checkpoint in the directory —
+// optionally at another parallelism — and finishes: together they
+// committed every record exactly once.
+func TestCancelAndResumeFromCheckpointDir(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		from, to int
+	}{{"same parallelism", 2, 2}, {"scale up", 2, 3}, {"scale down", 3, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 20_000
+			dir := t.TempDir()
+			store := testsink.NewStore[int64]()
+			build := func(p int, restore *checkpoint.Snapshot) *stream.Environment {
+				opts := []stream.Option{stream.Parallelism(p), stream.CheckpointEvery(20 * time.Millisecond),
+					stream.CheckpointDir(dir), stream.Logger(runtime.DiscardLogger())}
+				if restore != nil {
+					opts = append(opts, stream.RestoreFrom(restore))
+				}
+				env := stream.New(opts...)
+				gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(4), datagen.RatePerSecond(20_000))
+				stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), testsink.NewTwoPhase(store), "sink")
+				return env
+			}
+			h, err := build(c.from, nil).Start(t.Context(), "resume")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; h.Status().Checkpoints.Completed < 4; i++ {
+				if i > 5000 {
+					t.Fatal("no 4 checkpoints within 10s")
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			h.Cancel()
+			if _, err := h.Wait(); !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled job returned %v, want context.Canceled", err)
+			}
+			first := len(store.Committed())
+			if first == 0 || first >= n {
+				t.Fatalf("first run committed %d records, want some but not all of %d", first, n)
+			}
+			st, err := checkpoint.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, info, err := st.Latest(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			res, err := build(c.to, snap).Execute(ctx, "resume")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Checkpoints.LastID <= info.ID {
+				t.Errorf("resumed job's last checkpoint %d is not after the restored %d", res.Checkpoints.LastID, info.ID)
+			}
+			checkSequence(t, datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(4)), n, store.Committed(), c.from == c.to)
+			if staged := store.Staged(); len(staged) > 0 {
+				t.Errorf("transactions left staged: %v", staged)
+			}
+			t.Logf("first run committed %d, restored checkpoint %d", first, info.ID)
+		})
+	}
+}
+
+// TestCheckpointTimeout: a checkpoint that cannot complete in time fails;
+// with no tolerance the job fails over and still ends with exactly-once
+// output; with tolerance the job goes on without a restart.
+func TestCheckpointTimeout(t *testing.T) {
+	for _, tolerate := range []int{0, 100} {
+		splits := []rangeSplit{{ID: "a", End: 3000}}
+		// The reader's snapshot of checkpoint 2 (first attempt) is slow.
+		src := &scriptSource{splits: splits, pull: true, perPoll: 10,
+			hold: func(completed int64, sp rangeSplit) bool { return completed < 1 && sp.Next >= 1000 }}
+		slow := &slowSnapshot{scriptSource: src, at: 2, d: 100 * time.Millisecond}
+		store := testsink.NewStore[rec]()
+		env := stream.New(stream.CheckpointEvery(10*time.Millisecond), stream.CheckpointTimeout(30*time.Millisecond),
+			stream.TolerableCheckpointFailures(tolerate), stream.Restart(restartOnce()), stream.Logger(runtime.DiscardLogger()))
+		stream.SinkTo(stream.FromSource(env, slow, watermark.None[rec](), "src"), testsink.NewTwoPhase(store), "sink")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		res, err := env.Execute(ctx, "timeout")
+		cancel()
+		if err != nil {
+			t.Fatalf("tolerate=%d: %v", tolerate, err)
+		}
+		if res.Checkpoints.Failed == 0 {
+			t.Errorf("tolerate=%d: no checkpoint failed", tolerate)
+		}
+		wantRestarts := 1
+		if tolerate > 0 {
+			wantRestarts = 0
+		}
+		if res.Restarts != wantRestarts {
+			t.Errorf("tolerate=%d: %d restarts, want %d (%v)", tolerate, res.Restarts, wantRestarts, res.Failures)
+		}
+		expectExactlyOnce(t, splits, store.Committed())
+	}
+}
