@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/serde"
@@ -180,6 +182,8 @@ func (f *sourceFact[T, S, E]) newHead(env *taskEnv, next any, restored [][]byte)
 		h.restored = splits
 	}
 	env.metrics.Gauge(metrics.CurrentOutputWatermark, out.currentWatermark)
+	out.lag.Store(-1)
+	env.metrics.Gauge(metrics.CurrentEmitEventTimeLag, out.lag.Load)
 	return h, nil
 }
 
@@ -303,6 +307,7 @@ type sourceOutput[T any] struct {
 	n        int64
 	failed   error
 	buf      []elem[T]
+	lag      atomic.Int64 // currentEmitEventTimeLag in ms, or -1
 }
 
 // flush hands the buffered records to the chain. It runs after every
@@ -313,6 +318,10 @@ func (o *sourceOutput[T]) flush() {
 		return
 	}
 	o.n += int64(len(o.buf))
+	if ts := o.buf[len(o.buf)-1].ts; ts != watermark.NoTimestamp {
+		// Once per batch: the event-time lag of the newest record.
+		o.lag.Store(time.Now().UnixMilli() - ts)
+	}
 	o.next.Collect(o.buf)
 	clear(o.buf)
 	o.buf = o.buf[:0]
