@@ -159,7 +159,7 @@ func (c *typedEnumContext[S]) AssignSplits(a map[int][]S) error {
 func (f *sourceFact[T, S, E]) newHead(env *taskEnv, next any, restored [][]byte) (sourceHead, error) {
 	out := &sourceOutput[T]{ws: f.ws, wmOn: f.ws.Enabled(), assign: f.ws.HasAssigner(), env: env,
 		comb: watermark.NewCombiner[string](), splits: map[string]*splitOutput[T]{},
-		buf: make([]elem[T], 0, env.att.job.cfg.BatchSize)}
+		buf: make([]elem[T], env.att.job.cfg.BatchSize)}
 	if err := setCollector(&out.next, next); err != nil {
 		return nil, err
 	}
@@ -306,7 +306,8 @@ type sourceOutput[T any] struct {
 	mainUsed bool
 	n        int64
 	failed   error
-	buf      []elem[T]
+	buf      []elem[T]    // fixed length: the batch size
+	nbuf     int          // records in buf; an index, not append, to spare write barriers
 	lag      atomic.Int64 // currentEmitEventTimeLag in ms, or -1
 }
 
@@ -314,17 +315,18 @@ type sourceOutput[T any] struct {
 // PollNext and before every watermark, so records and watermarks keep their
 // order.
 func (o *sourceOutput[T]) flush() {
-	if len(o.buf) == 0 {
+	if o.nbuf == 0 {
 		return
 	}
-	o.n += int64(len(o.buf))
-	if ts := o.buf[len(o.buf)-1].ts; ts != watermark.NoTimestamp {
+	recs := o.buf[:o.nbuf]
+	o.nbuf = 0
+	o.n += int64(len(recs))
+	if ts := recs[len(recs)-1].ts; ts != watermark.NoTimestamp {
 		// Once per batch: the event-time lag of the newest record.
 		o.lag.Store(time.Now().UnixMilli() - ts)
 	}
-	o.next.Collect(o.buf)
-	clear(o.buf)
-	o.buf = o.buf[:0]
+	o.next.Collect(recs)
+	clear(recs)
 }
 
 func (o *sourceOutput[T]) currentWatermark() int64 { return o.comb.Current() }
@@ -391,8 +393,9 @@ func (s *splitOutput[T]) Collect(v T) {
 		s.CollectAt(v, watermark.NoTimestamp)
 		return
 	}
-	p.buf = append(p.buf, elem[T]{v, watermark.NoTimestamp})
-	if len(p.buf) == cap(p.buf) {
+	p.buf[p.nbuf] = elem[T]{v, watermark.NoTimestamp}
+	p.nbuf++
+	if p.nbuf == len(p.buf) {
 		p.flush()
 	}
 }
@@ -405,8 +408,9 @@ func (s *splitOutput[T]) CollectAt(v T, ts int64) {
 	if s.gen != nil {
 		s.gen.OnEvent(ts, s)
 	}
-	p.buf = append(p.buf, elem[T]{v, ts})
-	if len(p.buf) == cap(p.buf) {
+	p.buf[p.nbuf] = elem[T]{v, ts}
+	p.nbuf++
+	if p.nbuf == len(p.buf) {
 		p.flush()
 	}
 }
