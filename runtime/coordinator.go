@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -192,14 +193,25 @@ func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
 func (a *attempt) run(ctx context.Context) error {
 	a.ctx, a.cancel = context.WithCancel(ctx)
 	defer a.cancel()
-	err := a.setup()
+	err := a.guard(a.setup)
 	if err == nil {
-		err = a.loop(ctx)
+		err = a.guard(func() error { return a.loop(ctx) })
 	}
 	if terr := a.teardown(); err == nil {
 		err = terr
 	}
 	return err
+}
+
+// guard turns a panic on the coordinator goroutine (in an enumerator, say)
+// into a job failure instead of a crash of the process.
+func (a *attempt) guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &TaskError{Operator: "coordinator", Subtask: -1, Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+		}
+	}()
+	return fn()
 }
 
 func (a *attempt) setup() error {
