@@ -66,6 +66,7 @@ type attempt struct {
 	finalID  int64
 	done     bool
 	timeout  *time.Timer
+	stopping bool       // a stop was requested: final checkpoint, then end
 	holding  bool       // snapshotting enumerators: hold back their mails
 	held     []heldMail // mails held back until the triggers are out
 }
@@ -349,6 +350,7 @@ func (a *attempt) loop(ctx context.Context) error {
 	a.timeout.Stop()
 	defer a.timeout.Stop()
 	var msgs []coordMsg
+	stopC := a.job.stopC
 	for !a.done {
 		select {
 		case <-ctx.Done():
@@ -364,8 +366,11 @@ func (a *attempt) loop(ctx context.Context) error {
 				}
 			}
 			clear(msgs)
+		case <-stopC:
+			a.stopping = true
+			stopC = nil // seen; do not select it again
 		case <-trigger:
-			if a.finished < a.total && a.tr.canTrigger(time.Now()) == nil {
+			if !a.stopping && a.finished < a.total && a.tr.canTrigger(time.Now()) == nil {
 				if err := a.trigger(false); err != nil {
 					return err
 				}
@@ -473,7 +478,7 @@ func (a *attempt) trigger(final bool) error {
 			continue
 		}
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailTrigger, id: id})
+			t.env.post(mail{kind: mailTrigger, id: id, payload: final && a.stopping})
 		}
 	}
 	return nil
@@ -595,8 +600,10 @@ func (a *attempt) startGlobal(st *sinkTrack) {
 
 // maybeFinish takes the final checkpoint once every task reached the end of
 // its input, and ends the attempt once that checkpoint is committed.
+// A stop request takes the final checkpoint right away (once no other
+// checkpoint is pending); sources stop reading at its barrier.
 func (a *attempt) maybeFinish() error {
-	if a.finished < a.total {
+	if a.finished < a.total && !a.stopping {
 		return nil
 	}
 	if a.finalID == 0 {

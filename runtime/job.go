@@ -123,10 +123,15 @@ type Job struct {
 	restarts         int
 	failures         []error
 	state            State
+	stoppedBy        bool // finished because Stop was called
 
 	// beforeTrigger runs on the coordinator goroutine right before a
 	// checkpoint's enumerator snapshots (tests only).
 	beforeTrigger func(id int64)
+
+	// stopC is closed by Stop; each attempt's coordinator watches it.
+	stopC    chan struct{}
+	stopOnce sync.Once
 }
 
 // NewJob validates the graph and the configuration and plans the job. A bad
@@ -144,7 +149,7 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1,
+	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1, stopC: make(chan struct{}),
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
 	if cfg.RestoreFrom != nil {
@@ -185,6 +190,9 @@ type Result struct {
 	Failures    []error // the cause of each restart, in order
 	Checkpoints CheckpointStats
 	Metrics     *metrics.Registry
+	// Stopped says the job finished because Stop was called; its last
+	// checkpoint (Checkpoints.LastID) marks where the output ends.
+	Stopped bool
 }
 
 // Counter sums a counter over all subtasks whose labels match (key, value
@@ -206,7 +214,10 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 		a := newAttempt(j, number, restore)
 		err = a.run(ctx)
 		if err == nil {
-			j.setState(Finished)
+			j.mu.Lock()
+			j.state = Finished
+			j.stoppedBy = a.stopping
+			j.mu.Unlock()
 			break
 		}
 		if ctx.Err() != nil {
@@ -253,7 +264,7 @@ func (j *Job) result(start time.Time) *Result {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return &Result{JobName: j.name, State: j.state, Duration: time.Since(start), Restarts: j.restarts,
-		Failures: append([]error(nil), j.failures...), Checkpoints: j.stats.get(), Metrics: j.cfg.Metrics}
+		Failures: append([]error(nil), j.failures...), Checkpoints: j.stats.get(), Metrics: j.cfg.Metrics, Stopped: j.stoppedBy}
 }
 
 // Status is a running job's state, safe to read from any goroutine.
@@ -303,6 +314,21 @@ func (j *Job) Start(ctx context.Context) *Handle {
 // Cancel stops the job. Output of checkpoints that completed stays
 // committed; nothing else is committed.
 func (h *Handle) Cancel() { h.cancel() }
+
+// Stop ends the job cleanly: sources stop reading at the barrier of a final
+// checkpoint, sinks prepare, the checkpoint is stored and committed, and the
+// job finishes (Result.Stopped is set). Resuming from that checkpoint
+// continues exactly where the committed output ends. Stop waits for the job
+// to end or ctx to be done and returns the job's error.
+func (h *Handle) Stop(ctx context.Context) (*Result, error) {
+	h.job.stopOnce.Do(func() { close(h.job.stopC) })
+	select {
+	case <-h.done:
+		return h.res, h.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // Done is closed when the job has ended.
 func (h *Handle) Done() <-chan struct{} { return h.done }

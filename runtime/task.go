@@ -110,6 +110,7 @@ type task struct {
 	outs     []outputTail
 	err      error
 	ended    bool // input ended
+	stopped  bool // the job is stopping: the source reads no more
 	shutdown bool
 	srcReady bool
 	mails    []mail
@@ -238,7 +239,7 @@ func (t *task) run() (err error) {
 		}
 		progressed := false
 		switch {
-		case t.src != nil && !t.ended && t.srcReady:
+		case t.src != nil && !t.ended && !t.stopped && t.srcReady:
 			st, err := t.src.poll()
 			t.src.flushCount()
 			if err != nil {
@@ -275,7 +276,7 @@ func (t *task) run() (err error) {
 		}
 		var avail <-chan struct{}
 		switch {
-		case t.src != nil && !t.ended && !t.srcReady:
+		case t.src != nil && !t.ended && !t.stopped && !t.srcReady:
 			avail = t.src.available()
 		case t.gate != nil:
 			avail = t.gate.ready()
@@ -334,7 +335,14 @@ func (t *task) handleMail(m mail) error {
 		}
 		t.srcReady = true
 	case mailTrigger:
-		return t.checkpoint(m.id)
+		if err := t.checkpoint(m.id); err != nil {
+			return err
+		}
+		if stop, _ := m.payload.(bool); stop {
+			// Stopping: read nothing after the final barrier; the job ends
+			// once that checkpoint is committed.
+			t.stopped = true
+		}
 	case mailComplete:
 		if t.src != nil {
 			if err := t.src.notifyComplete(m.id); err != nil {
