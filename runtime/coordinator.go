@@ -7,6 +7,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/metrics"
@@ -60,15 +61,16 @@ type attempt struct {
 	sinks  map[*Node]*sinkTrack
 	tr     *tracker
 
-	wg       sync.WaitGroup // async calls, saves and global commits
-	taskWG   sync.WaitGroup // task goroutines
-	finished int
-	finalID  int64
-	done     bool
-	timeout  *time.Timer
-	stopping bool       // a stop was requested: final checkpoint, then end
-	holding  bool       // snapshotting enumerators: hold back their mails
-	held     []heldMail // mails held back until the triggers are out
+	wg        sync.WaitGroup // async calls, saves and global commits
+	taskWG    sync.WaitGroup // task goroutines
+	finished  int
+	finalID   int64
+	done      bool
+	timeout   *time.Timer
+	stopping  bool        // a stop was requested: final checkpoint, then end
+	finishing atomic.Bool // all committed; tasks are shutting down
+	holding   bool        // snapshotting enumerators: hold back their mails
+	held      []heldMail  // mails held back until the triggers are out
 }
 
 // sinkTrack follows the commits of one sink's subtasks.
@@ -627,11 +629,17 @@ func (a *attempt) maybeFinish() error {
 func (a *attempt) teardown() error {
 	var err error
 	if a.done {
+		// Everything is committed. Tasks end on the shutdown mail. Nothing
+		// should be in flight behind the final barrier (sources stopped or
+		// ended), but the cancel releases any task still blocked anyway,
+		// and is not an error now.
+		a.finishing.Store(true)
 		for _, v := range a.job.vertices {
 			for _, t := range a.tasks[v] {
 				t.env.post(mail{kind: mailShutdown})
 			}
 		}
+		a.cancel()
 		a.taskWG.Wait()
 		for _, m := range a.inbox.Drain(nil) {
 			if m.kind == cmTaskExited && m.err != nil && err == nil {

@@ -192,7 +192,10 @@ func (t *task) run() (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 		}
-		if cerr := t.close(); cerr != nil && err == nil && !t.shutdown {
+		if t.env.att.finishing.Load() && errors.Is(err, context.Canceled) {
+			err = nil // the job is done; the cancel only released this task
+		}
+		if cerr := t.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 		if err != nil {
