@@ -202,3 +202,27 @@ func TestMoreReadersThanSplits(t *testing.T) {
 		}
 	}
 }
+
+// TestTryMapFailsTheTask: an error from a TryMap function fails the job
+// with the operator's name and the error, and the records before it in the
+// batch still went through.
+func TestTryMapFailsTheTask(t *testing.T) {
+	store := testsink.NewStore[int64]()
+	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	s := stream.FromSource(env, datagen.New(func(i int64) int64 { return i }, datagen.Count(100)), watermark.None[int64](), "gen")
+	m := stream.TryMap(s, func(v int64) (int64, error) {
+		if v == 42 {
+			return 0, errBoom
+		}
+		return v, nil
+	}, stream.Name("picky"))
+	stream.SinkTo(m, testsink.NewCollect(store), "out")
+	_, err := env.Execute(t.Context(), "trymap")
+	if !errors.Is(err, errBoom) || !strings.Contains(err.Error(), "operator picky") {
+		t.Fatalf("got %v, want boom from operator picky", err)
+	}
+	var te *runtime.TaskError
+	if !errors.As(err, &te) || strings.Contains(err.Error(), "goroutine") {
+		t.Errorf("want a TaskError without a stack trace, got %v", err)
+	}
+}

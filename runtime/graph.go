@@ -33,8 +33,10 @@ type Node struct {
 	noChain     bool
 
 	// exactly one of these is set, per kind
-	src  sourceFactory
-	op   func(next any) (any, error) // returns a Collector[In] feeding next (a Collector[Out])
+	src sourceFactory
+	// op returns a Collector[In] feeding next (a Collector[Out]); fail
+	// fails the task with an error from a user function.
+	op   func(next any, fail func(error)) (any, error)
 	sink sinkFactory
 }
 

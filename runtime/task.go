@@ -155,7 +155,8 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 		if n.kind != kindOperator {
 			continue
 		}
-		c, err := n.op(next)
+		name := n.name
+		c, err := n.op(next, func(err error) { env.fail(fmt.Errorf("operator %s: %w", name, err)) })
 		if err != nil {
 			return fmt.Errorf("operator %s: %w", n.name, err)
 		}

@@ -178,6 +178,20 @@ func Map[T, U any](in DataStream[T], fn func(T) U, o ...OpOption) DataStream[U] 
 	return connect[T, U](in, runtime.MapNode(in.env.graph, c.name, fn), c)
 }
 
+// TryMap applies fn to every record. An error from fn fails the task: the
+// job fails or restarts per its strategy, with an error naming the operator.
+func TryMap[T, U any](in DataStream[T], fn func(T) (U, error), o ...OpOption) DataStream[U] {
+	c := opts(o)
+	return connect[T, U](in, runtime.TryMapNode(in.env.graph, c.name, fn), c)
+}
+
+// TryFilter keeps the records for which fn returns true; an error from fn
+// fails the task like TryMap's.
+func TryFilter[T any](in DataStream[T], fn func(T) (bool, error), o ...OpOption) DataStream[T] {
+	c := opts(o)
+	return connect[T, T](in, runtime.TryFilterNode(in.env.graph, c.name, fn), c)
+}
+
 // Filter keeps the records for which fn returns true.
 func Filter[T any](in DataStream[T], fn func(T) bool, o ...OpOption) DataStream[T] {
 	c := opts(o)

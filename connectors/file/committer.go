@@ -1,0 +1,71 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+
+	"github.com/sluice-io/sluice/sink"
+)
+
+// commitRetries is how often a rename that failed for another reason than
+// a missing file is retried before the job fails.
+const commitRetries = 3
+
+// committer renames pending part files to their final names. It runs on
+// the runtime's committer goroutine.
+type committer struct {
+	root *os.Root
+	dir  string
+}
+
+// Commit renames each pending file and then fsyncs the directories it
+// renamed in. A file already renamed (its hidden name is gone and its final
+// name exists) was committed by an earlier attempt: a success. A file with
+// neither name fails the job with an error naming it.
+func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Committable]) error {
+	dirs := map[string]bool{}
+	for _, r := range reqs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cm := r.Committable()
+		dir, err := bucketDir(cm.Bucket)
+		if err != nil {
+			r.SignalFailedWithUnknownReason(err)
+			continue
+		}
+		from, to := path.Join(dir, cm.Temp), path.Join(dir, cm.Final)
+		err = c.root.Rename(from, to)
+		switch {
+		case err == nil:
+			dirs[dir] = true
+		case errors.Is(err, fs.ErrNotExist):
+			if _, serr := c.root.Lstat(to); serr == nil {
+				r.SignalAlreadyCommitted()
+			} else {
+				r.SignalFailedWithUnknownReason(fmt.Errorf("file sink: commit %s (checkpoint %d): neither the pending file nor the finished file exists: %w",
+					path.Join(c.dir, to), r.CheckpointID(), err))
+			}
+		default:
+			if r.Retries() >= commitRetries {
+				r.SignalFailedWithUnknownReason(fmt.Errorf("file sink: commit %s (checkpoint %d): %w", path.Join(c.dir, to), r.CheckpointID(), err))
+			} else {
+				r.RetryLater()
+			}
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(dirs)) {
+		if err := syncDir(c.root, dir); err != nil {
+			return fmt.Errorf("file sink: fsync directory %s after commit: %w", path.Join(c.dir, dir), err)
+		}
+	}
+	return nil
+}
+
+func (c *committer) Close() error { return c.root.Close() }

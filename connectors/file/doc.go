@@ -1,0 +1,81 @@
+// Package file is sluice's file system connector: a split-based source
+// (Flink's FileSource) and an exactly-once, two-phase-commit sink (Flink's
+// FileSink) for local file systems.
+//
+// # Source
+//
+// [NewSource] reads the files under one or more paths — files, directories
+// (read recursively) or glob patterns — with a [Format]: [TextLines],
+// [CSV] (optionally with a header) or [JSONLines]. Files ending in .gz or
+// .zst are decompressed. Names starting with '.' or '_' are skipped
+// ([FileFilter] changes that).
+//
+// The enumerator turns every file into a [Split]; an uncompressed file in
+// a splittable (line-based) format that is larger than [BlockSize] becomes
+// one split per block. A block reads the records that start inside it, so
+// every record is read by exactly one split whatever the block size.
+// Readers ask for a split whenever they have none (pull assignment), so
+// fast readers take more files.
+//
+// A split carries its progress: the byte offset of the next record (in the
+// decompressed stream for compressed files) and a number of records to skip
+// after it. A checkpoint stores that position, and recovery resumes in the
+// middle of the file: by seeking, or for compressed files by decompressing
+// and discarding up to the offset.
+//
+// By default the source is bounded: it lists its paths once and ends when
+// every file has been read. With [ContinuousDiscovery] it lists them
+// periodically and reads new files; a file already read is never read
+// again (even if it changes, so write files under a hidden name and rename
+// them into place). The enumerator's state holds the unassigned splits and
+// the paths already read that were still present at the last listing, so
+// it is bounded by the number of files under the paths.
+//
+// A record the format cannot decode fails the reader with a [*RecordError]
+// naming the file and byte offset ([FailOnMalformed], the default), or is
+// skipped and counted in numRecordsInErrors ([SkipMalformed]).
+//
+// # Sink
+//
+// [NewRowSink] writes records with a [RowFormat] ([LinesFormat],
+// [CSVFormat], [JSONLinesFormat]); [NewBulkSink] with a [BulkFormat] such
+// as [GzipBulk] (a bulk format for Parquet or ORC implements the same
+// interface). Both return a sink already wrapped with
+// sink.NewStatefulTwoPhase, ready for stream.SinkTo.
+//
+// A [BucketAssigner] picks each record's directory under the base
+// directory: [DateTimeBuckets] (Go time layout, time zone, event or
+// processing time; the default is "2006-01-02--15", UTC, processing time),
+// [BasePathBuckets], or any [BucketFunc]. Bucket paths are resolved with
+// os.Root, so no rendered value — "..", an absolute path, a symbolic link
+// — can reach outside the base directory; such a record fails the write.
+//
+// A part file lives through three states:
+//
+//	in progress  .part-<subtask>-<counter><suffix>.inprogress   written, hidden
+//	pending      same name, closed and fsynced at a checkpoint  in the checkpoint's committables
+//	finished     part-<subtask>-<counter><suffix>               renamed by the committer, directory fsynced
+//
+// A [RollingPolicy] decides when an in-progress file closes:
+// [DefaultRolling] (128 MiB, 60 s since creation, 60 s of inactivity) or
+// [OnCheckpointRolling]; bulk formats roll at every checkpoint. A row file
+// that stays open across a checkpoint is flushed and fsynced, and its
+// length goes into the writer's state.
+//
+// Recovery from checkpoint n commits n's pending files again (a file
+// already renamed counts as committed), truncates the files that were open
+// at n to their recorded length and appends to them, removes the hidden
+// files written after n (their counters are at or above the counter stored
+// in n), and continues the counters; a name that exists is never reused.
+// A write, flush or fsync error — a full disk, a permission problem —
+// fails the write or the checkpoint with an error naming the file and
+// wrapping the cause; after the job restarts nothing is lost.
+//
+// Compaction of small files (a global-commit step) is not implemented yet.
+//
+// # Options
+//
+// Source and sink options are [SourceOption] and [SinkOption] values; each
+// option's documentation states its default, and README.md in this
+// directory has a table of them.
+package file

@@ -1,0 +1,59 @@
+package file_test
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// Example copies text files into upper-case part files, exactly once.
+func Example() {
+	in, _ := os.MkdirTemp("", "in")
+	out, _ := os.MkdirTemp("", "out")
+	defer os.RemoveAll(in)
+	defer os.RemoveAll(out)
+	_ = os.WriteFile(filepath.Join(in, "a.txt"), []byte("alpha\nbeta\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(in, "b.txt.gz"), gzipped("gamma\n"), 0o644)
+
+	sink, err := file.NewRowSink(out, file.LinesFormat(),
+		file.WithBuckets(file.BasePathBuckets[string]()),
+		file.PartPrefix("upper"), file.PartSuffix(".txt"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	env := stream.New()
+	lines := stream.FromSource(env, file.NewSource(file.TextLines(), []string{in}), watermark.None[string](), "lines")
+	stream.SinkTo(stream.Map(lines, strings.ToUpper), sink, "upper")
+	if _, err := env.Execute(context.Background(), "copy"); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	entries, _ := os.ReadDir(out)
+	var all []string
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(out, e.Name()))
+		all = append(all, strings.Fields(string(b))...)
+		fmt.Println(e.Name())
+	}
+	fmt.Println(len(all), "lines")
+	// Output:
+	// upper-0-0.txt
+	// 3 lines
+}
+
+func gzipped(s string) []byte {
+	var b strings.Builder
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	return []byte(b.String())
+}

@@ -1,0 +1,196 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Format decodes the records of one file for a [Source]. T is the record
+// type. A Format is shared by all readers and must be safe for concurrent
+// use; the RecordReaders it makes are used by one goroutine each.
+//
+// Formats that are not line based (Parquet, Avro container files) implement
+// the same interface: they return Splittable false, and resume through the
+// split's byte offset plus a number of records to skip (see [Split]).
+type Format[T any] interface {
+	// Splittable reports whether every record starts right after a '\n'
+	// (or at the start of the file), so that a large uncompressed file may
+	// be cut into blocks: the block that contains a record's first byte
+	// reads it.
+	Splittable() bool
+	// NewReader returns a reader of the records in r. r is positioned at
+	// byte offset (of the decompressed file), which is 0 or the offset a
+	// RecordReader of this format reported after a record.
+	NewReader(r io.Reader, offset int64) (RecordReader[T], error)
+}
+
+// RecordReader reads the records of one file, in order.
+type RecordReader[T any] interface {
+	// Read returns the next record and the byte offset right after it,
+	// where reading resumes. At the end of the file it returns io.EOF. A
+	// record that cannot be decoded returns an error wrapping
+	// [ErrMalformed] together with the offset after the bad record, so
+	// that reading can go on; any other error ends the file.
+	Read() (v T, next int64, err error)
+}
+
+// defaultReadBuffer is the size of the buffered reader over each file.
+const defaultReadBuffer = 256 << 10
+
+// lineScanner reads '\n'-terminated lines and tracks byte offsets.
+type lineScanner struct {
+	br  *bufio.Reader
+	off int64
+	buf []byte
+}
+
+func newLineScanner(r io.Reader, offset int64) *lineScanner {
+	return &lineScanner{br: bufio.NewReaderSize(r, defaultReadBuffer), off: offset}
+}
+
+// next returns the next line without its "\n" or "\r\n" and the offset
+// after it. The slice is valid until the next call.
+func (s *lineScanner) next() ([]byte, int64, error) {
+	line, err := s.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		s.buf = append(s.buf[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = s.br.ReadSlice('\n')
+			s.buf = append(s.buf, line...)
+		}
+		line = s.buf
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, s.off, err
+	}
+	if len(line) == 0 {
+		return nil, s.off, io.EOF
+	}
+	s.off += int64(len(line))
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	return line, s.off, nil
+}
+
+// TextLines is the format of text files with one record per line. Lines
+// end with "\n" or "\r\n" (not part of the record); a last line without a
+// terminator is a record too. It is splittable.
+func TextLines() Format[string] { return textLines{} }
+
+type textLines struct{}
+
+func (textLines) Splittable() bool { return true }
+
+func (textLines) NewReader(r io.Reader, offset int64) (RecordReader[string], error) {
+	return textReader{newLineScanner(r, offset)}, nil
+}
+
+type textReader struct{ s *lineScanner }
+
+func (t textReader) Read() (string, int64, error) {
+	line, next, err := t.s.next()
+	if err != nil {
+		return "", next, err
+	}
+	return string(line), next, nil
+}
+
+// JSONLines is the format of files with one JSON value per line, decoded
+// with encoding/json into a T. Blank lines are skipped. A line that is not
+// valid JSON for T is malformed (see [ErrMalformed]). It is splittable.
+func JSONLines[T any]() Format[T] { return jsonLines[T]{} }
+
+type jsonLines[T any] struct{}
+
+func (jsonLines[T]) Splittable() bool { return true }
+
+func (jsonLines[T]) NewReader(r io.Reader, offset int64) (RecordReader[T], error) {
+	return jsonReader[T]{newLineScanner(r, offset)}, nil
+}
+
+type jsonReader[T any] struct{ s *lineScanner }
+
+func (j jsonReader[T]) Read() (T, int64, error) {
+	var v T
+	for {
+		start := j.s.off
+		line, next, err := j.s.next()
+		if err != nil {
+			return v, next, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(line, &v); err != nil {
+			return v, next, fmt.Errorf("%w: JSON line at offset %d: %w", ErrMalformed, start, err)
+		}
+		return v, next, nil
+	}
+}
+
+// CSVOption configures [CSV].
+type CSVOption func(*csvConfig)
+
+type csvConfig struct {
+	header bool
+	comma  rune
+}
+
+// CSVHeader makes the first record of every file a header that is skipped
+// (default: no header).
+func CSVHeader() CSVOption { return func(c *csvConfig) { c.header = true } }
+
+// CSVComma sets the field delimiter (default ',').
+func CSVComma(r rune) CSVOption { return func(c *csvConfig) { c.comma = r } }
+
+// CSV is the format of comma-separated values (RFC 4180, encoding/csv),
+// one []string per record; records may have different numbers of fields.
+// Quoted fields may hold line breaks, so CSV files are not splittable: one
+// split reads a whole file.
+func CSV(opts ...CSVOption) Format[[]string] {
+	c := csvConfig{comma: ','}
+	for _, o := range opts {
+		o(&c)
+	}
+	return csvFormat{c}
+}
+
+type csvFormat struct{ c csvConfig }
+
+func (csvFormat) Splittable() bool { return false }
+
+func (f csvFormat) NewReader(r io.Reader, offset int64) (RecordReader[[]string], error) {
+	cr := csv.NewReader(bufio.NewReaderSize(r, defaultReadBuffer))
+	cr.Comma = f.c.comma
+	cr.FieldsPerRecord = -1
+	return &csvReader{r: cr, base: offset, skipHeader: f.c.header && offset == 0}, nil
+}
+
+type csvReader struct {
+	r          *csv.Reader
+	base       int64
+	skipHeader bool
+}
+
+func (c *csvReader) Read() ([]string, int64, error) {
+	if c.skipHeader {
+		c.skipHeader = false
+		if _, err := c.r.Read(); err != nil {
+			return nil, c.base + c.r.InputOffset(), c.wrap(err)
+		}
+	}
+	rec, err := c.r.Read()
+	return rec, c.base + c.r.InputOffset(), c.wrap(err)
+}
+
+func (c *csvReader) wrap(err error) error {
+	if pe, ok := errors.AsType[*csv.ParseError](err); ok {
+		return fmt.Errorf("%w: CSV line %d: %w", ErrMalformed, pe.StartLine, err)
+	}
+	return err
+}

@@ -1,0 +1,238 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// MalformedPolicy says what a source does with a record its format cannot
+// decode.
+type MalformedPolicy int
+
+const (
+	// FailOnMalformed fails the reader with a [*RecordError] naming the
+	// file and byte offset (the default).
+	FailOnMalformed MalformedPolicy = iota
+	// SkipMalformed skips the record and counts it in the reader's
+	// numRecordsInErrors metric.
+	SkipMalformed
+)
+
+// SourceOption configures a [Source]; see the functions that return one.
+// Every default is in defaultSourceConfig.
+type SourceOption interface{ applySource(*sourceConfig) }
+
+type sourceOptionFunc func(*sourceConfig)
+
+func (f sourceOptionFunc) applySource(c *sourceConfig) { f(c) }
+
+type sourceConfig struct {
+	paths     []string
+	blockSize int64
+	discovery time.Duration
+	filter    func(path string) bool
+	malformed MalformedPolicy
+	batchSize int
+	logger    *slog.Logger
+	errs      []error
+}
+
+func defaultSourceConfig() sourceConfig {
+	return sourceConfig{
+		blockSize: 64 << 20,
+		discovery: 0, // bounded
+		filter:    defaultFileFilter,
+		malformed: FailOnMalformed,
+		batchSize: 1024,
+		logger:    slog.Default(),
+	}
+}
+
+func (c *sourceConfig) validate() error {
+	errs := c.errs
+	if len(c.paths) == 0 {
+		errs = append(errs, fmt.Errorf("%w: no paths to read", ErrInvalidConfig))
+	}
+	if c.blockSize < 1 {
+		errs = append(errs, fmt.Errorf("%w: BlockSize is %d, must be at least 1", ErrInvalidConfig, c.blockSize))
+	}
+	if c.discovery < 0 {
+		errs = append(errs, fmt.Errorf("%w: ContinuousDiscovery interval is %v, must be > 0", ErrInvalidConfig, c.discovery))
+	}
+	if c.batchSize < 1 {
+		errs = append(errs, fmt.Errorf("%w: ReadBatchSize is %d, must be at least 1", ErrInvalidConfig, c.batchSize))
+	}
+	if c.malformed != FailOnMalformed && c.malformed != SkipMalformed {
+		errs = append(errs, fmt.Errorf("%w: OnMalformed policy %d is neither FailOnMalformed nor SkipMalformed", ErrInvalidConfig, c.malformed))
+	}
+	return errors.Join(errs...)
+}
+
+// BlockSize sets the size of the blocks that large uncompressed files in
+// a splittable format are cut into, one split each (default 64 MiB).
+// Compressed files and unsplittable formats are read by one split per file.
+func BlockSize(n int64) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.blockSize = n })
+}
+
+// ContinuousDiscovery makes the source unbounded: it lists its paths every
+// interval and reads the files it has not seen yet; a file is never read
+// twice. The default is bounded: the paths are listed once, and the source
+// ends when every file has been read.
+func ContinuousDiscovery(interval time.Duration) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) {
+		if interval <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: ContinuousDiscovery interval is %v, must be > 0", ErrInvalidConfig, interval))
+			return
+		}
+		c.discovery = interval
+	})
+}
+
+// FileFilter keeps only the files and directories for which keep returns
+// true. The default skips names starting with '.' or '_' (hidden files,
+// such as the file sink's in-progress files). keep runs off the
+// coordinator goroutine.
+func FileFilter(keep func(path string) bool) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) {
+		if keep == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: FileFilter is nil", ErrInvalidConfig))
+			return
+		}
+		c.filter = keep
+	})
+}
+
+// OnMalformed sets the policy for records the format cannot decode
+// (default [FailOnMalformed]).
+func OnMalformed(p MalformedPolicy) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.malformed = p })
+}
+
+// ReadBatchSize sets how many records a reader's fetcher hands over at
+// once (default 1024).
+func ReadBatchSize(n int) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.batchSize = n })
+}
+
+// SourceLogger sets the logger for listing failures (default
+// slog.Default()).
+func SourceLogger(l *slog.Logger) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
+
+// SinkOption configures a sink made by [NewRowSink] or [NewBulkSink]; see
+// the functions that return one. Every default is in defaultSinkConfig.
+type SinkOption interface{ applySink(*sinkConfig) }
+
+type sinkOptionFunc func(*sinkConfig)
+
+func (f sinkOptionFunc) applySink(c *sinkConfig) { f(c) }
+
+type sinkConfig struct {
+	buckets    any // BucketAssigner[T], checked by the constructor
+	rolling    RollingPolicy
+	prefix     string
+	suffix     string
+	bufferSize int
+	now        func() time.Time
+	// wrapFile, if set, wraps each part file's writer (a test seam for
+	// I/O failures).
+	wrapFile func(name string, w io.Writer) io.Writer
+	errs     []error
+}
+
+func defaultSinkConfig() sinkConfig {
+	return sinkConfig{
+		buckets:    nil, // DateTimeBuckets[T]("2006-01-02--15", time.UTC, ProcessingTime)
+		rolling:    DefaultRolling(),
+		prefix:     "part",
+		suffix:     "",
+		bufferSize: 256 << 10,
+		now:        time.Now,
+	}
+}
+
+func (c *sinkConfig) validate() error {
+	errs := c.errs
+	if c.bufferSize < 1 {
+		errs = append(errs, fmt.Errorf("%w: WriteBufferSize is %d, must be at least 1", ErrInvalidConfig, c.bufferSize))
+	}
+	if c.rolling == nil {
+		errs = append(errs, fmt.Errorf("%w: Rolling policy is nil", ErrInvalidConfig))
+	}
+	for _, s := range []string{c.prefix, c.suffix} {
+		if containsAny(s, "/\\\x00") {
+			errs = append(errs, fmt.Errorf("%w: part file prefix/suffix %q must not contain a path separator or NUL", ErrInvalidConfig, s))
+		}
+	}
+	if c.prefix == "" || c.prefix[0] == '.' || c.prefix[0] == '_' {
+		errs = append(errs, fmt.Errorf("%w: PartPrefix %q must be non-empty and not start with '.' or '_' (those names are hidden)", ErrInvalidConfig, c.prefix))
+	}
+	return errors.Join(errs...)
+}
+
+func containsAny(s, chars string) bool {
+	for _, r := range s {
+		for _, c := range chars {
+			if r == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WithBuckets sets the bucket assigner: the directory, relative to the
+// base directory, of every record (default DateTimeBuckets with layout
+// "2006-01-02--15", UTC, processing time). Its type parameter must match
+// the sink's record type, or the constructor reports an error.
+func WithBuckets[T any](a BucketAssigner[T]) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) {
+		if a == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithBuckets assigner is nil", ErrInvalidConfig))
+			return
+		}
+		c.buckets = a
+	})
+}
+
+// Rolling sets when a part file is closed and a new one started (default
+// DefaultRolling()). Bulk formats ignore it: they roll at every
+// checkpoint.
+func Rolling(p RollingPolicy) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.rolling = p })
+}
+
+// PartPrefix sets the part file name prefix (default "part"): files are
+// named <prefix>-<subtask>-<counter><suffix>.
+func PartPrefix(p string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.prefix = p }) }
+
+// PartSuffix sets the part file name suffix, such as ".jsonl" (default
+// none).
+func PartSuffix(s string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.suffix = s }) }
+
+// WriteBufferSize sets the buffer in front of every open part file
+// (default 256 KiB).
+func WriteBufferSize(n int) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.bufferSize = n })
+}
+
+// Clock sets the processing-time clock used by bucket assigners and
+// rolling policies (default time.Now).
+func Clock(now func() time.Time) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) {
+		if now == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: Clock is nil", ErrInvalidConfig))
+			return
+		}
+		c.now = now
+	})
+}

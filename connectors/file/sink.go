@@ -1,0 +1,177 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/sluice-io/sluice/serde"
+	"github.com/sluice-io/sluice/sink"
+)
+
+// Committable is a pending part file: closed and synced under its hidden
+// in-progress name, waiting to be renamed to its final name.
+type Committable struct {
+	// Bucket is the directory relative to the base directory ("" for the
+	// base directory itself).
+	Bucket string `json:"bucket"`
+	// Temp is the hidden in-progress name, Final the visible one.
+	Temp  string `json:"temp"`
+	Final string `json:"final"`
+	// Size is the file's length.
+	Size int64 `json:"size"`
+}
+
+// WriterState is a sink writer's checkpointed state.
+type WriterState struct {
+	// Subtask and Parallelism are those of the writer that took it.
+	Subtask     int `json:"subtask"`
+	Parallelism int `json:"parallelism"`
+	// NextCounter is the counter of the writer's next part file. Hidden
+	// files of this subtask with a counter at or above it were created
+	// after the checkpoint and are removed on recovery.
+	NextCounter int64 `json:"next"`
+	// InProgress lists the row-format part files open at the checkpoint,
+	// with their synced length: recovery truncates them to it and goes on
+	// appending.
+	InProgress []InProgressFile `json:"inProgress,omitempty"`
+}
+
+// InProgressFile is an open part file in a [WriterState].
+type InProgressFile struct {
+	Bucket string `json:"bucket"`
+	Temp   string `json:"temp"`
+	Final  string `json:"final"`
+	Size   int64  `json:"size"`
+}
+
+var (
+	committableSerde = serde.JSON[Committable](1)
+	writerStateSerde = serde.JSON[WriterState](1)
+)
+
+// fileSink is the two-phase, stateful file sink.
+type fileSink[T any] struct {
+	dir     string
+	row     RowFormat[T]
+	bulk    BulkFormat[T]
+	cfg     sinkConfig
+	buckets BucketAssigner[T]
+}
+
+var _ sink.StatefulTwoPhase[string, Committable, WriterState] = (*fileSink[string])(nil)
+
+// NewRowSink returns an exactly-once sink (Flink's FileSink.forRowFormat)
+// that writes records with format into part files under the base directory
+// dir, already wrapped with sink.NewStatefulTwoPhase.
+//
+// Each writer keeps one open part file per bucket, named
+// .<prefix>-<subtask>-<counter><suffix>.inprogress (hidden) while it is
+// written. The rolling policy closes it; at the next checkpoint a closed
+// file is fsynced and becomes pending, and when that checkpoint completes
+// the committer renames it to <prefix>-<subtask>-<counter><suffix> and
+// fsyncs the directory. A part file that stays open across a checkpoint is
+// flushed and fsynced, and its length is stored in the writer state. On
+// recovery open files are truncated to their checkpointed length, pending
+// files of the restored checkpoint are committed (committing a finished
+// file is a success), hidden files written after it are removed, and the
+// counters continue after the restored ones. See the options for the
+// defaults.
+func NewRowSink[T any](dir string, format RowFormat[T], opts ...SinkOption) (sink.Sink[T], error) {
+	if format == nil {
+		return nil, fmt.Errorf("%w: the row format is nil", ErrInvalidConfig)
+	}
+	s, err := buildSink(dir, format, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+}
+
+// NewBulkSink returns an exactly-once sink that writes part files with a
+// bulk format (Flink's FileSink.forBulkFormat). It works like
+// [NewRowSink], except that every open part file is finished and rolled at
+// every checkpoint (the rolling policy's time and size rules still roll
+// files between checkpoints).
+func NewBulkSink[T any](dir string, format BulkFormat[T], opts ...SinkOption) (sink.Sink[T], error) {
+	if format == nil {
+		return nil, fmt.Errorf("%w: the bulk format is nil", ErrInvalidConfig)
+	}
+	s, err := buildSink(dir, nil, format, opts)
+	if err != nil {
+		return nil, err
+	}
+	return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+}
+
+func buildSink[T any](dir string, row RowFormat[T], bulk BulkFormat[T], opts []SinkOption) (*fileSink[T], error) {
+	cfg := defaultSinkConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.applySink(&cfg)
+		}
+	}
+	errs := []error{cfg.validate()}
+	if dir == "" {
+		errs = append(errs, fmt.Errorf("%w: the base directory is empty", ErrInvalidConfig))
+	}
+	s := &fileSink[T]{dir: filepath.Clean(dir), row: row, bulk: bulk, cfg: cfg}
+	switch a := cfg.buckets.(type) {
+	case nil:
+		s.buckets = DateTimeBuckets[T]("2006-01-02--15", nil, ProcessingTime)
+	case BucketAssigner[T]:
+		s.buckets = a
+	default:
+		var zero T
+		errs = append(errs, fmt.Errorf("%w: WithBuckets got a %T, want a BucketAssigner[%T]", ErrInvalidConfig, a, zero))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *fileSink[T]) openRoot() (*os.Root, error) {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("file sink: base directory: %w", err)
+	}
+	r, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("file sink: base directory: %w", err)
+	}
+	return r, nil
+}
+
+func (s *fileSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return s.newWriter(ctx, nil)
+}
+
+func (s *fileSink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sink.Writer[T], error) {
+	return s.newWriter(ctx, states)
+}
+
+func (s *fileSink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
+
+func (s *fileSink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
+
+func (s *fileSink[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+	root, err := s.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	return &committer{root: root, dir: s.dir}, nil
+}
+
+// bucketDir returns the directory of a bucket inside the root, checking
+// that it stays there.
+func bucketDir(bucket string) (string, error) {
+	if bucket == "" || bucket == "." {
+		return ".", nil
+	}
+	if !filepath.IsLocal(bucket) {
+		return "", fmt.Errorf("%w: %q", ErrBucketEscapes, bucket)
+	}
+	return path.Clean(filepath.ToSlash(bucket)), nil
+}

@@ -1,0 +1,109 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/serde"
+	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/source/readerbase"
+)
+
+// Source reads files with a [Format] (Flink's FileSource). It is
+// immutable after NewSource and safe for concurrent use.
+type Source[T any] struct {
+	format Format[T]
+	cfg    sourceConfig
+	err    error
+}
+
+var _ source.Source[string, Split, EnumState] = (*Source[string])(nil)
+
+// NewSource returns a source of the records of the files under paths:
+// each path is a file, a directory (read recursively) or a glob pattern
+// (filepath.Match syntax) whose matches are files or directories. Files
+// ending in .gz or .zst are decompressed.
+//
+// Invalid options do not panic: the error is returned by [Source.Err] and
+// by CreateEnumerator and CreateReader, so that the job fails at start
+// with a message naming the option.
+func NewSource[T any](format Format[T], paths []string, opts ...SourceOption) *Source[T] {
+	s := &Source[T]{format: format, cfg: defaultSourceConfig()}
+	s.cfg.paths = append([]string(nil), paths...)
+	for _, o := range opts {
+		if o != nil {
+			o.applySource(&s.cfg)
+		}
+	}
+	err := s.cfg.validate()
+	if format == nil {
+		err = errors.Join(err, fmt.Errorf("%w: the format is nil", ErrInvalidConfig))
+	}
+	s.err = err
+	return s
+}
+
+// Err returns the configuration error, if any.
+func (s *Source[T]) Err() error { return s.err }
+
+// Boundedness is Bounded unless [ContinuousDiscovery] is set.
+func (s *Source[T]) Boundedness() source.Boundedness {
+	if s.cfg.discovery > 0 {
+		return source.ContinuousUnbounded
+	}
+	return source.Bounded
+}
+
+// CreateEnumerator returns an enumerator that lists the paths.
+func (s *Source[T]) CreateEnumerator(ctx source.EnumeratorContext[Split]) (source.Enumerator[Split, EnumState], error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return newEnumerator(ctx, &s.cfg, s.format.Splittable(), EnumState{}), nil
+}
+
+// RestoreEnumerator returns an enumerator from a checkpointed state.
+func (s *Source[T]) RestoreEnumerator(ctx source.EnumeratorContext[Split], st EnumState) (source.Enumerator[Split, EnumState], error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return newEnumerator(ctx, &s.cfg, s.format.Splittable(), st), nil
+}
+
+// CreateReader returns a reader that asks for one split at a time.
+func (s *Source[T]) CreateReader(ctx source.ReaderContext) (source.Reader[T, Split], error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	var errCount *metrics.Counter
+	if g := ctx.Metrics(); g != nil {
+		errCount = g.Counter(metrics.NumRecordsInErrors)
+	} else {
+		errCount = new(metrics.Counter)
+	}
+	cfg := readerbase.Config[record[T], T, Split, *Split]{
+		NewSplitReader: func() (readerbase.SplitReader[record[T], Split], error) {
+			return &splitReader[T]{format: s.format, cfg: &s.cfg, errCount: errCount}, nil
+		},
+		Emitter:   readerbase.EmitterFunc[record[T], T, *Split](emit[T]),
+		InitState: func(sp Split) *Split { return &sp },
+		ToSplit:   func(st *Split) Split { return *st },
+	}
+	return readerbase.New(ctx, cfg, readerbase.PullSplits())
+}
+
+// SplitSerializer stores splits as JSON, version 1.
+func (s *Source[T]) SplitSerializer() serde.Versioned[Split] { return splitSerde }
+
+// EnumeratorStateSerializer stores the enumerator's state as JSON, version
+// 1.
+func (s *Source[T]) EnumeratorStateSerializer() serde.Versioned[EnumState] { return enumSerde }
+
+// emit runs on the task goroutine: it emits the record and moves the
+// split's position past it.
+func emit[T any](r record[T], out source.Output[T], st *Split) error {
+	out.Collect(r.v)
+	st.Offset, st.Skip = r.next, 0
+	return nil
+}

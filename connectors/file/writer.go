@@ -1,0 +1,485 @@
+package file
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/sink"
+)
+
+// maxCounterProbe bounds the search for a free part file name.
+const maxCounterProbe = 1 << 20
+
+// writer is one subtask's file sink writer. It is used from the subtask's
+// goroutine only.
+type writer[T any] struct {
+	s         *fileSink[T]
+	root      *os.Root
+	sub, par  int
+	next      int64
+	buckets   map[string]*bucket[T]
+	last      *bucket[T]    // the bucket of the last record, or nil
+	pending   []Committable // rolled since the last PrepareCommit
+	dirtyDirs map[string]bool
+	buf       []byte
+	closed    bool
+	// The processing-time clock is read every clockEvery records (and at
+	// every checkpoint), not for every record: time.Now costs as much as
+	// writing a short line.
+	now      time.Time
+	sinceNow int
+}
+
+// clockEvery is how many records share one reading of the clock.
+const clockEvery = 64
+
+// clock returns the cached processing time, refreshing it every
+// clockEvery calls.
+func (w *writer[T]) clock() time.Time {
+	if w.sinceNow == 0 {
+		w.now = w.s.cfg.now()
+	}
+	w.sinceNow++
+	if w.sinceNow == clockEvery {
+		w.sinceNow = 0
+	}
+	return w.now
+}
+
+type bucket[T any] struct {
+	name string // as assigned
+	dir  string // inside the root
+	part *partFile[T]
+}
+
+// partFile is an open part file.
+type partFile[T any] struct {
+	f       *os.File
+	bw      *bufio.Writer
+	cw      *countingWriter
+	bulk    BulkWriter[T]
+	temp    string
+	final   string
+	created time.Time
+	last    time.Time
+}
+
+// countingWriter counts the bytes that reach the file (through the test
+// seam, if any).
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// size is the part file's length including buffered bytes.
+func (p *partFile[T]) size() int64 { return p.cw.n + int64(p.bw.Buffered()) }
+
+var _ sink.CommittingWriter[string, Committable] = (*writer[string])(nil)
+var _ sink.StatefulWriter[string, WriterState] = (*writer[string])(nil)
+
+func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*writer[T], error) {
+	root, err := s.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(),
+		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
+	_, restored := ctx.RestoredCheckpointID()
+	restored = restored || states != nil
+	if restored || ctx.Attempt() > 0 {
+		if err := w.removeStrays(states, restored); err != nil {
+			root.Close()
+			return nil, err
+		}
+	}
+	for _, st := range states {
+		if st.Subtask == w.sub {
+			w.next = max(w.next, st.NextCounter)
+		}
+	}
+	for _, st := range states {
+		for _, ip := range st.InProgress {
+			if err := w.resume(ip); err != nil {
+				w.Close()
+				return nil, err
+			}
+		}
+	}
+	return w, nil
+}
+
+// partName parses a hidden in-progress name into its subtask and counter.
+func (w *writer[T]) partName(name string) (sub int, counter int64, ok bool) {
+	rest, ok := strings.CutPrefix(name, "."+w.s.cfg.prefix+"-")
+	if !ok {
+		return 0, 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, w.s.cfg.suffix+".inprogress")
+	if !ok {
+		return 0, 0, false
+	}
+	a, b, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	s, err1 := strconv.Atoi(a)
+	c, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return s, c, true
+}
+
+// removeStrays removes the hidden part files that aborted attempts left
+// behind: for each restored state, the files of its subtask whose counter
+// is at or above its NextCounter and that it does not list as open; with
+// nothing restored (a restart before the first completed checkpoint), all
+// of this subtask's, and subtask 0 also those of subtasks at or above the
+// parallelism. Files of checkpoints that completed are kept: their
+// counters are below NextCounter.
+func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
+	from := map[int]int64{} // subtask → first stray counter
+	keep := map[string]bool{}
+	if restored {
+		for _, st := range states {
+			from[st.Subtask] = st.NextCounter
+			for _, ip := range st.InProgress {
+				d, _ := bucketDir(ip.Bucket)
+				keep[path.Join(d, ip.Temp)] = true
+			}
+		}
+	} else {
+		from[w.sub] = 0
+	}
+	if len(from) == 0 && (restored || w.sub != 0) {
+		return nil
+	}
+	var strays []string
+	err := fs.WalkDir(w.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		sub, c, ok := w.partName(d.Name())
+		if !ok || keep[p] {
+			return nil
+		}
+		first, mine := from[sub]
+		if (mine && c >= first) || (!restored && w.sub == 0 && sub >= w.par) {
+			strays = append(strays, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("file sink: look for stray in-progress files under %s: %w", w.s.dir, err)
+	}
+	for _, p := range strays {
+		if err := w.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file sink: remove stray in-progress file %s: %w", path.Join(w.s.dir, p), err)
+		}
+	}
+	return nil
+}
+
+// resume reopens an in-progress file of a restored state, truncated to
+// its checkpointed length.
+func (w *writer[T]) resume(ip InProgressFile) error {
+	dir, err := bucketDir(ip.Bucket)
+	if err != nil {
+		return err
+	}
+	name := path.Join(dir, ip.Temp)
+	f, err := w.root.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("file sink: resume in-progress file %s: %w", path.Join(w.s.dir, name), err)
+	}
+	if err := f.Truncate(ip.Size); err != nil {
+		f.Close()
+		return fmt.Errorf("file sink: truncate %s to %d bytes: %w", path.Join(w.s.dir, name), ip.Size, err)
+	}
+	if _, err := f.Seek(ip.Size, io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("file sink: seek %s to %d: %w", path.Join(w.s.dir, name), ip.Size, err)
+	}
+	now := w.s.cfg.now()
+	p := w.newPart(f, name, ip.Temp, ip.Final, now)
+	p.cw.n = ip.Size
+	b := w.buckets[ip.Bucket]
+	if b == nil {
+		b = &bucket[T]{name: ip.Bucket, dir: dir}
+		w.buckets[ip.Bucket] = b
+	}
+	if b.part != nil {
+		// Two restored files in one bucket (after rescaling): keep the
+		// first open, roll the other.
+		return w.closePart(b.name, b.dir, p)
+	}
+	b.part = p
+	return nil
+}
+
+func (w *writer[T]) newPart(f *os.File, name, temp, final string, now time.Time) *partFile[T] {
+	var out io.Writer = f
+	if w.s.cfg.wrapFile != nil {
+		out = w.s.cfg.wrapFile(path.Join(w.s.dir, name), f)
+	}
+	cw := &countingWriter{w: out}
+	return &partFile[T]{f: f, cw: cw, bw: bufio.NewWriterSize(cw, w.s.cfg.bufferSize), temp: temp, final: final, created: now, last: now}
+}
+
+func (w *writer[T]) info(b *bucket[T]) PartFileInfo {
+	return PartFileInfo{Bucket: b.name, Size: b.part.size(), Created: b.part.created, LastWrite: b.part.last}
+}
+
+func (w *writer[T]) Write(v T, c sink.Context) error {
+	now := w.clock()
+	name, err := w.s.buckets.Bucket(v, BucketContext{Timestamp: c.Timestamp, HasTimestamp: c.HasTimestamp, Watermark: c.Watermark, ProcessingTime: now})
+	if err != nil {
+		return fmt.Errorf("file sink: assign bucket: %w", err)
+	}
+	b := w.last
+	if b == nil || b.name != name {
+		if b = w.buckets[name]; b == nil {
+			dir, err := bucketDir(name)
+			if err != nil {
+				return fmt.Errorf("file sink: bucket: %w", err)
+			}
+			b = &bucket[T]{name: name, dir: dir}
+			w.buckets[name] = b
+		}
+		w.last = b
+	}
+	policy := w.s.cfg.rolling
+	// Time rules can only change their answer when the clock moved.
+	if b.part != nil && !now.Equal(b.part.last) && policy.ShouldRollOnProcessingTime(w.info(b), now) {
+		if err := w.roll(b); err != nil {
+			return err
+		}
+	}
+	if b.part == nil {
+		if err := w.open(b, now); err != nil {
+			return err
+		}
+	}
+	p := b.part
+	if p.bulk != nil {
+		if err := p.bulk.Write(v); err != nil {
+			return fmt.Errorf("file sink: write %s: %w", path.Join(w.s.dir, b.dir, p.temp), err)
+		}
+	} else {
+		w.buf, err = w.s.row.AppendRecord(w.buf[:0], v)
+		if err != nil {
+			return fmt.Errorf("file sink: encode a record for %s: %w", path.Join(w.s.dir, b.dir, p.temp), err)
+		}
+		if _, err := p.bw.Write(w.buf); err != nil {
+			return fmt.Errorf("file sink: write %s: %w", path.Join(w.s.dir, b.dir, p.temp), err)
+		}
+	}
+	p.last = now
+	if policy.ShouldRollOnEvent(w.info(b)) {
+		return w.roll(b)
+	}
+	return nil
+}
+
+// open starts a new part file in b, with the first free counter.
+func (w *writer[T]) open(b *bucket[T], now time.Time) error {
+	if b.dir != "." {
+		if err := w.root.MkdirAll(b.dir, 0o755); err != nil {
+			return fmt.Errorf("file sink: bucket %q: create directory %s: %w", b.name, path.Join(w.s.dir, b.dir), err)
+		}
+	}
+	cfg := &w.s.cfg
+	for range maxCounterProbe {
+		final := cfg.prefix + "-" + strconv.Itoa(w.sub) + "-" + strconv.FormatInt(w.next, 10) + cfg.suffix
+		temp := "." + final + ".inprogress"
+		w.next++
+		if w.exists(path.Join(b.dir, final)) || w.exists(path.Join(b.dir, temp)) {
+			continue
+		}
+		name := path.Join(b.dir, temp)
+		f, err := w.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("file sink: create %s: %w", path.Join(w.s.dir, name), err)
+		}
+		w.dirtyDirs[b.dir] = true
+		b.part = w.newPart(f, name, temp, final, now)
+		if w.s.bulk != nil {
+			bw, err := w.s.bulk.NewWriter(b.part.bw)
+			if err != nil {
+				f.Close()
+				b.part = nil
+				return fmt.Errorf("file sink: start bulk file %s: %w", path.Join(w.s.dir, name), err)
+			}
+			b.part.bulk = bw
+		}
+		return nil
+	}
+	return fmt.Errorf("file sink: bucket %q: no free part file name after %d tries", b.name, maxCounterProbe)
+}
+
+func (w *writer[T]) exists(name string) bool {
+	_, err := w.root.Lstat(name)
+	return err == nil
+}
+
+// roll closes b's open part file and makes it pending.
+func (w *writer[T]) roll(b *bucket[T]) error {
+	p := b.part
+	b.part = nil
+	return w.closePart(b.name, b.dir, p)
+}
+
+// closePart finishes, flushes, syncs and closes p, and queues its
+// committable for the next PrepareCommit.
+func (w *writer[T]) closePart(bucketName, dir string, p *partFile[T]) error {
+	name := path.Join(w.s.dir, dir, p.temp)
+	var err error
+	if p.bulk != nil {
+		if err = p.bulk.Finish(); err != nil {
+			err = fmt.Errorf("finish: %w", err)
+		}
+	}
+	if err == nil {
+		err = w.syncPart(p)
+	}
+	if cerr := p.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("file sink: %s: %w", name, err)
+	}
+	w.pending = append(w.pending, Committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n})
+	return nil
+}
+
+func (w *writer[T]) syncPart(p *partFile[T]) error {
+	if err := p.bw.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if err := p.f.Sync(); err != nil {
+		return fmt.Errorf("fsync: %w", err)
+	}
+	return nil
+}
+
+// Flush rolls every open part file at the end of input, so that the final
+// checkpoint commits everything; at checkpoints PrepareCommit does the
+// work.
+func (w *writer[T]) Flush(endOfInput bool) error {
+	if !endOfInput {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
+		if b := w.buckets[name]; b.part != nil {
+			if err := w.roll(b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// PrepareCommit rolls the files the policy (or a bulk format) rolls at a
+// checkpoint, flushes and fsyncs the others, fsyncs the directories of new
+// files, and returns the files rolled since the last checkpoint.
+func (w *writer[T]) PrepareCommit(int64) ([]Committable, error) {
+	w.sinceNow = 0
+	w.last = nil // buckets without an open file are dropped below
+	now := w.clock()
+	policy := w.s.cfg.rolling
+	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
+		b := w.buckets[name]
+		if b.part == nil {
+			delete(w.buckets, name)
+			continue
+		}
+		info := w.info(b)
+		if w.s.bulk != nil || policy.ShouldRollOnCheckpoint(info) || policy.ShouldRollOnProcessingTime(info, now) {
+			if err := w.roll(b); err != nil {
+				return nil, err
+			}
+			delete(w.buckets, name)
+			continue
+		}
+		if err := w.syncPart(b.part); err != nil {
+			return nil, fmt.Errorf("file sink: %s: %w", path.Join(w.s.dir, b.dir, b.part.temp), err)
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(w.dirtyDirs)) {
+		if err := syncDir(w.root, dir); err != nil {
+			return nil, fmt.Errorf("file sink: fsync directory %s: %w", path.Join(w.s.dir, dir), err)
+		}
+		delete(w.dirtyDirs, dir)
+	}
+	out := w.pending
+	w.pending = nil
+	return out, nil
+}
+
+func syncDir(root *os.Root, dir string) error {
+	d, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SnapshotState records the counter and the open files with their synced
+// lengths (PrepareCommit ran just before).
+func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
+	st := WriterState{Subtask: w.sub, Parallelism: w.par, NextCounter: w.next}
+	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
+		b := w.buckets[name]
+		if b.part != nil {
+			st.InProgress = append(st.InProgress, InProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: b.part.size()})
+		}
+	}
+	return []WriterState{st}, nil
+}
+
+// Close closes the open files without making anything visible: they stay
+// in progress, for a restore to resume or remove.
+func (w *writer[T]) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var errs []error
+	for _, b := range w.buckets {
+		if b.part != nil {
+			errs = append(errs, b.part.f.Close())
+			b.part = nil
+		}
+	}
+	errs = append(errs, w.root.Close())
+	return errors.Join(errs...)
+}

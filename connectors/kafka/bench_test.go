@@ -1,0 +1,152 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// BenchmarkKafkaToKafka compares Kafka → Kafka through sluice (exactly-once,
+// at-least-once, none) with a hand-written franz-go consume →
+// transactional-produce loop that commits as often as sluice checkpoints.
+// One op is one 100-byte record; records/s is reported. It needs a real
+// broker (SLUICE_KAFKA_BROKERS).
+func BenchmarkKafkaToKafka(b *testing.B) {
+	v := os.Getenv(brokersEnv)
+	if v == "" {
+		b.Skipf("%s is not set", brokersEnv)
+	}
+	brokers := strings.Split(v, ",")
+	const interval = 200 * time.Millisecond
+	cases := []struct {
+		name string
+		run  func(b *testing.B, in, out string, n int)
+	}{
+		{"franz-go-loop-eos", func(b *testing.B, in, out string, n int) { handLoop(b, brokers, in, out, n, interval) }},
+		{"sluice-eos", func(b *testing.B, in, out string, n int) { sluiceJob(b, brokers, in, out, ExactlyOnce, interval) }},
+		{"sluice-at-least-once", func(b *testing.B, in, out string, n int) { sluiceJob(b, brokers, in, out, AtLeastOnce, interval) }},
+		{"sluice-none", func(b *testing.B, in, out string, n int) { sluiceJob(b, brokers, in, out, None, interval) }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			in, out := benchTopic(b, brokers), benchTopic(b, brokers)
+			benchFill(b, brokers, in, b.N)
+			b.ResetTimer()
+			start := time.Now()
+			c.run(b, in, out, b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
+func benchClient(b *testing.B, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	b.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+func benchTopic(b *testing.B, brokers []string) string {
+	b.Helper()
+	name := uniqueName("bench")
+	resp, err := kadm.NewClient(benchClient(b, brokers)).CreateTopic(b.Context(), 3, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return name
+}
+
+func benchFill(b *testing.B, brokers []string, topic string, n int) {
+	b.Helper()
+	cl := benchClient(b, brokers, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	val := bytes.Repeat([]byte("x"), 100)
+	for range n {
+		cl.Produce(b.Context(), &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	if err := cl.Flush(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func sluiceJob(b *testing.B, brokers []string, in, out string, g Guarantee, interval time.Duration) {
+	src, err := NewSource(brokers, BytesDeserializer(), Topics(in), Bounded(Latest()), SourceLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := []SinkOption{DefaultTopic(out), DeliveryGuarantee(g), SinkLogger(quiet)}
+	if g == ExactlyOnce {
+		opts = append(opts, TransactionalIDPrefix(uniqueName("bench")), TransactionTimeout(time.Minute))
+	}
+	sk, err := NewSink(brokers, BytesSerializer(), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := stream.New(stream.Parallelism(1), stream.CheckpointEvery(interval), stream.Logger(runtime.DiscardLogger()))
+	stream.SinkTo(stream.FromSource(env, src, watermark.None[[]byte](), "in"), sk, "out")
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	if _, err := env.Execute(ctx, "bench"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// handLoop is the baseline: read_committed consumer, transactional
+// producer, one transaction per interval, until n records are copied.
+func handLoop(b *testing.B, brokers []string, in, out string, n int, interval time.Duration) {
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	cons := benchClient(b, brokers, kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	prod := benchClient(b, brokers, kgo.TransactionalID(uniqueName("hand")), kgo.DefaultProduceTopic(out),
+		kgo.TransactionTimeout(time.Minute))
+	var failed error
+	done := 0
+	for done < n && ctx.Err() == nil {
+		if err := prod.BeginTransaction(); err != nil {
+			b.Fatal(err)
+		}
+		end := time.Now().Add(interval)
+		for done < n && time.Now().Before(end) && ctx.Err() == nil {
+			fs := cons.PollRecords(ctx, 2000)
+			fs.EachRecord(func(r *kgo.Record) {
+				prod.Produce(ctx, &kgo.Record{Value: r.Value}, func(_ *kgo.Record, err error) {
+					if err != nil && failed == nil {
+						failed = err
+					}
+				})
+				done++
+			})
+		}
+		if err := prod.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if failed != nil {
+		b.Fatal(failed)
+	}
+}

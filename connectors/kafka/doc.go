@@ -1,0 +1,53 @@
+// Package kafka is sluice's Apache Kafka connector: a split-based source
+// (one split per partition) and a sink with none, at-least-once and
+// exactly-once delivery, built on franz-go.
+//
+// # Source
+//
+// [NewSource] subscribes to a topic list ([Topics]), a pattern
+// ([TopicPattern]) or explicit partitions ([Partitions]). The enumerator
+// discovers partitions off the coordinator goroutine, resolves their start
+// (and, bounded, stop) offsets to numbers, and pushes each partition to
+// reader (hash(topic) + partition) % parallelism. Partitions found later by
+// periodic discovery ([PartitionDiscovery]) start at the earliest offset.
+// Readers are [readerbase] readers with one franz-go client each, consuming
+// their partitions directly (no group membership); records are read
+// read_committed by default, control records only advance the position, and
+// each partition gets its own watermark generator (Output.ForSplit).
+//
+// A split carries its next offset, so recovery uses checkpoint state only.
+// With a [GroupID], the positions of a checkpoint are also committed to that
+// group once the checkpoint completes, for monitoring. A record the
+// [Deserializer] rejects fails the job with an error naming topic,
+// partition and offset (wrapping [ErrMalformedRecord]) or, with
+// [SkipOnError], is counted in numRecordsInErrors. Readers export the
+// gauges currentOffset, committedOffset and pendingRecords per partition
+// and the counter numBytesIn.
+//
+// # Sink
+//
+// [NewSink] with [ExactlyOnce] writes each subtask's checkpoint interval in
+// one Kafka transaction. Transactional ids are "<prefix>-<subtask>-<slot>"
+// for a small fixed pool of slots per subtask ([TransactionSlots]); a slot
+// is reused once its transaction is committed, so the broker does not
+// accumulate an id per checkpoint. At a checkpoint the writer flushes and
+// returns a [Committable] (transactional id, producer id, epoch); the
+// committer commits it with a raw EndTxn request from its own client after
+// the checkpoint completes, and a repeated commit is answered as a retry
+// (already committed is a success). Committers tell writers in the same
+// process which transactions they committed, and the writer's producer
+// confirms that commit before its slot starts a new transaction, so
+// producers are reused rather than created per checkpoint.
+//
+// On start and recovery a writer first commits the prepared transactions
+// listed in its restored state (they belong to a completed checkpoint),
+// then fences every transactional id it is responsible for with
+// InitProducerID, which aborts what a failed attempt left open; ids of this
+// prefix from a higher earlier parallelism or a larger pool are found with
+// ListTransactions. The transaction timeout is checked against the broker's
+// transaction.max.timeout.ms at start.
+//
+// This protocol is tested against kfake and against Apache Kafka 4.x (whose
+// KIP-890 transactions bump the producer epoch at every commit) when
+// SLUICE_KAFKA_BROKERS names a broker; scripts/kafka.sh runs one.
+package kafka

@@ -1,0 +1,350 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/source/readerbase"
+)
+
+// splitState is a split's mutable progress, owned by the task goroutine.
+type splitState struct {
+	Split
+	m *partMetrics
+}
+
+// partMetrics are one partition's gauges: written by the task goroutine
+// (current), the fetcher (high watermark) and the offset committer
+// (committed); read at export time from any goroutine.
+type partMetrics struct {
+	current, committed, highWatermark atomic.Int64
+}
+
+// partMetricsSet holds the gauges of every partition a reader has had.
+type partMetricsSet struct {
+	group metrics.Group
+	mu    sync.Mutex
+	parts map[string]*partMetrics
+}
+
+// get returns the partition's gauges, registering them on first use:
+// currentOffset, committedOffset (-1 before the first commit) and
+// pendingRecords (high watermark minus current offset; -1 while unknown).
+func (ms *partMetricsSet) get(id string) *partMetrics {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if m, ok := ms.parts[id]; ok {
+		return m
+	}
+	m := &partMetrics{}
+	m.committed.Store(-1)
+	m.highWatermark.Store(-1)
+	ms.parts[id] = m
+	g := ms.group.With("partition", id)
+	g.Gauge("currentOffset", m.current.Load)
+	g.Gauge("committedOffset", m.committed.Load)
+	g.Gauge("pendingRecords", func() int64 {
+		hw := m.highWatermark.Load()
+		if hw < 0 {
+			return -1
+		}
+		return max(0, hw-m.current.Load())
+	})
+	return m
+}
+
+// reader is readerbase.Reader plus offset commits on checkpoint completion
+// and enumerator failures delivered as events.
+type reader[T any] struct {
+	*readerbase.Reader[*kgo.Record, T, Split, *splitState]
+	cfg *sourceConfig
+	log *slog.Logger
+
+	offsets  map[int64][]Split // by checkpoint, until completed
+	finished []Split           // finished since the last snapshot, to commit once
+	pm       *partMetricsSet
+
+	commitMu   sync.Mutex
+	commitWG   sync.WaitGroup
+	committing bool
+	commitCl   *kgo.Client
+	committed  map[string]int64 // split id → last committed offset, for the gauge
+	closed     bool
+}
+
+func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deserializer[T]) (*reader[T], error) {
+	m := rctx.Metrics()
+	errs := m.Counter(metrics.NumRecordsInErrors)
+	bytesIn := m.Counter("numBytesIn")
+	log := cfg.logger.With("subtask", rctx.SubtaskIndex())
+	pm := &partMetricsSet{group: m, parts: map[string]*partMetrics{}}
+	r := &reader[T]{cfg: cfg, log: log, offsets: map[int64][]Split{}, committed: map[string]int64{}, pm: pm}
+	emit := func(rec *kgo.Record, out source.Output[T], st *splitState) error {
+		st.Offset = rec.Offset + 1
+		st.m.current.Store(st.Offset)
+		if rec.Attrs.IsControl() {
+			return nil
+		}
+		bytesIn.Add(int64(len(rec.Key) + len(rec.Value)))
+		v, err := deser.Deserialize(rec)
+		if err != nil {
+			err = fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrMalformedRecord, rec.Topic, rec.Partition, rec.Offset, err)
+			if cfg.policy == SkipOnError {
+				errs.Inc()
+				log.Warn("kafka source: skipping malformed record", "err", err)
+				return nil
+			}
+			return err
+		}
+		out.CollectAt(v, rec.Timestamp.UnixMilli())
+		return nil
+	}
+	base, err := readerbase.New(rctx, readerbase.Config[*kgo.Record, T, Split, *splitState]{
+		NewSplitReader: func() (readerbase.SplitReader[*kgo.Record, Split], error) { return newSplitReader(cfg, pm) },
+		Emitter:        readerbase.EmitterFunc[*kgo.Record, T, *splitState](emit),
+		InitState: func(s Split) *splitState {
+			st := &splitState{Split: s, m: pm.get(s.SplitID())}
+			st.m.current.Store(s.Offset)
+			return st
+		},
+		ToSplit: func(s *splitState) Split { return s.Split },
+		OnSplitFinished: func(done []*splitState) error {
+			if cfg.group != "" {
+				for _, st := range done {
+					r.finished = append(r.finished, st.Split)
+				}
+			}
+			return nil
+		},
+	}, readerbase.SingleFetcher())
+	if err != nil {
+		return nil, err
+	}
+	r.Reader = base
+	return r, nil
+}
+
+// HandleSourceEvent fails the reader with an enumerator failure.
+func (r *reader[T]) HandleSourceEvent(e source.Event) error {
+	if ev, ok := e.(errorEvent); ok {
+		return ev.err
+	}
+	return nil
+}
+
+// SnapshotState remembers the positions to commit once the checkpoint
+// completes.
+func (r *reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
+	ss, err := r.Reader.SnapshotState(checkpointID)
+	if err != nil {
+		return nil, err
+	}
+	if r.cfg.group != "" {
+		r.offsets[checkpointID] = append(append([]Split(nil), ss...), r.finished...)
+		r.finished = nil
+	}
+	return ss, nil
+}
+
+// NotifyCheckpointComplete commits the checkpoint's positions to the
+// consumer group, in the background (at most one commit in flight; a
+// commit still running makes this one skip, the next supersedes it).
+func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
+	ss, ok := r.offsets[checkpointID]
+	for id := range r.offsets {
+		if id <= checkpointID {
+			delete(r.offsets, id)
+		}
+	}
+	if !ok || len(ss) == 0 {
+		return nil
+	}
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	if r.committing || r.closed {
+		return nil
+	}
+	if r.commitCl == nil {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.brokers...)}, r.cfg.clientOpts...)...)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		r.commitCl = cl
+	}
+	r.committing = true
+	cl := r.commitCl
+	r.commitWG.Add(1)
+	go func() {
+		defer r.commitWG.Done()
+		os := kadm.Offsets{}
+		for _, s := range ss {
+			os.AddOffset(s.Topic, s.Partition, s.Offset, -1)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.group, os)
+		if err == nil {
+			err = resp.Error()
+		}
+		r.commitMu.Lock()
+		r.committing = false
+		if err == nil {
+			for _, s := range ss {
+				r.committed[s.SplitID()] = s.Offset
+				r.pm.get(s.SplitID()).committed.Store(s.Offset)
+			}
+		}
+		r.commitMu.Unlock()
+		if err != nil {
+			r.log.Warn("kafka source: committing offsets to the group failed (monitoring only)", "group", r.cfg.group, "checkpoint", checkpointID, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Close stops the fetcher and waits for an offset commit in flight.
+func (r *reader[T]) Close() error {
+	err := r.Reader.Close()
+	r.commitMu.Lock()
+	r.closed = true
+	r.commitMu.Unlock()
+	r.commitWG.Wait()
+	if r.commitCl != nil {
+		r.commitCl.Close()
+	}
+	return err
+}
+
+// partReader is the fetcher side: one franz-go client consuming the
+// assigned partitions directly (no group).
+type partReader struct {
+	cfg   *sourceConfig
+	pm    *partMetricsSet
+	cl    *kgo.Client
+	stops map[string]int64 // split id → stop offset (NoStop: none)
+	done  []string         // splits finished before any fetch
+}
+
+func newSplitReader(cfg *sourceConfig, pm *partMetricsSet) (*partReader, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.brokers...),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(cfg.fetchMaxWait),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{}),
+	}
+	if cfg.readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	opts = append(opts, cfg.clientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source client: %w", ErrInvalidConfig, err)
+	}
+	return &partReader{cfg: cfg, pm: pm, cl: cl, stops: map[string]int64{}}, nil
+}
+
+func (p *partReader) AddSplits(splits []Split) error {
+	add := map[string]map[int32]kgo.Offset{}
+	for _, s := range splits {
+		if s.StopOffset != NoStop && s.Offset >= s.StopOffset {
+			p.done = append(p.done, s.SplitID())
+			continue
+		}
+		p.stops[s.SplitID()] = s.StopOffset
+		if add[s.Topic] == nil {
+			add[s.Topic] = map[int32]kgo.Offset{}
+		}
+		add[s.Topic][s.Partition] = kgo.NewOffset().At(s.Offset)
+	}
+	if len(add) > 0 {
+		p.cl.AddConsumePartitions(add)
+	}
+	return nil
+}
+
+func (p *partReader) Fetch(ctx context.Context) (readerbase.Batch[*kgo.Record], error) {
+	var b readerbase.Batch[*kgo.Record]
+	if len(p.done) > 0 {
+		b.Finished, p.done = p.done, nil
+		return b, nil
+	}
+	fs := p.cl.PollRecords(ctx, p.cfg.maxPollRecords)
+	remove := map[string][]int32{}
+	for _, fe := range fs.Errors() {
+		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) || ctx.Err() != nil {
+			continue
+		}
+		if fe.Topic != "" && (errors.Is(fe.Err, kerr.UnknownTopicOrPartition) || errors.Is(fe.Err, kerr.UnknownTopicID)) {
+			// The topic or partition was deleted: drop its splits
+			// rather than fail the job.
+			for id := range p.stops {
+				if id == splitID(fe.Topic, fe.Partition) || (fe.Partition < 0 && strings.HasPrefix(id, fe.Topic+"-")) {
+					p.cfg.logger.Warn("kafka source: partition no longer exists; dropping it", "split", id, "err", fe.Err)
+					b.Finished = append(b.Finished, id)
+					delete(p.stops, id)
+				}
+			}
+			remove[fe.Topic] = append(remove[fe.Topic], fe.Partition)
+			continue
+		}
+		if fe.Topic == "" {
+			return b, fmt.Errorf("kafka source: fetch from brokers %v: %w", p.cfg.brokers, fe.Err)
+		}
+		return b, fmt.Errorf("kafka source: fetch topic %q partition %d: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		id := splitID(fp.Topic, fp.Partition)
+		if hw := fp.HighWatermark; hw >= 0 && fp.Err == nil {
+			if p.cfg.readCommitted && fp.LastStableOffset >= 0 {
+				hw = fp.LastStableOffset
+			}
+			p.pm.get(id).highWatermark.Store(hw)
+		}
+		if len(fp.Records) == 0 {
+			return
+		}
+		stop, known := p.stops[id]
+		if !known {
+			return // finished earlier; records fetched before removal
+		}
+		recs := fp.Records
+		finished := false
+		if stop != NoStop {
+			n := 0
+			for n < len(recs) && recs[n].Offset < stop {
+				n++
+			}
+			finished = n < len(recs) || (n > 0 && recs[n-1].Offset+1 >= stop)
+			recs = recs[:n]
+		}
+		if len(recs) > 0 {
+			b.Records = append(b.Records, readerbase.SplitRecords[*kgo.Record]{SplitID: id, Records: recs})
+		}
+		if finished {
+			b.Finished = append(b.Finished, id)
+			delete(p.stops, id)
+			remove[fp.Topic] = append(remove[fp.Topic], fp.Partition)
+		}
+	})
+	if len(remove) > 0 {
+		p.cl.RemoveConsumePartitions(remove)
+	}
+	return b, nil
+}
+
+func (p *partReader) Close() error {
+	p.cl.Close()
+	return nil
+}

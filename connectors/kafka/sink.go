@@ -1,0 +1,683 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/serde"
+	"github.com/sluice-io/sluice/sink"
+)
+
+// Guarantee is a sink's delivery guarantee.
+type Guarantee int
+
+const (
+	// None hands records to the client and never waits for them except at
+	// the end of input: records may be lost on failure.
+	None Guarantee = iota
+	// AtLeastOnce flushes the producer at every checkpoint: nothing is lost,
+	// records may be written twice after a failure.
+	AtLeastOnce
+	// ExactlyOnce writes each checkpoint interval of each subtask in one
+	// Kafka transaction, committed when the checkpoint completes.
+	// read_committed consumers see every record once.
+	ExactlyOnce
+)
+
+func (g Guarantee) String() string {
+	switch g {
+	case None:
+		return "none"
+	case AtLeastOnce:
+		return "at-least-once"
+	case ExactlyOnce:
+		return "exactly-once"
+	}
+	return "Guarantee(" + strconv.Itoa(int(g)) + ")"
+}
+
+// SinkOption configures a sink; see the functions that return one.
+type SinkOption func(*sinkConfig)
+
+type sinkConfig struct {
+	brokers      []string
+	topic        string
+	guarantee    Guarantee
+	prefix       string
+	slots        int
+	txnTimeout   time.Duration
+	flushTimeout time.Duration
+	setupTimeout time.Duration
+	linger       time.Duration
+	maxBuffered  int
+	clientOpts   []kgo.Opt
+	logger       *slog.Logger
+}
+
+// defaultSinkConfig holds every sink default.
+func defaultSinkConfig() sinkConfig {
+	return sinkConfig{
+		guarantee:    AtLeastOnce,
+		slots:        5,
+		txnTimeout:   10 * time.Minute,
+		flushTimeout: 2 * time.Minute,
+		setupTimeout: 2 * time.Minute,
+		linger:       0,
+		maxBuffered:  100_000,
+		logger:       slog.Default(),
+	}
+}
+
+func (c *sinkConfig) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: sink: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case len(c.brokers) == 0:
+		return bad("no brokers: pass at least one host:port")
+	case c.guarantee < None || c.guarantee > ExactlyOnce:
+		return bad("DeliveryGuarantee is %v; allowed: None, AtLeastOnce, ExactlyOnce", c.guarantee)
+	case c.guarantee == ExactlyOnce && c.prefix == "":
+		return bad("TransactionalIDPrefix is required with ExactlyOnce (it names this sink's transactional ids)")
+	case c.slots < 2 || c.slots > 64:
+		return bad("TransactionSlots is %d; allowed: 2 to 64", c.slots)
+	case c.txnTimeout < time.Second || c.txnTimeout > 24*time.Hour:
+		return bad("TransactionTimeout is %v; allowed: 1s to 24h (and at most the broker's transaction.max.timeout.ms)", c.txnTimeout)
+	case c.flushTimeout <= 0:
+		return bad("FlushTimeout is %v; must be positive", c.flushTimeout)
+	case c.setupTimeout <= 0:
+		return bad("SetupTimeout is %v; must be positive", c.setupTimeout)
+	}
+	for _, b := range c.brokers {
+		if b == "" {
+			return bad("empty broker address")
+		}
+	}
+	return nil
+}
+
+// DefaultTopic sets the topic of records whose serializer leaves Topic
+// empty. There is no default: without it every record needs a topic.
+func DefaultTopic(topic string) SinkOption { return func(c *sinkConfig) { c.topic = topic } }
+
+// DeliveryGuarantee sets the sink's guarantee (default AtLeastOnce).
+// ExactlyOnce requires [TransactionalIDPrefix].
+func DeliveryGuarantee(g Guarantee) SinkOption { return func(c *sinkConfig) { c.guarantee = g } }
+
+// TransactionalIDPrefix names the sink's transactional ids,
+// "<prefix>-<subtask>-<slot>". It must be unique per sink among all jobs
+// writing to the cluster and stay the same across restarts: recovery
+// aborts lingering transactions of this prefix. Required for ExactlyOnce.
+func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
+
+// TransactionSlots sets how many transactional ids each subtask cycles
+// through (default 5, 2 to 64). A slot is reused once its transaction is
+// committed; a writer whose every slot still waits for its commit fails
+// with ErrNoFreeTransactionSlot.
+func TransactionSlots(n int) SinkOption { return func(c *sinkConfig) { c.slots = n } }
+
+// TransactionTimeout sets the producers' transaction timeout (default
+// 10m). It must not exceed the broker's transaction.max.timeout.ms (checked
+// at start) and should exceed checkpoint interval plus recovery time: a
+// prepared transaction older than this is aborted by the broker, which
+// loses its records.
+func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
+
+// FlushTimeout bounds how long a checkpoint waits for buffered records to
+// be acknowledged (default 2m).
+func FlushTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.flushTimeout = d } }
+
+// SetupTimeout bounds a writer's start: reaching the brokers, committing
+// restored transactions and aborting lingering ones (default 2m).
+func SetupTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.setupTimeout = d } }
+
+// ProducerLinger sets how long the producer waits to fill batches (default
+// 0: send as soon as possible).
+func ProducerLinger(d time.Duration) SinkOption { return func(c *sinkConfig) { c.linger = d } }
+
+// SinkClientOpts adds franz-go client options (TLS, SASL, compression,
+// …) to every client of the sink; see also [SASLPlain], [SASLScram] and
+// [TLS].
+func SinkClientOpts(opts ...kgo.Opt) SinkOption {
+	return func(c *sinkConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// SinkLogger sets the logger (default slog.Default()).
+func SinkLogger(l *slog.Logger) SinkOption { return func(c *sinkConfig) { c.logger = l } }
+
+// WriterState is what an exactly-once writer keeps in checkpoints: its
+// subtask and the transactions it prepared that it has not seen committed.
+type WriterState struct {
+	Subtask     int           `json:"subtask"`
+	Parallelism int           `json:"parallelism"`
+	Pending     []Committable `json:"pending,omitempty"`
+}
+
+var (
+	committableSerde = serde.JSON[Committable](1)
+	writerStateSerde = serde.JSON[WriterState](1)
+)
+
+// Sink writes records to Kafka. Build it with [NewSink]; the stream API
+// takes the sink.Sink that NewSink returns.
+type Sink[T any] struct {
+	cfg sinkConfig
+	ser Serializer[T]
+	bc  *backchannel
+
+	checkOnce sync.Once
+	checkErr  error
+}
+
+// NewSink returns a Kafka sink for the brokers (host:port) with the given
+// serializer. With ExactlyOnce the result is a two-phase sink
+// (sink.NewStatefulTwoPhase); otherwise a plain one. Configuration errors
+// wrap ErrInvalidConfig and name the option.
+func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (sink.Sink[T], error) {
+	cfg := defaultSinkConfig()
+	cfg.brokers = slices.Clone(brokers)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if ser == nil {
+		return nil, fmt.Errorf("%w: sink: serializer is nil", ErrInvalidConfig)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sink[T]{cfg: cfg, ser: ser, bc: newBackchannel()}
+	if cfg.guarantee == ExactlyOnce {
+		return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+	}
+	return plainSink[T]{s}, nil
+}
+
+type plainSink[T any] struct{ s *Sink[T] }
+
+func (p plainSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return p.s.CreateWriter(ctx)
+}
+
+func (s *Sink[T]) baseOpts() []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(s.cfg.brokers...), kgo.WithLogger(nil)}
+	return append(opts, s.cfg.clientOpts...)
+}
+
+func (s *Sink[T]) producerOpts(txnID string) []kgo.Opt {
+	opts := append(s.baseOpts(),
+		kgo.ProducerLinger(s.cfg.linger),
+		kgo.MaxBufferedRecords(s.cfg.maxBuffered),
+		kgo.RecordDeliveryTimeout(s.cfg.flushTimeout),
+	)
+	switch s.cfg.guarantee {
+	case ExactlyOnce:
+		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(s.cfg.txnTimeout))
+	case None:
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	}
+	return opts
+}
+
+// CreateWriter makes the writer of one subtask (fresh start).
+func (s *Sink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return s.newWriter(ctx, nil, false)
+}
+
+// RestoreWriter makes a writer from the states of a completed checkpoint:
+// it commits the transactions they list, then aborts lingering ones.
+func (s *Sink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sink.Writer[T], error) {
+	return s.newWriter(ctx, states, true)
+}
+
+// CreateCommitter makes the committer of one subtask.
+func (s *Sink[T]) CreateCommitter(ctx sink.InitContext) (sink.Committer[Committable], error) {
+	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, log: s.cfg.logger}, nil
+}
+
+// CommittableSerializer stores committables as JSON, version 1.
+func (s *Sink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
+
+// WriterStateSerializer stores writer states as JSON, version 1.
+func (s *Sink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
+
+// checkTransactionTimeout compares the transaction timeout with the
+// broker's transaction.max.timeout.ms, once per sink.
+func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) error {
+	s.checkOnce.Do(func() {
+		adm := kadm.NewClient(cl)
+		rcs, err := adm.DescribeBrokerConfigs(ctx)
+		if err != nil {
+			s.cfg.logger.Debug("kafka sink: cannot describe broker configs; transaction timeout unchecked", "err", err)
+			return
+		}
+		for _, rc := range rcs {
+			if rc.Err != nil {
+				continue
+			}
+			for _, c := range rc.Configs {
+				if c.Key != "transaction.max.timeout.ms" || c.Value == nil {
+					continue
+				}
+				maxMS, perr := strconv.ParseInt(*c.Value, 10, 64)
+				if perr == nil && s.cfg.txnTimeout > time.Duration(maxMS)*time.Millisecond {
+					s.checkErr = fmt.Errorf("%w: TransactionTimeout %v exceeds the broker's transaction.max.timeout.ms (%s = %d ms): lower it or raise the broker's limit",
+						ErrTransactionTimeout, s.cfg.txnTimeout, rc.Name, maxMS)
+				}
+				return
+			}
+		}
+	})
+	return s.checkErr
+}
+
+// slot is one transactional id of a writer and its producer.
+type slot struct {
+	id      string
+	cl      *kgo.Client
+	inTxn   bool         // a transaction is open and being written
+	pending *Committable // prepared, not yet seen committed
+}
+
+type writer[T any] struct {
+	s       *Sink[T]
+	subtask int
+	par     int
+	log     *slog.Logger
+
+	cl    *kgo.Client // None / AtLeastOnce
+	slots []*slot     // ExactlyOnce
+	next  int
+	cur   *slot
+
+	errMu   sync.Mutex
+	err     error
+	promise func(*kgo.Record, error)
+}
+
+func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
+	w := &writer[T]{s: s, subtask: ictx.SubtaskIndex(), par: ictx.Parallelism(),
+		log: s.cfg.logger.With("sink", ictx.OperatorName(), "subtask", ictx.SubtaskIndex())}
+	w.promise = func(r *kgo.Record, err error) {
+		if err != nil {
+			w.errMu.Lock()
+			if w.err == nil {
+				w.err = fmt.Errorf("kafka sink: produce to topic %q partition %d: %w", r.Topic, r.Partition, err)
+			}
+			w.errMu.Unlock()
+		}
+	}
+	if s.cfg.guarantee != ExactlyOnce {
+		w.cl, err = kgo.NewClient(s.producerOpts("")...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: sink client: %w", ErrInvalidConfig, err)
+		}
+		return w, nil
+	}
+	for k := range s.cfg.slots {
+		w.slots = append(w.slots, &slot{id: txnID(s.cfg.prefix, w.subtask, k)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
+	defer cancel()
+	if err := w.recover(ctx, states, restored); err != nil {
+		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, s.cfg.prefix, err)
+	}
+	return w, nil
+}
+
+// recover commits the prepared transactions of the restored states, then
+// aborts (fences) every transactional id this subtask is responsible for.
+//
+// Responsibility: on a fresh start, subtask s fences its own ids and every
+// lingering id of subtask j with j % parallelism == s (ids from a higher
+// earlier parallelism included). On a restore, each old writer's state
+// reaches exactly one new writer, which commits its pending transactions
+// and then fences the old writer's ids; ids of subtasks not in the
+// snapshot go to j % parallelism.
+func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored bool) error {
+	cfg := w.s.cfg
+	admin, err := kgo.NewClient(w.s.baseOpts()...)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	defer admin.Close()
+	if err := pingUntil(ctx, admin); err != nil {
+		return fmt.Errorf("cannot reach brokers %v: %w", cfg.brokers, err)
+	}
+	if err := w.s.checkTransactionTimeout(ctx, admin); err != nil {
+		return err
+	}
+	groups := map[int]bool{}
+	oldPar := 0
+	for _, st := range states {
+		for _, c := range st.Pending {
+			err := endTxn(ctx, admin, c, true)
+			switch {
+			case err == nil:
+				w.log.Info("kafka sink: committed restored transaction", "txn", c.String())
+			case isTxnGone(err):
+				if !w.s.bc.isCommitted(c) {
+					w.log.Warn("kafka sink: restored transaction is no longer open; assuming it was committed before (its id was reused), unless it outlived the transaction timeout", "txn", c.String(), "err", err)
+				}
+			default:
+				return fmt.Errorf("commit restored transaction %v: %w", c, err)
+			}
+			w.s.bc.markCommitted(c)
+		}
+		groups[st.Subtask] = true
+		oldPar = max(oldPar, st.Parallelism)
+	}
+	if !restored || len(states) == 0 {
+		groups[w.subtask] = true
+	}
+	fenced := map[string]bool{}
+	for j := range groups {
+		for k := range cfg.slots {
+			id := txnID(cfg.prefix, j, k)
+			if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
+				return fmt.Errorf("abort lingering transaction %q: %w", id, err)
+			}
+			fenced[id] = true
+		}
+	}
+	// Lingering ids beyond the pool or the current parallelism.
+	adm := kadm.NewClient(admin)
+	states4 := []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
+	listed, err := adm.ListTransactionsByTxPattern(ctx, nil, states4, "^"+regexpQuote(cfg.prefix)+"-[0-9]+-[0-9]+$")
+	if err != nil {
+		listed, err = adm.ListTransactions(ctx, nil, states4)
+	}
+	if err != nil {
+		w.log.Debug("kafka sink: cannot list transactions; only the slots of this subtask were aborted", "err", err)
+		return nil
+	}
+	lim := max(oldPar, w.par)
+	for id := range listed {
+		j, _, ok := parseTxnID(cfg.prefix, id)
+		if !ok || fenced[id] {
+			continue
+		}
+		mine := groups[j] || (j >= lim && j%w.par == w.subtask) || (!restored && j%w.par == w.subtask)
+		if !mine {
+			continue
+		}
+		if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
+			return fmt.Errorf("abort lingering transaction %q: %w", id, err)
+		}
+		w.log.Info("kafka sink: aborted lingering transaction", "txn", id)
+	}
+	return nil
+}
+
+func (w *writer[T]) failed() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
+}
+
+// acquire picks the next free slot and begins a transaction on it.
+func (w *writer[T]) acquire() error {
+	n := len(w.slots)
+	for i := range n {
+		sl := w.slots[(w.next+i)%n]
+		if sl.pending != nil {
+			if !w.s.bc.isCommitted(*sl.pending) {
+				continue
+			}
+			w.release(sl)
+		}
+		if sl.cl == nil {
+			cl, err := kgo.NewClient(w.s.producerOpts(sl.id)...)
+			if err != nil {
+				return fmt.Errorf("%w: producer %q: %w", ErrInvalidConfig, sl.id, err)
+			}
+			sl.cl = cl
+		}
+		if err := sl.cl.BeginTransaction(); err != nil {
+			return fmt.Errorf("kafka sink: begin transaction on %q: %w", sl.id, err)
+		}
+		sl.inTxn = true
+		w.cur = sl
+		w.next = (w.next + i + 1) % n
+		return nil
+	}
+	var waiting []string
+	for _, sl := range w.slots {
+		if sl.pending != nil {
+			waiting = append(waiting, sl.pending.String())
+		}
+	}
+	return fmt.Errorf("%w: subtask %d has %d slots, all holding prepared transactions whose checkpoints have not completed and committed: %v (checkpoints failing? raise TransactionSlots)",
+		ErrNoFreeTransactionSlot, w.subtask, n, waiting)
+}
+
+// release makes a slot whose transaction a committer committed usable
+// again: its producer still believes the transaction open, so it ends it
+// with a commit, which the coordinator answers as a retry of the commit
+// already done. If that fails the producer is replaced.
+func (w *writer[T]) release(sl *slot) {
+	c := *sl.pending
+	sl.pending = nil
+	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	defer cancel()
+	if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		w.log.Debug("kafka sink: producer could not confirm the commit of its transaction; replacing it", "txn", c.String(), "err", err)
+		sl.cl.Close()
+		sl.cl = nil
+	}
+}
+
+// Write serializes v and produces it (inside the current transaction for
+// ExactlyOnce).
+func (w *writer[T]) Write(v T, c sink.Context) error {
+	if err := w.failed(); err != nil {
+		return err
+	}
+	r := &kgo.Record{}
+	if err := w.s.ser.Serialize(v, r); err != nil {
+		return fmt.Errorf("kafka sink: serialize: %w", err)
+	}
+	if r.Topic == "" {
+		if w.s.cfg.topic == "" {
+			return fmt.Errorf("%w: sink: record without topic and no DefaultTopic", ErrInvalidConfig)
+		}
+		r.Topic = w.s.cfg.topic
+	}
+	if c.HasTimestamp && r.Timestamp.IsZero() {
+		r.Timestamp = time.UnixMilli(c.Timestamp)
+	}
+	cl := w.cl
+	if w.slots != nil {
+		if w.cur == nil {
+			if err := w.acquire(); err != nil {
+				return err
+			}
+		}
+		cl = w.cur.cl
+	}
+	cl.Produce(context.Background(), r, w.promise)
+	return nil
+}
+
+// Flush waits until every record is acknowledged (at checkpoints for
+// AtLeastOnce and ExactlyOnce, and at the end of input).
+func (w *writer[T]) Flush(endOfInput bool) error {
+	if w.s.cfg.guarantee == None && !endOfInput {
+		return w.failed()
+	}
+	cl := w.cl
+	if w.slots != nil {
+		if w.cur == nil {
+			return w.failed()
+		}
+		cl = w.cur.cl
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	defer cancel()
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("kafka sink: flush: %w", err)
+	}
+	return w.failed()
+}
+
+// PrepareCommit ends the interval's transaction without committing it and
+// returns it as a committable.
+func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+	if err := w.failed(); err != nil {
+		return nil, err
+	}
+	sl := w.cur
+	if sl == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	defer cancel()
+	if err := sl.cl.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("kafka sink: flush: %w", err)
+	}
+	if err := w.failed(); err != nil {
+		return nil, err
+	}
+	pid, epoch, err := sl.cl.ProducerID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, err)
+	}
+	c := Committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID}
+	sl.pending, sl.inTxn, w.cur = &c, false, nil
+	return []Committable{c}, nil
+}
+
+// SnapshotState returns the transactions prepared and not yet seen
+// committed.
+func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
+	st := WriterState{Subtask: w.subtask, Parallelism: w.par}
+	for _, sl := range w.slots {
+		if sl.pending != nil && !w.s.bc.isCommitted(*sl.pending) {
+			st.Pending = append(st.Pending, *sl.pending)
+		}
+	}
+	return []WriterState{st}, nil
+}
+
+// NotifyCheckpointAborted is a no-op: the runtime commits an aborted
+// checkpoint's committables with the next completed checkpoint, and a
+// failure restores and aborts whatever no completed checkpoint holds.
+func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
+
+// Close closes the producers. An open transaction is left to recovery (or
+// the transaction timeout): Close must not make it visible, and aborting
+// it here would race with a committer of a prepared one.
+func (w *writer[T]) Close() error {
+	if w.cl != nil {
+		w.cl.Close()
+	}
+	for _, sl := range w.slots {
+		if sl.cl == nil {
+			continue
+		}
+		if sl.inTxn {
+			// Not prepared: abort the open transaction so readers do not
+			// stall, best effort and bounded.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = sl.cl.AbortBufferedRecords(ctx)
+			_ = sl.cl.EndTransaction(ctx, kgo.TryAbort)
+			cancel()
+		}
+		sl.cl.Close()
+	}
+	return nil
+}
+
+type committer struct {
+	s    sinkConfig
+	opts []kgo.Opt
+	bc   *backchannel
+	log  *slog.Logger
+
+	cl *kgo.Client
+}
+
+// Commit commits each prepared transaction with a raw EndTxn; a
+// transaction found committed before is a success.
+func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Committable]) error {
+	if c.cl == nil {
+		cl, err := kgo.NewClient(c.opts...)
+		if err != nil {
+			return fmt.Errorf("%w: committer client: %w", ErrInvalidConfig, err)
+		}
+		c.cl = cl
+	}
+	for _, r := range reqs {
+		tx := r.Committable()
+		if c.bc.isCommitted(tx) {
+			r.SignalAlreadyCommitted()
+			continue
+		}
+		err := endTxn(ctx, c.cl, tx, true)
+		switch {
+		case err == nil:
+			c.bc.markCommitted(tx)
+		case isTxnGone(err) && c.bc.isCommitted(tx):
+			r.SignalAlreadyCommitted()
+		case isTxnGone(err):
+			r.SignalFailedWithKnownReason(fmt.Errorf("kafka sink: transaction %v is no longer open: committed by an earlier run, or aborted by the broker after the transaction timeout %v (then its records are lost): %w", tx, c.s.txnTimeout, err))
+		case ctx.Err() != nil:
+			return errors.Join(err, ctx.Err())
+		case r.Retries() < 5:
+			c.log.Warn("kafka sink: commit failed; retrying later", "txn", tx.String(), "err", err)
+			r.RetryLater()
+		default:
+			r.SignalFailedWithUnknownReason(fmt.Errorf("kafka sink: commit %v: %w", tx, err))
+		}
+	}
+	return nil
+}
+
+func (c *committer) Close() error {
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	return nil
+}
+
+// pingUntil pings the cluster until it answers or ctx is done, so that a
+// writer restarting while a broker restarts waits for it (bounded by
+// SetupTimeout).
+func pingUntil(ctx context.Context, cl *kgo.Client) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := cl.Ping(ctx)
+		if err == nil || ctx.Err() != nil || isAuthErr(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// isAuthErr reports authentication and authorization failures, which
+// retrying does not fix.
+func isAuthErr(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.IllegalSaslState) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
+		errors.Is(err, kerr.GroupAuthorizationFailed)
+}

@@ -1,0 +1,174 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file holds the raw transaction requests that let any client finish a
+// transaction another client prepared: EndTxn with the (transactional id,
+// producer id, epoch) of a Committable, and InitProducerID on a
+// transactional id to fence and abort whatever transaction it left open.
+
+// Committable is a prepared Kafka transaction: everything one writer subtask
+// produced during one checkpoint interval. Any client can commit it with an
+// EndTxn request carrying these fields.
+type Committable struct {
+	TransactionalID string `json:"txn_id"`
+	ProducerID      int64  `json:"producer_id"`
+	Epoch           int16  `json:"epoch"`
+	// Checkpoint is the checkpoint the transaction was prepared at.
+	Checkpoint int64 `json:"checkpoint"`
+}
+
+func (c Committable) String() string {
+	return fmt.Sprintf("%s (producer %d, epoch %d, checkpoint %d)", c.TransactionalID, c.ProducerID, c.Epoch, c.Checkpoint)
+}
+
+// Bounded retry policy for coordinator requests.
+const (
+	txnRequestAttempts = 40
+	txnInitialBackoff  = 20 * time.Millisecond
+	txnMaxBackoff      = time.Second
+)
+
+// retriableTxnErr reports errors after which the same request may be sent
+// again: the coordinator is moving, loading, or finishing an earlier end.
+func retriableTxnErr(err error) bool {
+	return errors.Is(err, kerr.ConcurrentTransactions) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.NotCoordinator) ||
+		errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.RequestTimedOut) ||
+		errors.Is(err, kerr.NotEnoughReplicas) ||
+		errors.Is(err, kerr.NotEnoughReplicasAfterAppend) ||
+		(kerr.IsRetriable(err) && !isTxnGone(err))
+}
+
+// isTxnGone reports errors that say the transaction with this producer
+// epoch is no longer open: it was committed or aborted, or its id was
+// re-initialized since.
+func isTxnGone(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping) ||
+		errors.Is(err, kerr.InvalidTxnState) ||
+		errors.Is(err, kerr.TransactionalIDNotFound)
+}
+
+// retry runs fn until it succeeds, fails with a non-retriable error, ctx is
+// done or the attempts run out.
+func retry(ctx context.Context, fn func() error) error {
+	backoff := txnInitialBackoff
+	var err error
+	for range txnRequestAttempts {
+		if err = fn(); err == nil || !retriableTxnErr(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, txnMaxBackoff)
+	}
+	return fmt.Errorf("gave up after %d attempts: %w", txnRequestAttempts, err)
+}
+
+// endTxn commits (or aborts) the transaction of c from any client.
+func endTxn(ctx context.Context, cl *kgo.Client, c Committable, commit bool) error {
+	return retry(ctx, func() error {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID = c.TransactionalID
+		req.ProducerID = c.ProducerID
+		req.ProducerEpoch = c.Epoch
+		req.Commit = commit
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+}
+
+// fenceTxnID initializes a producer id for txnID, which fences every earlier
+// producer of that id and aborts the transaction it left open. It waits
+// (bounded) while the coordinator finishes an earlier end.
+func fenceTxnID(ctx context.Context, cl *kgo.Client, txnID string, timeout time.Duration) error {
+	return retry(ctx, func() error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &txnID
+		req.TransactionTimeoutMillis = int32(timeout / time.Millisecond)
+		req.ProducerID = -1
+		req.ProducerEpoch = -1
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+}
+
+// txnID names slot k of subtask s: "<prefix>-<s>-<k>".
+func txnID(prefix string, subtask, slot int) string {
+	return prefix + "-" + strconv.Itoa(subtask) + "-" + strconv.Itoa(slot)
+}
+
+// parseTxnID returns the subtask and slot of an id made by txnID.
+func parseTxnID(prefix, id string) (subtask, slot int, ok bool) {
+	rest, found := strings.CutPrefix(id, prefix+"-")
+	if !found {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(rest, "-")
+	if !found {
+		return 0, 0, false
+	}
+	s, err1 := strconv.Atoi(a)
+	k, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || s < 0 || k < 0 {
+		return 0, 0, false
+	}
+	return s, k, true
+}
+
+// backchannel tells writers which of their prepared transactions committers
+// in the same process have committed, so that a writer reuses a
+// transactional id only once its transaction is committed (Flink's pooling
+// naming strategy does the same through its writer–committer backchannel).
+// It is safe for concurrent use.
+type backchannel struct {
+	mu        sync.Mutex
+	committed map[string]Committable // by transactional id: the last committed
+}
+
+func newBackchannel() *backchannel {
+	return &backchannel{committed: map[string]Committable{}}
+}
+
+func (b *backchannel) markCommitted(c Committable) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old, ok := b.committed[c.TransactionalID]; ok && (old.ProducerID == c.ProducerID && old.Epoch > c.Epoch) {
+		return
+	}
+	b.committed[c.TransactionalID] = c
+}
+
+func (b *backchannel) isCommitted(c Committable) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, ok := b.committed[c.TransactionalID]
+	return ok && old.ProducerID == c.ProducerID && old.Epoch == c.Epoch
+}

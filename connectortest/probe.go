@@ -1,0 +1,222 @@
+package connectortest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-io/sluice/sink"
+)
+
+// probe watches a sink at parallelism 1 for records that become visible in
+// the external system's committed view before the checkpoint they belong to
+// completed. The pipeline adds every record right before the sink writer
+// gets it (same goroutine, chained), PrepareCommit cuts them into the
+// checkpoint's epoch, and the committed view is read right after
+// PrepareCommit returns and right before the committer commits.
+type probe struct {
+	view func() ([]Record, error)
+
+	mu       sync.Mutex
+	epoch    []Record
+	prepared map[int64][]Record // by checkpoint id, until committed
+	checks   int                // checks before a commit
+	errs     []string
+}
+
+func newProbe(view func() ([]Record, error)) *probe {
+	return &probe{view: view, prepared: map[int64][]Record{}}
+}
+
+func (p *probe) add(r Record) {
+	p.mu.Lock()
+	p.epoch = append(p.epoch, r)
+	p.mu.Unlock()
+}
+
+func (p *probe) failf(format string, args ...any) {
+	p.mu.Lock()
+	p.errs = append(p.errs, fmt.Sprintf(format, args...))
+	p.mu.Unlock()
+}
+
+// afterPrepare moves the current epoch to checkpoint id and checks that
+// none of it is visible.
+func (p *probe) afterPrepare(id int64) {
+	p.mu.Lock()
+	p.prepared[id] = append(p.prepared[id], p.epoch...)
+	p.epoch = nil
+	p.mu.Unlock()
+	p.check(id, fmt.Sprintf("right after PrepareCommit(%d)", id))
+}
+
+// beforeCommit checks that nothing of checkpoint id or later is visible.
+func (p *probe) beforeCommit(id int64) {
+	p.mu.Lock()
+	p.checks++
+	p.mu.Unlock()
+	p.check(id, fmt.Sprintf("right before the committer commits checkpoint %d", id))
+}
+
+func (p *probe) check(from int64, when string) {
+	view, err := p.view()
+	if err != nil {
+		p.failf("read the committed view %s: %v", when, err)
+		return
+	}
+	visible := make(map[key]bool, len(view))
+	for _, r := range view {
+		visible[r.key()] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, rs := range p.prepared {
+		if id < from {
+			continue
+		}
+		for _, r := range rs {
+			if visible[r.key()] {
+				p.errs = append(p.errs, fmt.Sprintf("record split %d seq %d of checkpoint %d is visible in the committed view %s, before checkpoint %d completed and was committed", r.Split, r.Seq, id, when, id))
+				return
+			}
+		}
+	}
+}
+
+func (p *probe) result() (checks int, errs []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checks, append([]string(nil), p.errs...)
+}
+
+// wrapProbe wraps s at the runtime's erased level so that the probe sees
+// PrepareCommit and Commit (like faultinject.WrapSink).
+func wrapProbe[T any](s sink.Sink[T], p *probe) sink.Sink[T] {
+	return &probeSink[T]{inner: sink.Erase(s), p: p}
+}
+
+type probeSink[T any] struct {
+	inner sink.Erased[T]
+	p     *probe
+}
+
+var _ sink.Erased[int] = (*probeSink[int])(nil)
+
+func (s *probeSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return s.NewWriter(ctx, nil)
+}
+
+func (s *probeSink[T]) NewWriter(ctx sink.InitContext, restored [][]byte) (sink.ErasedWriter[T], error) {
+	w, err := s.inner.NewWriter(ctx, restored)
+	if err != nil || w == nil {
+		return w, err
+	}
+	return &probeWriter[T]{ErasedWriter: w, p: s.p}, nil
+}
+
+func (s *probeSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
+	c, err := s.inner.NewCommitter(ctx)
+	if err != nil || c == nil {
+		return c, err
+	}
+	return &probeCommitter{ErasedCommitter: c, p: s.p}, nil
+}
+
+func (s *probeSink[T]) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
+	return s.inner.NewGlobalCommitter(ctx)
+}
+
+func (s *probeSink[T]) Describe() string { return s.inner.Describe() }
+
+type probeWriter[T any] struct {
+	sink.ErasedWriter[T]
+	p *probe
+}
+
+func (w *probeWriter[T]) PrepareCommit(id int64) ([][]byte, error) {
+	cs, err := w.ErasedWriter.PrepareCommit(id)
+	if err == nil {
+		w.p.afterPrepare(id)
+	}
+	return cs, err
+}
+
+type probeCommitter struct {
+	sink.ErasedCommitter
+	p *probe
+}
+
+func (c *probeCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+	if len(reqs) > 0 {
+		id := reqs[0].CheckpointID
+		for _, r := range reqs {
+			id = min(id, r.CheckpointID)
+		}
+		c.p.beforeCommit(id)
+	}
+	return c.ErasedCommitter.Commit(ctx, reqs)
+}
+
+// commitSpy counts the commit requests a job's committers get and their
+// outcomes.
+type commitSpy struct {
+	mu         sync.Mutex
+	committers int // committers created
+	requests   int
+	outcomes   map[sink.Outcome]int
+}
+
+func wrapSpy[T any](s sink.Sink[T], spy *commitSpy) sink.Sink[T] {
+	return &spySink[T]{Erased: sink.Erase(s), spy: spy}
+}
+
+type spySink[T any] struct {
+	sink.Erased[T]
+	spy *commitSpy
+}
+
+func (s *spySink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return s.NewWriter(ctx, nil)
+}
+
+func (s *spySink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
+	c, err := s.Erased.NewCommitter(ctx)
+	if err != nil || c == nil {
+		return c, err
+	}
+	s.spy.mu.Lock()
+	s.spy.committers++
+	s.spy.mu.Unlock()
+	return &spyCommitter{ErasedCommitter: c, spy: s.spy}, nil
+}
+
+type spyCommitter struct {
+	sink.ErasedCommitter
+	spy *commitSpy
+}
+
+func (c *spyCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+	err := c.ErasedCommitter.Commit(ctx, reqs)
+	c.spy.mu.Lock()
+	defer c.spy.mu.Unlock()
+	if c.spy.outcomes == nil {
+		c.spy.outcomes = map[sink.Outcome]int{}
+	}
+	c.spy.requests += len(reqs)
+	for _, r := range reqs {
+		c.spy.outcomes[r.Outcome]++
+	}
+	return err
+}
+
+func (c *commitSpy) committed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committers > 0
+}
+
+func (c *commitSpy) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("%d requests, outcomes %v", c.requests, c.outcomes)
+}

@@ -1,0 +1,346 @@
+package connectortest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-io/sluice/connectors/datagen"
+	"github.com/sluice-io/sluice/faultinject"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// SinkSettings describes the sink a case needs.
+type SinkSettings struct {
+	// Guarantee is the delivery guarantee the sink must give.
+	Guarantee Guarantee
+	// TempDir is an empty directory the context may use; it is removed
+	// after the case.
+	TempDir string
+}
+
+// SinkContext is the external system behind a sink under test, for one
+// case. The suite calls Sink once per job it runs (a case may run several
+// jobs that resume each other, over the same external system). Value,
+// Committed and Pending are called from the job's goroutines concurrently
+// (Committed also while a committer commits) and must be safe for that.
+// Close is called once, last.
+//
+// A method that returns an error wrapping errors.ErrUnsupported skips the
+// case with that error as the reason; any other error fails the case.
+type SinkContext[T any] interface {
+	// Sink returns the sink under test, writing into the external system.
+	Sink() (sink.Sink[T], error)
+	// Value converts a test record into the sink's record type.
+	Value(r Record) T
+	// Committed reads back what the external system holds in its
+	// committed view — what a reader with read-committed isolation sees —
+	// in the system's order if it has one.
+	Committed() ([]Record, error)
+	// Pending lists what attempts left behind that a reader cannot see:
+	// staged transactions, in-progress files, prepared transactions. After
+	// a finished job it must be empty.
+	Pending() ([]string, error)
+	// Close releases the external system.
+	Close() error
+}
+
+// TestSink runs the conformance cases for a sink, each as a subtest of t.
+// newContext makes a fresh external context for every case.
+func TestSink[T any](t *testing.T, newContext func(SinkSettings) (SinkContext[T], error), opts ...Option) {
+	t.Helper()
+	c := newConfig([]Guarantee{ExactlyOnce, AtLeastOnce}, opts)
+	runSink(stdT{t}, newContext, &c)
+}
+
+type sinkSuite[T any] struct {
+	newContext func(SinkSettings) (SinkContext[T], error)
+	c          *config
+}
+
+func runSink[T any](t tb, newContext func(SinkSettings) (SinkContext[T], error), c *config) {
+	s := &sinkSuite[T]{newContext: newContext, c: c}
+	var cases []testCase
+	for _, g := range c.guarantees {
+		cases = append(cases, testCase{name: "write/" + g.String(), run: func(t tb) { s.write(t, g) }})
+	}
+	cases = append(cases,
+		testCase{name: "resume/same-parallelism", run: func(t tb) { s.resume(t, 2, 2) }},
+		testCase{name: "resume/scale-up", long: true, run: func(t tb) { s.resume(t, 2, 4) }},
+		testCase{name: "resume/scale-down", long: true, run: func(t tb) { s.resume(t, 4, 2) }},
+		testCase{name: "resume/savepoint", run: func(t tb) { t.Skipf(savepointReason) }},
+	)
+	failures := []struct {
+		name  string
+		long  bool
+		fault func(n int64) []faultinject.Fault
+	}{
+		{"before-prepare", false, func(n int64) []faultinject.Fault {
+			return []faultinject.Fault{
+				{Kind: faultinject.WriterAfterRecords, Subtask: 0, Records: n / 2},
+				{Kind: faultinject.WriterAfterRecords, Subtask: 1, Records: n / 3},
+			}
+		}},
+		{"during-prepare", true, func(int64) []faultinject.Fault {
+			return []faultinject.Fault{
+				{Kind: faultinject.DuringSnapshot, Subtask: 0, Checkpoint: 3},
+				{Kind: faultinject.DuringSnapshot, Subtask: 1, Checkpoint: 8},
+			}
+		}},
+		{"between-prepare-and-commit", false, func(int64) []faultinject.Fault {
+			return []faultinject.Fault{
+				{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 3},
+				{Kind: faultinject.BeforeCommit, Subtask: 1, Checkpoint: 8},
+			}
+		}},
+		{"during-commit", false, func(int64) []faultinject.Fault {
+			return []faultinject.Fault{
+				{Kind: faultinject.DuringCommit, Subtask: 0, Checkpoint: 3},
+				{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 8},
+			}
+		}},
+	}
+	for _, g := range c.guarantees {
+		for _, f := range failures {
+			cases = append(cases, testCase{name: "failure/" + g.String() + "/" + f.name, long: f.long || g != c.strongest(),
+				run: func(t tb) { s.failure(t, g, f.fault) }})
+		}
+	}
+	cases = append(cases,
+		testCase{name: "recommit-restored", run: s.recommit},
+		testCase{name: "nothing-visible-before-commit", run: s.visibility},
+		testCase{name: "metrics", run: s.metrics},
+		testCase{name: "cleanup-aborted", run: s.cleanup},
+		testCase{name: "goroutine-leaks", long: true, run: s.leaks},
+	)
+	runCases(t, c, cases)
+}
+
+// sinkSplits is the number of splits of the suite's source in sink cases.
+const sinkSplits = 4
+
+// open makes the case's context.
+func (s *sinkSuite[T]) open(t tb, g Guarantee) (SinkContext[T], *closer) {
+	t.Helper()
+	set := SinkSettings{Guarantee: g, TempDir: t.TempDir()}
+	sc, err := s.newContext(set)
+	skipIfUnsupported(t, err, fmt.Sprintf("create the sink context for %v", g))
+	return sc, newCloser(t, sc.Close)
+}
+
+// data returns the records the suite's source emits, per split.
+func (s *sinkSuite[T]) data(n int64) [][]Record {
+	want := make([][]Record, sinkSplits)
+	for i := range want {
+		want[i] = generate(s.c.seed, i, 0, n)
+	}
+	return want
+}
+
+// pipeline writes want through the sink under test. The source is a data
+// generator (replayable, exactly-once); with a probe, every record passes
+// it right before the writer.
+func (s *sinkSuite[T]) pipeline(sc SinkContext[T], want [][]Record, pr *probe, spy *commitSpy) pipeline {
+	per, n := int64(len(want[0])), int64(len(want))
+	return func(env *stream.Environment, spec jobSpec) error {
+		snk, err := sc.Sink()
+		if err != nil {
+			return fmt.Errorf("create the sink: %w", err)
+		}
+		gen := datagen.New(func(k int64) Record { return want[k/per][k%per] }, datagen.Count(per*n), datagen.Splits(int(n)))
+		ds := stream.FromSource(env, wrapGate(gen, spec.gate), watermark.None[Record](), sourceName)
+		vals := stream.Map(ds, func(r Record) T {
+			if pr != nil {
+				pr.add(r)
+			}
+			return sc.Value(r)
+		}, stream.Name("from-record"))
+		if pr != nil {
+			snk = wrapProbe(snk, pr)
+		}
+		if spy != nil {
+			snk = wrapSpy(snk, spy)
+		}
+		stream.SinkTo(vals, faultinject.WrapSink(snk, spec.plan), sinkName)
+		return nil
+	}
+}
+
+// verify compares the committed view with want and, if the context can
+// see them, checks that no attempt left anything pending.
+func (s *sinkSuite[T]) verify(t tb, sc SinkContext[T], want [][]Record, g Guarantee) {
+	t.Helper()
+	got, err := sc.Committed()
+	if err != nil {
+		t.Fatalf("read the committed view: %v", err)
+	}
+	if err := compare(got, want, expect(g, s.c.unordered)); err != nil {
+		t.Errorf("%v", err)
+	}
+}
+
+// checkPending fails t if something is left pending. If the context cannot
+// tell, it skips t when required, and does nothing otherwise.
+func (s *sinkSuite[T]) checkPending(t tb, sc SinkContext[T], required bool) {
+	t.Helper()
+	left, err := sc.Pending()
+	if errors.Is(err, errors.ErrUnsupported) && !required {
+		return
+	}
+	skipIfUnsupported(t, err, "list pending attempts")
+	if len(left) > 0 {
+		t.Errorf("%d prepared attempt(s) left behind after the job finished, never committed or aborted: %s", len(left), strings.Join(left, ", "))
+	}
+}
+
+func (s *sinkSuite[T]) write(t tb, g Guarantee) {
+	sc, _ := s.open(t, g)
+	want := s.data(s.c.records)
+	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: 2})
+	s.verify(t, sc, want, g)
+	s.checkPending(t, sc, false)
+}
+
+// resume writes about half the data at parallelism from, stops the job and
+// writes the rest at parallelism to, restored from the first job's latest
+// checkpoint.
+func (s *sinkSuite[T]) resume(t tb, from, to int) {
+	g := s.c.strongest()
+	sc, _ := s.open(t, g)
+	want := s.data(max(s.c.records, 2500))
+	p := s.pipeline(sc, want, nil, nil)
+	gt := newGate(0)
+	snap := stopHalfway(t, s.c, p, jobSpec{parallelism: from, gate: gt}, want)
+	if got, err := sc.Committed(); err == nil {
+		t.Logf("%d records committed before the stop", len(got))
+	}
+	run(t, s.c, p, jobSpec{parallelism: to, restore: snap, gate: gt})
+	s.verify(t, sc, want, g)
+	s.checkPending(t, sc, false) // the second job aborts what the first one left
+}
+
+func (s *sinkSuite[T]) failure(t tb, g Guarantee, faults func(n int64) []faultinject.Fault) {
+	const parallelism = 2
+	sc, _ := s.open(t, g)
+	want := s.data(s.c.records)
+	plan := faultinject.NewPlan(faults(s.c.records)...)
+	// Each reader emits its share in about a second, so that checkpoints
+	// complete between the faults.
+	gt := newGate(float64(count(want)) / parallelism)
+	spy := &commitSpy{}
+	run(t, s.c, s.pipeline(sc, want, nil, spy), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt})
+	if len(plan.Fired()) == 0 && !spy.committed() && needsCommitter(plan) {
+		t.Skipf("the %v sink has no committer: there is no commit to fail", g)
+	}
+	requireFired(t, plan)
+	s.verify(t, sc, want, g)
+	s.checkPending(t, sc, false)
+}
+
+// needsCommitter reports whether every fault of p strikes a committer.
+func needsCommitter(p *faultinject.Plan) bool {
+	for _, f := range p.Faults() {
+		if f.Kind != faultinject.BeforeCommit && f.Kind != faultinject.DuringCommit {
+			return false
+		}
+	}
+	return true
+}
+
+// recommit runs a job to its end, then a second job restored from the
+// first one's last checkpoint: its committers get the restored
+// committables, already committed, and must commit them again as a no-op.
+func (s *sinkSuite[T]) recommit(t tb) {
+	g := s.c.strongest()
+	sc, _ := s.open(t, g)
+	want := s.data(s.c.records)
+	j := build(t, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: 2})
+	ctx, cancel := context.WithTimeout(t.Context(), s.c.timeout)
+	defer cancel()
+	if _, err := j.Run(ctx); err != nil {
+		t.Fatalf("the first job failed: %v", err)
+	}
+	snap := j.Latest()
+	if snap == nil {
+		t.Fatalf("the first job finished without a completed checkpoint")
+		return // unreachable: Fatalf ends the case
+	}
+	spy := &commitSpy{}
+	run(t, s.c, s.pipeline(sc, want, nil, spy), jobSpec{parallelism: 2, restore: snap})
+	if !spy.committed() {
+		t.Skipf("the %v sink has no committer: nothing to commit again", g)
+	}
+	t.Logf("restored from checkpoint %d; the second job's committers got %v", snap.ID, spy)
+	s.verify(t, sc, want, g)
+}
+
+// visibility runs at parallelism 1 and reads the committed view after each
+// PrepareCommit and before each commit: nothing of a checkpoint may be
+// visible before the checkpoint completed.
+func (s *sinkSuite[T]) visibility(t tb) {
+	if s.c.strongest() != ExactlyOnce {
+		t.Skipf("only exactly-once sinks hide prepared data")
+	}
+	sc, _ := s.open(t, ExactlyOnce)
+	want := s.data(s.c.records / 2)
+	pr := newProbe(sc.Committed)
+	gt := newGate(float64(count(want))) // about a second: many checkpoints
+	run(t, s.c, s.pipeline(sc, want, pr, nil), jobSpec{parallelism: 1, gate: gt})
+	checks, errs := pr.result()
+	if checks == 0 {
+		t.Errorf("the committer never committed a checkpoint: an exactly-once sink must make its data visible in its committer, after the checkpoint completed")
+	}
+	if len(errs) > 0 {
+		t.Errorf("%d visibility violation(s); first: %s", len(errs), errs[0])
+	}
+	s.verify(t, sc, want, ExactlyOnce)
+}
+
+func (s *sinkSuite[T]) metrics(t tb) {
+	g := s.c.strongest()
+	sc, _ := s.open(t, g)
+	want := s.data(s.c.records)
+	reg := metrics.NewRegistry()
+	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: 2, reg: reg})
+	if got, want := reg.Sum(metrics.NumRecordsSend, "operator", sinkName), int64(count(want)); got != want {
+		t.Errorf("%s of the sink = %d, want %d (the records written)", metrics.NumRecordsSend, got, want)
+	}
+	s.verify(t, sc, want, g)
+}
+
+// cleanup injects failures at every stage and checks that the attempts
+// they killed left nothing pending.
+func (s *sinkSuite[T]) cleanup(t tb) {
+	const parallelism = 2
+	g := s.c.strongest()
+	sc, _ := s.open(t, g)
+	want := s.data(s.c.records)
+	n := s.c.records
+	plan := faultinject.NewPlan(
+		faultinject.Fault{Kind: faultinject.WriterAfterRecords, Subtask: 0, Records: n / 2},
+		faultinject.Fault{Kind: faultinject.DuringSnapshot, Subtask: 1, Checkpoint: 4},
+		faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 7},
+		faultinject.Fault{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 10},
+	)
+	gt := newGate(float64(count(want)) / parallelism)
+	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt})
+	requireFired(t, plan)
+	s.verify(t, sc, want, g)
+	s.checkPending(t, sc, true)
+}
+
+func (s *sinkSuite[T]) leaks(t tb) {
+	check := leakCheck(t)
+	g := s.c.strongest()
+	sc, cl := s.open(t, g)
+	want := s.data(s.c.records)
+	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: 4})
+	s.verify(t, sc, want, g)
+	cl.close(t)
+	check()
+}

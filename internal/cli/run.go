@@ -1,0 +1,391 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/cliui"
+	"github.com/sluice-io/sluice/internal/httpstatus"
+	"github.com/sluice-io/sluice/internal/jobstat"
+	"github.com/sluice-io/sluice/internal/pipeline"
+	"github.com/sluice-io/sluice/internal/registry"
+	"github.com/sluice-io/sluice/internal/transform"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/stream"
+)
+
+// runOptions are the flags of run (and demo).
+type runOptions struct {
+	from         string
+	httpAddr     string
+	httpTokenEnv string
+	progress     string
+	interval     time.Duration
+	logLevel     string
+}
+
+func (a *App) runFlags(name, synopsis string, o *runOptions) *flag.FlagSet {
+	fs := a.newFlags(name, synopsis)
+	fs.StringVar(&o.httpAddr, "http", "", "serve /metrics and /status on this address (\":9249\" = 127.0.0.1:9249); overrides the pipeline's http.listen")
+	fs.StringVar(&o.httpTokenEnv, "http-token-env", "", "require the bearer token held by this environment variable on the HTTP endpoint")
+	fs.StringVar(&o.progress, "progress", "auto", "progress display: auto, terminal, plain or off")
+	fs.DurationVar(&o.interval, "progress-interval", 0, "time between progress updates (default 1s on a terminal, 5s otherwise)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return fs
+}
+
+func (a *App) cmdRun(args []string) int {
+	var o runOptions
+	fs := a.runFlags("run", "run [flags] PIPELINE.yaml", &o)
+	fs.StringVar(&o.from, "from", "", "resume from a checkpoint or savepoint directory, or from the newest checkpoint in a checkpoint directory")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return a.exit(usageError{err})
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	spec, err := pipeline.Load(pos[0], a.Registry, a.Getenv)
+	if err != nil {
+		return a.exit(err)
+	}
+	out, err := a.runSpec(spec, o)
+	if err != nil {
+		return a.exit(err)
+	}
+	a.summarize(spec, out, pos[0])
+	return out.exitCode()
+}
+
+// exitCode is 0 when the job finished or ended because a signal asked it
+// to (stopped or cancelled), 1 when it failed.
+func (o *outcome) exitCode() int {
+	if o.err == nil || o.signalled && o.res != nil && o.res.State == runtime.Cancelled {
+		return ExitOK
+	}
+	return ExitFailed
+}
+
+func (a *App) cmdValidate(args []string) error {
+	fs := a.newFlags("validate", "validate PIPELINE.yaml")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return usageError{err}
+	}
+	if len(pos) != 1 {
+		return usagef("validate needs one pipeline file")
+	}
+	spec, err := pipeline.Load(pos[0], a.Registry, a.Getenv)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(spec.Transforms)+2)
+	names = append(names, "source "+spec.Source.Type)
+	for _, t := range spec.Transforms {
+		names = append(names, string(t.Kind))
+	}
+	names = append(names, "sink "+spec.Sink.Type)
+	fmt.Fprintf(a.Stdout, "%s: ok: job %q: %s (%s, parallelism %d)\n", pos[0], spec.Name, strings.Join(names, " → "), spec.Delivery, spec.Parallelism)
+	return nil
+}
+
+// outcome is how a run ended.
+type outcome struct {
+	res       *runtime.Result
+	err       error // the job's error
+	signalled bool  // a signal asked the job to end
+	stopped   bool  // ended by a clean stop (final checkpoint committed)
+	snap      jobstat.Snapshot
+}
+
+// stopper is how a signal ends the job: runtime.Handle.Stop takes a final
+// checkpoint, commits it and ends the job. Stop-with-savepoint plugs in
+// here once the runtime has savepoints: a stopper whose Stop takes a
+// savepoint into a directory given by --savepoint-dir.
+type stopper interface {
+	Stop(ctx context.Context) (*runtime.Result, error)
+}
+
+var _ stopper = (*runtime.Handle)(nil)
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usagef("--log-level: want debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+// loadRestore loads what --from names: a snapshot directory, its _metadata
+// file, or a checkpoint directory (its newest loadable snapshot).
+func loadRestore(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
+	s, info, err := checkpoint.Load(ctx, from)
+	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
+		return s, info, err
+	}
+	infos, lerr := checkpoint.ListDir(ctx, from)
+	if lerr != nil {
+		return nil, checkpoint.Info{}, fmt.Errorf("--from %s: %w", from, lerr)
+	}
+	var skipped []error
+	for i := len(infos) - 1; i >= 0; i-- {
+		if infos[i].Warning != nil {
+			skipped = append(skipped, infos[i].Warning)
+			continue
+		}
+		s, info, err := checkpoint.Load(ctx, infos[i].Path)
+		if err == nil {
+			info.Warning = errors.Join(skipped...)
+			return s, info, nil
+		}
+		if !errors.Is(err, checkpoint.ErrCorrupt) {
+			return nil, checkpoint.Info{}, err
+		}
+		skipped = append(skipped, err)
+	}
+	return nil, checkpoint.Info{}, fmt.Errorf("--from %s: no complete checkpoint or savepoint there: %w", from, errors.Join(append(skipped, checkpoint.ErrNotFound)...))
+}
+
+func restartStrategy(r pipeline.Restart) restart.Strategy {
+	switch r.Strategy {
+	case "none":
+		return restart.None()
+	case "exponential":
+		return restart.Exponential(r.Delay, r.MaxDelay, r.Attempts)
+	}
+	return restart.FixedDelay(r.Attempts, r.Delay)
+}
+
+// runSpec runs a validated pipeline until it ends. Its error is about
+// starting the job; how the job ended is in the outcome.
+func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
+	level, err := parseLevel(o.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var restore *checkpoint.Snapshot
+	switch {
+	case o.from != "":
+		s, info, err := loadRestore(ctx, o.from)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		if info.Warning != nil {
+			log.Warn("skipped snapshots that could not be loaded", "error", info.Warning)
+		}
+		if s.JobName != spec.Name {
+			log.Warn("resuming a snapshot of another job name; state is matched by operator name", "snapshot_job", s.JobName, "job", spec.Name)
+		}
+		log.Info("resuming", "from", info.Path, "kind", info.Kind, "id", info.ID)
+		restore = s
+	case spec.CheckpointDir != "":
+		if infos, err := checkpoint.ListDir(ctx, spec.CheckpointDir); err == nil && len(infos) > 0 {
+			last := infos[len(infos)-1]
+			return nil, usagef("%s: checkpoint.dir %s holds snapshots of an earlier run (newest: %s %d); resume with `sluice run --from %s %s`, or use an empty directory",
+				spec.File, spec.CheckpointDir, last.Kind, last.ID, spec.CheckpointDir, spec.File)
+		}
+	}
+
+	reg := metrics.NewRegistry()
+	opts := []stream.Option{
+		stream.Parallelism(spec.Parallelism),
+		stream.CheckpointTimeout(spec.CheckpointTimeout),
+		stream.Restart(restartStrategy(spec.Restart)),
+		stream.Metrics(reg),
+		stream.Logger(log),
+	}
+	if spec.CheckpointInterval > 0 {
+		opts = append(opts, stream.CheckpointEvery(spec.CheckpointInterval))
+	}
+	if spec.CheckpointDir != "" {
+		opts = append(opts, stream.CheckpointDir(spec.CheckpointDir), stream.RetainCheckpoints(spec.CheckpointRetain))
+	}
+	if restore != nil {
+		opts = append(opts, stream.RestoreFrom(restore))
+	}
+	env := stream.New(opts...)
+	if err := a.build(env, spec, log); err != nil {
+		return nil, usageError{err} // a connector rejected its configuration
+	}
+
+	// The HTTP endpoint.
+	var view *jobstat.View
+	var viewMu sync.Mutex
+	getView := func() *jobstat.View { viewMu.Lock(); defer viewMu.Unlock(); return view }
+	addr, token := spec.HTTPListen, spec.HTTPToken
+	if o.httpAddr != "" {
+		addr = o.httpAddr
+	}
+	if o.httpTokenEnv != "" {
+		t, ok := a.Getenv(o.httpTokenEnv)
+		if !ok || t == "" {
+			return nil, usagef("--http-token-env: environment variable %s is not set", o.httpTokenEnv)
+		}
+		token = t
+	}
+	if addr != "" {
+		srv, err := httpstatus.Start(addr, httpstatus.Handler(reg, getView, token))
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_ = srv.Close(sctx)
+		}()
+		if !httpstatus.IsLoopback(srv.Addr()) && token == "" {
+			log.Warn("the HTTP endpoint listens beyond loopback without a token", "addr", srv.Addr())
+		}
+		log.Info("http endpoint", "metrics", "http://"+srv.Addr()+"/metrics", "status", "http://"+srv.Addr()+"/status", "token", token != "")
+	}
+
+	start := time.Now()
+	h, err := env.Start(ctx, spec.Name)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	v := jobstat.New(h, spec.Source.Name, spec.Sink.Name, start)
+	viewMu.Lock()
+	view = v
+	viewMu.Unlock()
+
+	prog, interval := a.progress(o, log)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	out := &outcome{}
+	var stopWG sync.WaitGroup
+	defer stopWG.Wait()
+	for done := false; !done; {
+		select {
+		case <-h.Done():
+			done = true
+		case <-tick.C:
+			prog.Update(v.Poll(time.Now()))
+		case <-a.Signals:
+			prog.Done()
+			if out.signalled {
+				log.Warn("second signal: cancelling the job; output stays committed up to the last completed checkpoint")
+				h.Cancel()
+				continue
+			}
+			out.signalled = true
+			log.Info("stopping: taking a final checkpoint (signal again to cancel)")
+			var s stopper = h
+			stopWG.Add(1)
+			go func() {
+				defer stopWG.Done()
+				_, _ = s.Stop(ctx) // returns when the job ended; the result is read from Wait below
+			}()
+		}
+	}
+	out.res, out.err = h.Wait()
+	out.snap = v.Poll(time.Now())
+	prog.Update(out.snap)
+	prog.Done()
+	if out.res != nil && out.signalled && out.res.State == runtime.Finished {
+		out.stopped = true
+	}
+	return out, nil
+}
+
+// progress picks the progress display.
+func (a *App) progress(o runOptions, log *slog.Logger) (*cliui.Progress, time.Duration) {
+	term := false
+	switch o.progress {
+	case "terminal":
+		term = true
+	case "auto":
+		if a.Terminal != nil {
+			term = *a.Terminal
+		} else if f, ok := a.Stderr.(*os.File); ok {
+			term = cliui.IsTerminal(f)
+		}
+	}
+	iv := o.interval
+	if iv <= 0 {
+		iv = 5 * time.Second
+		if term {
+			iv = time.Second
+		}
+	}
+	switch {
+	case o.progress == "off":
+		return nil, iv
+	case term:
+		return cliui.Terminal(a.Stderr), iv
+	}
+	return cliui.Plain(log), iv
+}
+
+// build adds the pipeline's operators to env.
+func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger) error {
+	src, _ := a.Registry.Source(spec.Source.Type)
+	snk, _ := a.Registry.Sink(spec.Sink.Type)
+	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, Options: spec.Source.Options,
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
+	}
+	in = transform.AddTo(in, spec.Transforms)
+	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, Options: spec.Sink.Options,
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, in); err != nil {
+		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
+	}
+	return nil
+}
+
+// summarize prints how the run ended and how to resume.
+func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
+	w := a.Stderr
+	s := out.snap
+	state := "unknown"
+	if out.res != nil {
+		state = string(out.res.State)
+	}
+	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %d checkpoints, %d restarts, %s\n", spec.Name, state,
+		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
+	last := int64(0)
+	if s.Last != nil {
+		last = s.Last.ID
+	}
+	resume := func() {
+		if spec.CheckpointDir == "" {
+			fmt.Fprintln(w, "no checkpoint.dir is set, so this run cannot be resumed")
+			return
+		}
+		fmt.Fprintf(w, "resume with: sluice run --from %s %s\n", spec.CheckpointDir, file)
+	}
+	switch {
+	case out.stopped:
+		fmt.Fprintf(w, "stopped cleanly: output is committed up to the final checkpoint %d\n", last)
+		resume()
+	case out.signalled:
+		fmt.Fprintf(w, "cancelled: output is committed up to checkpoint %d; nothing after it is visible\n", last)
+		resume()
+	case out.err != nil:
+		fmt.Fprintf(w, "failed: %s\n", firstLine(out.err.Error()))
+		if last > 0 {
+			resume()
+		}
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}

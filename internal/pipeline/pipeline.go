@@ -1,0 +1,549 @@
+// Package pipeline loads a CLI pipeline file: a YAML document naming a
+// source, optional transforms and a sink, with job settings. It validates
+// the file against the connector registry and reports every problem as a
+// one-line error "file:line: field: what is wrong". ${VAR} and
+// ${VAR:-default} in values are taken from the environment; values that
+// came from the environment are never repeated in errors.
+//
+// The format (docs/cli.md has the full reference):
+//
+//	name: orders                 # job name (default: the file name)
+//	parallelism: 2               # default 1
+//	delivery: exactly-once       # or at-least-once (default: the sink's best)
+//	checkpoint:
+//	  interval: 1s               # default 5s; 0 = only the final checkpoint
+//	  dir: ./checkpoints         # default: in memory (no resume)
+//	  retain: 3
+//	restart:
+//	  strategy: fixed-delay      # none | fixed-delay | exponential
+//	  attempts: 3
+//	  delay: 1s
+//	source:
+//	  type: datagen
+//	  options: {count: 1000}
+//	transforms:
+//	  - filter: amount > 100
+//	  - map: '{"id": id, "cents": amount * 100}'
+//	  - select: [id, cents]
+//	  - rename: {cents: amount_cents}
+//	sink:
+//	  type: file
+//	  options: {path: ./out}
+//	http:
+//	  listen: 127.0.0.1:9249     # metrics and status; loopback by default
+//	  token: ${SLUICE_TOKEN}     # optional bearer token
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-io/sluice/internal/registry"
+	"github.com/sluice-io/sluice/internal/transform"
+)
+
+// Error is one problem in a pipeline file.
+type Error struct {
+	File  string
+	Line  int
+	Field string // dotted path, e.g. "source.options.count"
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// ErrInvalid is wrapped by every error of Load and Parse about the file's
+// content.
+var ErrInvalid = errors.New("invalid pipeline")
+
+// Errors are all problems found in one file, in file order. Its message
+// has one line per problem.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (es Errors) Is(target error) bool { return target == ErrInvalid }
+
+// Connector is the source or sink of a pipeline.
+type Connector struct {
+	Type    string
+	Name    string // operator name (default: the type, "-sink" added for sinks named like the source)
+	Options registry.Options
+	Line    int
+}
+
+// Restart is the restart strategy.
+type Restart struct {
+	Strategy string // none, fixed-delay, exponential
+	Attempts int
+	Delay    time.Duration
+	MaxDelay time.Duration
+}
+
+// Spec is a validated pipeline.
+type Spec struct {
+	File        string
+	Name        string
+	Parallelism int
+	Delivery    registry.Delivery
+
+	CheckpointInterval time.Duration
+	CheckpointDir      string // "" = in memory
+	CheckpointRetain   int
+	CheckpointTimeout  time.Duration
+
+	Restart    Restart
+	Source     Connector
+	Transforms []*transform.Compiled
+	Sink       Connector
+
+	HTTPListen string // "" = no endpoint unless the command line asks
+	HTTPToken  string // secret: never print it
+}
+
+// Load reads and parses a pipeline file. Relative paths in it (checkpoint
+// dir) are taken relative to the working directory, like any CLI argument.
+func Load(path string, reg *registry.Registry, lookup Lookup) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read pipeline: %w", err)
+	}
+	return Parse(path, data, reg, lookup)
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse parses a pipeline. file names it in errors.
+func Parse(file string, data []byte, reg *registry.Registry, lookup Lookup) (*Spec, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		msg := oneLine(err.Error())
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return nil, Errors{{File: file, Line: n, Msg: "invalid YAML: " + m[2]}}
+		}
+		return nil, Errors{{File: file, Line: 1, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+	}
+	p := &parser{file: file, reg: reg, lookup: lookup}
+	if lookup == nil {
+		p.lookup = os.LookupEnv
+	}
+	spec := p.parse(&doc)
+	if len(p.errs) > 0 {
+		return nil, p.errs
+	}
+	return spec, nil
+}
+
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+type parser struct {
+	file   string
+	reg    *registry.Registry
+	lookup Lookup
+	errs   Errors
+}
+
+func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	line := 1
+	if n != nil && n.Line > 0 {
+		line = n.Line
+	}
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// mapping returns the key/value pairs of a mapping node, checking keys
+// against allowed (nil = any) and reporting duplicates.
+func (p *parser) mapping(n *yaml.Node, field string, allowed []string) (keys []*yaml.Node, vals map[string]*yaml.Node, ok bool) {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, field, "want a mapping (key: value lines), got %s", kindName(n))
+		return nil, nil, false
+	}
+	vals = map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := join(field, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k, field, "keys must be plain names")
+			continue
+		}
+		if _, dup := vals[k.Value]; dup {
+			p.errorf(k, name, "set twice")
+			continue
+		}
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
+			p.errorf(k, name, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+			continue
+		}
+		keys = append(keys, k)
+		vals[k.Value] = v
+	}
+	return keys, vals, true
+}
+
+func join(field, key string) string {
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return "a single value"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "an empty document"
+}
+
+// scalar returns a scalar node's value after ${VAR} interpolation.
+func (p *parser) scalar(n *yaml.Node, field string) (val string, fromEnv bool, ok bool) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "want a single value, got %s", kindName(n))
+		return "", false, false
+	}
+	v, sub, err := interpolate(n.Value, p.lookup)
+	if err != nil {
+		p.errorf(n, field, "%v", err)
+		return "", false, false
+	}
+	return v, sub, true
+}
+
+// value converts a node to an option's type.
+func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool) {
+	if o.Type == registry.Strings && n.Kind == yaml.SequenceNode {
+		out := make([]string, 0, len(n.Content))
+		for i, e := range n.Content {
+			s, _, ok := p.scalar(e, fmt.Sprintf("%s[%d]", field, i))
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	s, fromEnv, ok := p.scalar(n, field)
+	if !ok {
+		return nil, false
+	}
+	v, err := o.Parse(s)
+	if err != nil {
+		if fromEnv || o.Secret {
+			p.errorf(n, field, "%v (value from the environment not shown)", err)
+		} else {
+			p.errorf(n, field, "%v, got %q", err, s)
+		}
+		return nil, false
+	}
+	if o.Required && s == "" {
+		p.errorf(n, field, "must not be empty (%s)", o.Description)
+		return nil, false
+	}
+	if o.Type == registry.Strings {
+		return []string{v.(string)}, true
+	}
+	return v, true
+}
+
+// options decodes a mapping against a schema, filling in defaults.
+func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Option, what string) (registry.Options, bool) {
+	m := map[string]any{}
+	if n != nil {
+		at = n
+	}
+	ok := true
+	var vals map[string]*yaml.Node
+	if n != nil {
+		names := make([]string, len(schema))
+		for i, o := range schema {
+			names[i] = o.Name
+		}
+		var keys []*yaml.Node
+		before := len(p.errs)
+		keys, vals, ok = p.mapping(n, field, nil)
+		for _, k := range keys {
+			if !slices.Contains(names, k.Value) {
+				allowed := "none"
+				if len(names) > 0 {
+					allowed = strings.Join(names, ", ")
+				}
+				p.errorf(k, join(field, k.Value), "unknown field for %s (allowed: %s)", what, allowed)
+				delete(vals, k.Value)
+			}
+		}
+		ok = ok && len(p.errs) == before
+	}
+	for _, o := range schema {
+		if v, set := vals[o.Name]; set {
+			val, good := p.value(v, join(field, o.Name), o)
+			ok = ok && good
+			if good {
+				m[o.Name] = val
+			}
+			continue
+		}
+		if o.Required {
+			p.errorf(at, join(field, o.Name), "missing required field (%s)", o.Description)
+			ok = false
+			continue
+		}
+		if o.Default != nil {
+			m[o.Name] = o.Default
+		}
+	}
+	return registry.NewOptions(m), ok
+}
+
+var (
+	checkpointSchema = []registry.Option{
+		{Name: "interval", Type: registry.Duration, Default: 5 * time.Second, Description: "time between checkpoints; 0 = only the final one of a bounded job"},
+		{Name: "dir", Type: registry.String, Default: "", Description: "checkpoint directory; empty = in memory (cannot resume)"},
+		{Name: "retain", Type: registry.Int, Default: int64(3), Description: "completed checkpoints kept in dir"},
+		{Name: "timeout", Type: registry.Duration, Default: 10 * time.Minute, Description: "a checkpoint taking longer fails"},
+	}
+	restartSchema = []registry.Option{
+		{Name: "strategy", Type: registry.Enum, Values: []string{"none", "fixed-delay", "exponential"}, Default: "fixed-delay", Description: "what to do when the job fails"},
+		{Name: "attempts", Type: registry.Int, Default: int64(3), Description: "restarts before the job fails for good"},
+		{Name: "delay", Type: registry.Duration, Default: time.Second, Description: "delay before a restart (the first one, for exponential)"},
+		{Name: "max-delay", Type: registry.Duration, Default: time.Minute, Description: "longest delay (exponential)"},
+	}
+	httpSchema = []registry.Option{
+		{Name: "listen", Type: registry.String, Default: "", Description: "address of the metrics and status endpoint; a bare :port listens on 127.0.0.1"},
+		{Name: "token", Type: registry.String, Default: "", Secret: true, Description: "bearer token required by the endpoint; use ${VAR}"},
+	}
+	jobSchema = []registry.Option{
+		{Name: "name", Type: registry.String, Description: "job name (default: the file name without extension)"},
+		{Name: "parallelism", Type: registry.Int, Default: int64(1), Description: "parallelism of every operator"},
+		{Name: "delivery", Type: registry.Enum, Values: []string{string(registry.ExactlyOnce), string(registry.AtLeastOnce)}, Description: "delivery guarantee (default: exactly-once if the sink supports it)"},
+	}
+	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "http"}
+)
+
+// JobSchema returns the documented settings of the sections of a pipeline
+// file, for `sluice connectors` and docs.
+func JobSchema() map[string][]registry.Option {
+	return map[string][]registry.Option{"": jobSchema, "checkpoint": checkpointSchema, "restart": restartSchema, "http": httpSchema}
+}
+
+func (p *parser) parse(doc *yaml.Node) *Spec {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		p.errorf(doc, "", "empty pipeline: want source and sink")
+		return nil
+	}
+	root := doc.Content[0]
+	_, vals, ok := p.mapping(root, "", topLevel)
+	if !ok {
+		return nil
+	}
+	s := &Spec{File: p.file}
+
+	job := &yaml.Node{Kind: yaml.MappingNode, Line: root.Line}
+	for _, k := range []string{"name", "parallelism", "delivery"} {
+		if v, ok := vals[k]; ok {
+			job.Content = append(job.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k, Line: v.Line}, v)
+		}
+	}
+	jo, _ := p.options(job, root, "", jobSchema, "the job")
+	s.Name = jo.String("name")
+	if s.Name == "" {
+		s.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
+	}
+	s.Parallelism = int(jo.Int("parallelism"))
+	if s.Parallelism < 1 && jo.Has("parallelism") {
+		p.errorf(vals["parallelism"], "parallelism", "must be at least 1")
+	}
+
+	co, _ := p.options(vals["checkpoint"], root, "checkpoint", checkpointSchema, "checkpoint")
+	s.CheckpointInterval, s.CheckpointDir = co.Duration("interval"), co.String("dir")
+	s.CheckpointRetain, s.CheckpointTimeout = int(co.Int("retain")), co.Duration("timeout")
+	if s.CheckpointInterval < 0 {
+		p.errorf(vals["checkpoint"], "checkpoint.interval", "must not be negative")
+	}
+
+	ro, _ := p.options(vals["restart"], root, "restart", restartSchema, "restart")
+	s.Restart = Restart{Strategy: ro.String("strategy"), Attempts: int(ro.Int("attempts")), Delay: ro.Duration("delay"), MaxDelay: ro.Duration("max-delay")}
+
+	ho, _ := p.options(vals["http"], root, "http", httpSchema, "http")
+	s.HTTPListen, s.HTTPToken = ho.String("listen"), ho.String("token")
+
+	var sinkEO bool
+	if n, ok := vals["source"]; ok {
+		s.Source = p.connector(n, "source", registry.KindSource)
+	} else {
+		p.errorf(root, "source", "missing required field (the connector records come from)")
+	}
+	if n, ok := vals["sink"]; ok {
+		s.Sink = p.connector(n, "sink", registry.KindSink)
+		if c, ok := p.reg.Lookup(registry.KindSink, s.Sink.Type); ok {
+			sinkEO = c.ExactlyOnce
+		}
+	} else {
+		p.errorf(root, "sink", "missing required field (the connector records go to)")
+	}
+	if s.Sink.Name == s.Source.Name && s.Sink.Name != "" {
+		s.Sink.Name += "-sink"
+	}
+
+	switch d := registry.Delivery(jo.String("delivery")); {
+	case d == "" && sinkEO, d == registry.ExactlyOnce && sinkEO:
+		s.Delivery = registry.ExactlyOnce
+	case d == "", d == registry.AtLeastOnce:
+		s.Delivery = registry.AtLeastOnce
+	default:
+		p.errorf(vals["delivery"], "delivery", "sink %q cannot deliver exactly once (use at-least-once, or an exactly-once sink)", s.Sink.Type)
+	}
+
+	if n, ok := vals["transforms"]; ok {
+		s.Transforms = p.transforms(n, map[string]bool{s.Source.Name: true, s.Sink.Name: true})
+	}
+	return s
+}
+
+func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Connector {
+	_, vals, ok := p.mapping(n, field, []string{"type", "name", "options"})
+	if !ok {
+		return Connector{}
+	}
+	c := Connector{Line: n.Line}
+	tn, ok := vals["type"]
+	if !ok {
+		p.errorf(n, field+".type", "missing required field (one of: %s)", strings.Join(p.reg.Names(kind), ", "))
+		return c
+	}
+	c.Type, _, ok = p.scalar(tn, field+".type")
+	if !ok {
+		return c
+	}
+	reg, found := p.reg.Lookup(kind, c.Type)
+	if !found {
+		p.errorf(tn, field+".type", "unknown %s connector %q (known: %s)", kind, c.Type, strings.Join(p.reg.Names(kind), ", "))
+		return c
+	}
+	c.Name = c.Type
+	if nn, ok := vals["name"]; ok {
+		c.Name, _, _ = p.scalar(nn, field+".name")
+	}
+	opts, good := p.options(vals["options"], n, field+".options", reg.Options, string(kind)+" "+c.Type)
+	c.Options = opts
+	if good && reg.Validate != nil {
+		if err := reg.Validate(opts); err != nil {
+			at := n
+			if on, ok := vals["options"]; ok {
+				at = on
+			}
+			p.errorf(at, field+".options", "%v", err)
+		}
+	}
+	return c
+}
+
+var transformKinds = []string{string(transform.Filter), string(transform.Map), string(transform.Select), string(transform.Rename)}
+
+func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Compiled {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, "transforms", "want a list (lines starting with \"- \"), got %s", kindName(n))
+		return nil
+	}
+	var out []*transform.Compiled
+	for i, item := range n.Content {
+		field := fmt.Sprintf("transforms[%d]", i)
+		keys, vals, ok := p.mapping(item, field, append([]string{"name"}, transformKinds...))
+		if !ok {
+			continue
+		}
+		var kindKey *yaml.Node
+		for _, k := range keys {
+			if k.Value == "name" {
+				continue
+			}
+			if kindKey != nil {
+				p.errorf(k, join(field, k.Value), "one transform per list item (this one already has %s)", kindKey.Value)
+				continue
+			}
+			kindKey = k
+		}
+		if kindKey == nil {
+			p.errorf(item, field, "missing transform: want one of %s", strings.Join(transformKinds, ", "))
+			continue
+		}
+		step := transform.Step{Kind: transform.Kind(kindKey.Value), Name: fmt.Sprintf("%s-%d", kindKey.Value, i+1),
+			Where: fmt.Sprintf("%s:%d", p.file, kindKey.Line)}
+		if nn, ok := vals["name"]; ok {
+			step.Name, _, _ = p.scalar(nn, join(field, "name"))
+		}
+		if names[step.Name] {
+			p.errorf(kindKey, join(field, "name"), "operator name %q is used twice", step.Name)
+			continue
+		}
+		names[step.Name] = true
+		fieldK := join(field, kindKey.Value)
+		v := vals[kindKey.Value]
+		good := true
+		switch step.Kind {
+		case transform.Filter, transform.Map:
+			step.Expr, _, good = p.scalar(v, fieldK)
+		case transform.Select:
+			var val any
+			val, good = p.value(v, fieldK, registry.Option{Type: registry.Strings})
+			if good {
+				step.Fields = val.([]string)
+			}
+		case transform.Rename:
+			var rk []*yaml.Node
+			var rv map[string]*yaml.Node
+			rk, rv, good = p.mapping(v, fieldK, nil)
+			for _, k := range rk {
+				to, _, ok := p.scalar(rv[k.Value], join(fieldK, k.Value))
+				good = good && ok
+				step.Renames = append(step.Renames, [2]string{k.Value, to})
+			}
+		}
+		if !good {
+			continue
+		}
+		c, err := transform.Compile(step)
+		if err != nil {
+			p.errorf(v, fieldK, "%v", err)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}

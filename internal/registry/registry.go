@@ -1,0 +1,397 @@
+// Package registry is the CLI's catalogue of connectors. Each connector
+// registers its name, its kind (source or sink), a schema of its options
+// (name, type, default, description) and a factory that adds its operator
+// to a stream.Environment. The pipeline package validates a YAML pipeline
+// against the schemas, so errors name file, line and field, and `sluice
+// connectors` prints them.
+//
+// Records flowing through CLI pipelines are [Record]s: JSON objects decoded
+// into map[string]any (numbers from JSON are float64, numbers from datagen
+// are int64). Sources produce them, transforms rewrite them, sinks encode
+// them (usually as one JSON object per line).
+//
+// Adding a connector takes one file in this package, e.g. kafka.go:
+//
+//	func init() {
+//		MustRegisterSink(Sink{
+//			Name: "kafka", Description: "...", ExactlyOnce: true,
+//			Options: []Option{{Name: "topic", Type: String, Required: true, Description: "..."}},
+//			Build: func(c BuildContext, in stream.DataStream[Record]) error {
+//				stream.SinkTo(in, kafka.NewSink[Record](...c.Options.String("topic")...), c.Name)
+//				return nil
+//			},
+//		})
+//	}
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/stream"
+)
+
+// Record is the record type of CLI pipelines: a JSON object.
+type Record = map[string]any
+
+// Kind tells sources from sinks.
+type Kind string
+
+const (
+	KindSource Kind = "source"
+	KindSink   Kind = "sink"
+)
+
+// Type is the type of an option's value.
+type Type string
+
+const (
+	String   Type = "string"
+	Int      Type = "int"
+	Float    Type = "float"
+	Bool     Type = "bool"
+	Duration Type = "duration" // Go syntax: 500ms, 1m30s
+	Strings  Type = "[]string" // a YAML list of strings, or one string
+	Enum     Type = "enum"     // a string out of Option.Values
+)
+
+// Option describes one option of a connector.
+type Option struct {
+	Name        string
+	Type        Type
+	Default     any      // typed like the value: int64, float64, bool, string, time.Duration, []string; nil = none
+	Required    bool     // the pipeline must set it; Default is ignored
+	Secret      bool     // never printed (passwords, tokens)
+	Values      []string // the allowed values of an Enum
+	Description string
+}
+
+// Options are a connector's validated option values, with defaults filled
+// in. The getters panic on a name the connector did not declare with that
+// type, which is a bug in the connector's registration.
+type Options struct{ m map[string]any }
+
+// NewOptions returns Options holding m (tests and programmatic pipelines).
+func NewOptions(m map[string]any) Options { return Options{m: maps.Clone(m)} }
+
+func get[T any](o Options, name string) T {
+	v, ok := o.m[name]
+	if !ok {
+		var zero T
+		return zero
+	}
+	t, ok := v.(T)
+	if !ok {
+		panic(fmt.Sprintf("registry: option %q is a %T, not a %T", name, v, t))
+	}
+	return t
+}
+
+// Has reports whether the option has a value (set or defaulted).
+func (o Options) Has(name string) bool { _, ok := o.m[name]; return ok }
+
+// String returns a String or Enum option.
+func (o Options) String(name string) string { return get[string](o, name) }
+
+// Int returns an Int option.
+func (o Options) Int(name string) int64 { return get[int64](o, name) }
+
+// Float returns a Float option.
+func (o Options) Float(name string) float64 { return get[float64](o, name) }
+
+// Bool returns a Bool option.
+func (o Options) Bool(name string) bool { return get[bool](o, name) }
+
+// Duration returns a Duration option.
+func (o Options) Duration(name string) time.Duration { return get[time.Duration](o, name) }
+
+// Strings returns a Strings option.
+func (o Options) Strings(name string) []string { return slices.Clone(get[[]string](o, name)) }
+
+// Delivery is a pipeline's delivery guarantee.
+type Delivery string
+
+const (
+	ExactlyOnce Delivery = "exactly-once"
+	AtLeastOnce Delivery = "at-least-once"
+)
+
+// BuildContext is what a factory gets to add its operator to a job.
+type BuildContext struct {
+	Env      *stream.Environment
+	Name     string // operator name: unique and stable, it keys checkpoint state
+	Options  Options
+	Delivery Delivery
+	Stdout   io.Writer // where a print sink writes
+	Logger   *slog.Logger
+}
+
+// Source is a registered source connector.
+type Source struct {
+	Name        string
+	Description string
+	Options     []Option
+	// Validate checks rules across options (optional); its error is
+	// reported at the connector's line.
+	Validate func(Options) error
+	// Build adds the source to c.Env and returns its stream.
+	Build func(c BuildContext) (stream.DataStream[Record], error)
+}
+
+// Sink is a registered sink connector.
+type Sink struct {
+	Name        string
+	Description string
+	Options     []Option
+	// ExactlyOnce says the sink commits with the checkpoints (two-phase).
+	ExactlyOnce bool
+	Validate    func(Options) error
+	// Build ends in at c.Env with the sink.
+	Build func(c BuildContext, in stream.DataStream[Record]) error
+}
+
+// Connector is the kind-independent view of a registration.
+type Connector struct {
+	Name, Description string
+	Kind              Kind
+	Options           []Option
+	ExactlyOnce       bool
+	Validate          func(Options) error
+}
+
+// Registry holds connectors by kind and name. It is safe for concurrent use.
+type Registry struct {
+	mu      sync.RWMutex
+	sources map[string]Source
+	sinks   map[string]Sink
+}
+
+// New returns an empty registry.
+func New() *Registry { return &Registry{sources: map[string]Source{}, sinks: map[string]Sink{}} }
+
+var defaultRegistry = New()
+
+// Default returns the registry the built-in connectors register in.
+func Default() *Registry { return defaultRegistry }
+
+// MustRegisterSource registers s in the default registry; it panics on an
+// invalid or duplicate registration (call it from init).
+func MustRegisterSource(s Source) {
+	if err := defaultRegistry.RegisterSource(s); err != nil {
+		panic(err)
+	}
+}
+
+// MustRegisterSink registers s in the default registry; it panics on an
+// invalid or duplicate registration (call it from init).
+func MustRegisterSink(s Sink) {
+	if err := defaultRegistry.RegisterSink(s); err != nil {
+		panic(err)
+	}
+}
+
+// RegisterSource adds a source.
+func (r *Registry) RegisterSource(s Source) error {
+	if err := checkSchema(s.Name, s.Options); err != nil {
+		return err
+	}
+	if s.Build == nil {
+		return fmt.Errorf("registry: source %q has no Build", s.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.sources[s.Name]; dup {
+		return fmt.Errorf("registry: source %q registered twice", s.Name)
+	}
+	r.sources[s.Name] = s
+	return nil
+}
+
+// RegisterSink adds a sink.
+func (r *Registry) RegisterSink(s Sink) error {
+	if err := checkSchema(s.Name, s.Options); err != nil {
+		return err
+	}
+	if s.Build == nil {
+		return fmt.Errorf("registry: sink %q has no Build", s.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.sinks[s.Name]; dup {
+		return fmt.Errorf("registry: sink %q registered twice", s.Name)
+	}
+	r.sinks[s.Name] = s
+	return nil
+}
+
+func checkSchema(name string, opts []Option) error {
+	if name == "" {
+		return errors.New("registry: connector without a name")
+	}
+	seen := map[string]bool{}
+	for _, o := range opts {
+		if o.Name == "" || seen[o.Name] {
+			return fmt.Errorf("registry: connector %q: option name %q empty or repeated", name, o.Name)
+		}
+		seen[o.Name] = true
+		switch o.Type {
+		case String, Int, Float, Bool, Duration, Strings:
+		case Enum:
+			if len(o.Values) == 0 {
+				return fmt.Errorf("registry: connector %q: enum option %q has no values", name, o.Name)
+			}
+		default:
+			return fmt.Errorf("registry: connector %q: option %q has unknown type %q", name, o.Name, o.Type)
+		}
+		if o.Default != nil {
+			if err := checkDefault(o); err != nil {
+				return fmt.Errorf("registry: connector %q: option %q: %w", name, o.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkDefault(o Option) error {
+	ok := false
+	switch o.Type {
+	case String:
+		_, ok = o.Default.(string)
+	case Enum:
+		var s string
+		s, ok = o.Default.(string)
+		ok = ok && slices.Contains(o.Values, s)
+	case Int:
+		_, ok = o.Default.(int64)
+	case Float:
+		_, ok = o.Default.(float64)
+	case Bool:
+		_, ok = o.Default.(bool)
+	case Duration:
+		_, ok = o.Default.(time.Duration)
+	case Strings:
+		_, ok = o.Default.([]string)
+	}
+	if !ok {
+		return fmt.Errorf("default %v (%T) does not fit type %s", o.Default, o.Default, o.Type)
+	}
+	return nil
+}
+
+// Source returns the source named name.
+func (r *Registry) Source(name string) (Source, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.sources[name]
+	return s, ok
+}
+
+// Sink returns the sink named name.
+func (r *Registry) Sink(name string) (Sink, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.sinks[name]
+	return s, ok
+}
+
+// Lookup returns the connector of this kind and name.
+func (r *Registry) Lookup(kind Kind, name string) (Connector, bool) {
+	if kind == KindSource {
+		s, ok := r.Source(name)
+		return Connector{Name: s.Name, Description: s.Description, Kind: kind, Options: s.Options, Validate: s.Validate}, ok
+	}
+	s, ok := r.Sink(name)
+	return Connector{Name: s.Name, Description: s.Description, Kind: kind, Options: s.Options, ExactlyOnce: s.ExactlyOnce, Validate: s.Validate}, ok
+}
+
+// Names returns the sorted names of the connectors of this kind.
+func (r *Registry) Names(kind Kind) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var names []string
+	if kind == KindSource {
+		names = slices.Collect(maps.Keys(r.sources))
+	} else {
+		names = slices.Collect(maps.Keys(r.sinks))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Connectors returns every connector, sources first, each sorted by name.
+func (r *Registry) Connectors() []Connector {
+	var out []Connector
+	for _, k := range []Kind{KindSource, KindSink} {
+		for _, n := range r.Names(k) {
+			c, _ := r.Lookup(k, n)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// FormatDefault renders an option's default for humans ("" for none).
+func FormatDefault(o Option) string {
+	switch d := o.Default.(type) {
+	case nil:
+		return ""
+	case []string:
+		return "[" + strings.Join(d, ", ") + "]"
+	case string:
+		return fmt.Sprintf("%q", d)
+	default:
+		return fmt.Sprint(d)
+	}
+}
+
+// Parse converts one scalar to the option's type. Its error says what is
+// wanted and does not repeat s (which may hold a secret). Strings options
+// take each list element through Parse as a String.
+func (o Option) Parse(s string) (any, error) {
+	switch o.Type {
+	case String, Strings:
+		return s, nil
+	case Enum:
+		if !slices.Contains(o.Values, s) {
+			return nil, fmt.Errorf("want one of %s", strings.Join(o.Values, ", "))
+		}
+		return s, nil
+	case Int:
+		v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+		if err != nil {
+			return nil, errors.New("want an integer")
+		}
+		return v, nil
+	case Float:
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, errors.New("want a finite number")
+		}
+		return v, nil
+	case Bool:
+		switch strings.ToLower(s) {
+		case "true", "yes", "on":
+			return true, nil
+		case "false", "no", "off":
+			return false, nil
+		}
+		return nil, errors.New("want true or false")
+	case Duration:
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, errors.New("want a duration such as 500ms, 10s or 1m30s")
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("unknown type %s", o.Type)
+}

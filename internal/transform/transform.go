@@ -1,0 +1,197 @@
+// Package transform compiles the transforms of a CLI pipeline — filter and
+// map expressions (github.com/expr-lang/expr) and JSON field selection and
+// renaming — and applies them to a stream of registry.Records.
+//
+// Expressions are compiled once, when the pipeline is loaded; the compiled
+// programs are shared by all subtasks (an expr program is safe for
+// concurrent use; each subtask runs it on a VM of its own from a pool).
+// Inside an expression the record's fields are variables (`amount > 100`),
+// and `record` is the whole record (`record["user id"]`).
+//
+// An expression that fails at run time (a field of the wrong type, a map
+// that does not return an object) fails the job with an error naming the
+// transform; a malformed record never silently disappears.
+package transform
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+	"github.com/sluice-io/sluice/internal/registry"
+	"github.com/sluice-io/sluice/stream"
+)
+
+// Record is the record type of CLI pipelines.
+type Record = registry.Record
+
+// Kind is a transform's kind.
+type Kind string
+
+const (
+	Filter Kind = "filter" // keep records for which Expr is true
+	Map    Kind = "map"    // replace each record by Expr, which must yield an object
+	Select Kind = "select" // keep only Fields
+	Rename Kind = "rename" // rename fields: Renames[i] = {from, to}
+)
+
+// Step is one transform as written in a pipeline.
+type Step struct {
+	Kind    Kind
+	Name    string // operator name; it must be unique in the job
+	Where   string // where it was defined ("pipeline.yaml:12"), for run-time errors
+	Expr    string
+	Fields  []string
+	Renames [][2]string
+}
+
+// Compiled is a step ready to run. It is immutable and safe for concurrent
+// use.
+type Compiled struct {
+	Step
+	prog *vm.Program
+	vms  *sync.Pool
+}
+
+// Compile checks and compiles a step. Its error describes the problem
+// without position (the caller knows the line).
+func Compile(s Step) (*Compiled, error) {
+	c := &Compiled{Step: s}
+	switch s.Kind {
+	case Filter, Map:
+		if s.Expr == "" {
+			return nil, errors.New("empty expression")
+		}
+		opts := []expr.Option{expr.Env(map[string]any{}), expr.AllowUndefinedVariables()}
+		if s.Kind == Filter {
+			opts = append(opts, expr.AsBool())
+		}
+		p, err := expr.Compile(s.Expr, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("invalid expression: %s", oneLine(err.Error()))
+		}
+		c.prog = p
+		c.vms = &sync.Pool{New: func() any { return &vm.VM{} }}
+	case Select:
+		if len(s.Fields) == 0 {
+			return nil, errors.New("select needs at least one field")
+		}
+	case Rename:
+		if len(s.Renames) == 0 {
+			return nil, errors.New("rename needs at least one field")
+		}
+		to := map[string]bool{}
+		for _, r := range s.Renames {
+			if r[0] == "" || r[1] == "" {
+				return nil, errors.New("rename: field names must not be empty")
+			}
+			if to[r[1]] {
+				return nil, fmt.Errorf("rename: two fields renamed to %q", r[1])
+			}
+			to[r[1]] = true
+		}
+	default:
+		return nil, fmt.Errorf("unknown transform %q (want filter, map, select or rename)", s.Kind)
+	}
+	return c, nil
+}
+
+func oneLine(s string) string {
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// Error is a transform's run-time failure.
+type Error struct {
+	Step Step
+	Err  error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("transform %s %q (%s): %v", e.Step.Kind, e.Step.Name, e.Step.Where, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func (c *Compiled) run(r Record) (any, error) {
+	m := c.vms.Get().(*vm.VM)
+	defer c.vms.Put(m)
+	env := make(map[string]any, len(r)+1)
+	for k, v := range r {
+		env[k] = v
+	}
+	env["record"] = r
+	return m.Run(c.prog, env)
+}
+
+// Keep applies a Filter step to one record.
+func (c *Compiled) Keep(r Record) (bool, error) {
+	v, err := c.run(r)
+	if err != nil {
+		return false, &Error{c.Step, err}
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, &Error{c.Step, fmt.Errorf("filter returned %T, want bool", v)}
+	}
+	return b, nil
+}
+
+// Apply applies a Map, Select or Rename step to one record.
+func (c *Compiled) Apply(r Record) (Record, error) {
+	switch c.Kind {
+	case Map:
+		v, err := c.run(r)
+		if err != nil {
+			return nil, &Error{c.Step, err}
+		}
+		out, ok := v.(map[string]any)
+		if !ok {
+			return nil, &Error{c.Step, fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v)}
+		}
+		return out, nil
+	case Select:
+		out := make(Record, len(c.Fields))
+		for _, f := range c.Fields {
+			if v, ok := r[f]; ok {
+				out[f] = v
+			}
+		}
+		return out, nil
+	case Rename:
+		out := make(Record, len(r))
+		for k, v := range r {
+			out[k] = v
+		}
+		for _, rn := range c.Renames {
+			if v, ok := r[rn[0]]; ok {
+				delete(out, rn[0])
+				out[rn[1]] = v
+			}
+		}
+		return out, nil
+	}
+	return nil, &Error{c.Step, fmt.Errorf("%s is not a record-to-record transform", c.Kind)}
+}
+
+// AddTo appends the steps to a stream as operators (named by Step.Name).
+//
+// A failing expression fails the task with its *Error (the job fails or
+// restarts per its strategy).
+func AddTo(in stream.DataStream[Record], steps []*Compiled) stream.DataStream[Record] {
+	for _, c := range steps {
+		switch c.Kind {
+		case Filter:
+			in = stream.TryFilter(in, c.Keep, stream.Name(c.Name))
+		default:
+			in = stream.TryMap(in, c.Apply, stream.Name(c.Name))
+		}
+	}
+	return in
+}

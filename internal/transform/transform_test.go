@@ -1,0 +1,107 @@
+package transform
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/connectors/datagen"
+	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func mustCompile(t *testing.T, s Step) *Compiled {
+	t.Helper()
+	c, err := Compile(s)
+	if err != nil {
+		t.Fatalf("Compile(%+v): %v", s, err)
+	}
+	return c
+}
+
+func TestSteps(t *testing.T) {
+	r := Record{"id": int64(7), "amount": 250.0, "user": "u1", "tags": []any{"a", "b"}}
+	f := mustCompile(t, Step{Kind: Filter, Expr: `amount > 100 && user == "u1" && "b" in tags`})
+	if ok, err := f.Keep(r); !ok || err != nil {
+		t.Errorf("filter: got %v, %v; want true", ok, err)
+	}
+	if ok, _ := mustCompile(t, Step{Kind: Filter, Expr: `missing == nil && amount < 100`}).Keep(r); ok {
+		t.Error("filter amount < 100: got true")
+	}
+	m := mustCompile(t, Step{Kind: Map, Expr: `{"id": id, "double": amount * 2, "field": record["user"]}`})
+	got, err := m.Apply(r)
+	if want := (Record{"id": int64(7), "double": 500.0, "field": "u1"}); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("map: got %v, %v; want %v", got, err, want)
+	}
+	got, _ = mustCompile(t, Step{Kind: Select, Fields: []string{"id", "nope"}}).Apply(r)
+	if want := (Record{"id": int64(7)}); !reflect.DeepEqual(got, want) {
+		t.Errorf("select: got %v, want %v", got, want)
+	}
+	got, _ = mustCompile(t, Step{Kind: Rename, Renames: [][2]string{{"id", "order"}, {"nope", "x"}}}).Apply(Record{"id": 1, "a": 2})
+	if want := (Record{"order": 1, "a": 2}); !reflect.DeepEqual(got, want) {
+		t.Errorf("rename: got %v, want %v", got, want)
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	for _, s := range []Step{
+		{Kind: Filter, Expr: ""},
+		{Kind: Filter, Expr: "a +"},
+		{Kind: Filter, Expr: `"a string"`}, // not a bool
+		{Kind: Select},
+		{Kind: Rename, Renames: [][2]string{{"a", "x"}, {"b", "x"}}},
+		{Kind: "explode"},
+	} {
+		if _, err := Compile(s); err == nil {
+			t.Errorf("Compile(%+v): got no error", s)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	m := mustCompile(t, Step{Kind: Map, Name: "m", Where: "p.yaml:3", Expr: `id + 1`})
+	_, err := m.Apply(Record{"id": 1})
+	var te *Error
+	if !errors.As(err, &te) || te.Step.Where != "p.yaml:3" {
+		t.Errorf("map to a number: got %v, want an *Error naming p.yaml:3", err)
+	}
+	f := mustCompile(t, Step{Kind: Filter, Expr: `amount > 1`})
+	if _, err := f.Keep(Record{"amount": "text"}); err == nil {
+		t.Error("comparing a string with a number: got no error")
+	}
+}
+
+// TestInJob runs steps in a job at parallelism 2 and checks the output.
+func TestInJob(t *testing.T) {
+	store := testsink.NewStore[Record]()
+	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()), stream.CheckpointEvery(50*time.Millisecond))
+	src := stream.FromSource(env, datagen.New(func(i int64) Record { return Record{"id": i} }, datagen.Count(1000), datagen.Splits(4)),
+		watermark.None[Record](), "gen")
+	out := AddTo(src, []*Compiled{
+		mustCompile(t, Step{Kind: Filter, Name: "even", Expr: "id % 2 == 0"}),
+		mustCompile(t, Step{Kind: Map, Name: "half", Expr: `{"half": id / 2, "id": id}`}),
+		mustCompile(t, Step{Kind: Rename, Name: "rn", Renames: [][2]string{{"half", "h"}}}),
+	})
+	stream.SinkTo(out, testsink.NewTwoPhase(store), "sink")
+	if _, err := env.Execute(t.Context(), "transform-test"); err != nil {
+		t.Fatal(err)
+	}
+	got := store.Committed()
+	if len(got) != 500 {
+		t.Fatalf("got %d records, want 500", len(got))
+	}
+	seen := map[int64]bool{}
+	for _, r := range got {
+		id := r["id"].(int64)
+		if id%2 != 0 || seen[id] || r["h"] != float64(id)/2 {
+			t.Fatalf("bad or repeated record %v", r)
+		}
+		seen[id] = true
+	}
+}
