@@ -345,6 +345,9 @@ func (h *Handle) Status() Status { return h.job.Status() }
 // Metrics returns the job's metrics registry.
 func (h *Handle) Metrics() *metrics.Registry { return h.job.cfg.Metrics }
 
+// Latest returns the job's latest completed checkpoint, or nil.
+func (h *Handle) Latest() *checkpoint.Snapshot { return h.job.Latest() }
+
 // CheckpointStats counts a job's checkpoints.
 type CheckpointStats struct {
 	Completed    int
