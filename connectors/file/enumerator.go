@@ -2,6 +2,10 @@ package file
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
 	"slices"
 	"time"
 
@@ -39,6 +43,10 @@ func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, split
 	return e
 }
 
+// listingFailed is the event that tells the readers of a bounded source
+// that its paths cannot be listed: they fail with err.
+type listingFailed struct{ err error }
+
 // A bounded source lists its paths again this often, listRetryDelay apart,
 // before it gives up.
 const (
@@ -67,13 +75,18 @@ func (e *enumerator) handleListing(res any, err error) {
 		// or fails the job through the readers that wait (bounded).
 		e.cfg.logger.Warn("file source: listing failed", "paths", e.cfg.paths, "err", err)
 		if !e.continuous() {
-			if e.retries < listRetries {
+			if e.retries < listRetries && !errors.Is(err, fs.ErrNotExist) {
 				e.retries++
 				e.ctx.CallAsync(e.list, e.handleListing, listRetryDelay, 0)
 				return
 			}
-			e.listErr = err
-			e.serveWaiting()
+			// A handler cannot fail the job: the readers fail on this
+			// event, and later split requests fail the enumerator.
+			e.listErr = fmt.Errorf("file source: list %q: %w", e.cfg.paths, err)
+			for _, sub := range slices.Sorted(maps.Keys(e.ctx.RegisteredReaders())) {
+				e.ctx.SendEventToReader(sub, listingFailed{err: e.listErr})
+			}
+			e.waiting = nil
 		}
 		return
 	}

@@ -3,12 +3,16 @@ package file_test
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/sluice-io/sluice/connectors/print"
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -56,4 +60,36 @@ func gzipped(s string) []byte {
 	_, _ = zw.Write([]byte(s))
 	_ = zw.Close()
 	return []byte(b.String())
+}
+
+// ExampleOnMalformed reads JSON lines with one bad line, first with the
+// default policy (the job fails naming the file and byte offset), then
+// skipping and counting it.
+func ExampleOnMalformed() {
+	in, _ := os.MkdirTemp("", "in")
+	defer os.RemoveAll(in)
+	_ = os.WriteFile(filepath.Join(in, "events.jsonl"), []byte("{\"id\":1}\n{\"id\":\n{\"id\":3}\n"), 0o644)
+	type event struct {
+		ID int `json:"id"`
+	}
+	for _, policy := range []file.MalformedPolicy{file.FailOnMalformed, file.SkipMalformed} {
+		env := stream.New()
+		events := stream.FromSource(env, file.NewSource(file.JSONLines[event](), []string{in}, file.OnMalformed(policy)),
+			watermark.None[event](), "events")
+		stream.SinkTo(events, print.New[event](print.To(io.Discard)), "discard")
+		res, err := env.Execute(context.Background(), "malformed")
+		var re *file.RecordError
+		if errors.As(err, &re) {
+			fmt.Printf("failed: %s at offset %d: malformed=%v\n", filepath.Base(re.File), re.Offset, errors.Is(err, file.ErrMalformed))
+			continue
+		}
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println("skipped:", res.Counter(metrics.NumRecordsInErrors))
+	}
+	// Output:
+	// failed: events.jsonl at offset 9: malformed=true
+	// skipped: 1
 }

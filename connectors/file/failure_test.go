@@ -3,6 +3,7 @@ package file
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -190,5 +192,18 @@ func TestBaseDirectoryNotADirectory(t *testing.T) {
 	_, err := s.CreateCommitter(nil)
 	if err == nil || !strings.Contains(err.Error(), "base directory") || !errors.Is(err, syscall.ENOTDIR) {
 		t.Fatalf("got %v, want ENOTDIR naming the base directory", err)
+	}
+}
+
+// TestMissingInputPathFailsJob fails a bounded job whose path does not
+// exist, with an error naming it, instead of waiting forever.
+func TestMissingInputPathFailsJob(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()))
+	stream.SinkTo(stream.FromSource(env, NewSource(TextLines(), []string{missing}, SourceLogger(runtime.DiscardLogger())), watermark.None[string](), "files"),
+		sink.Sink[string](&countSink{}), "count")
+	_, err := env.Execute(t.Context(), "missing")
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("got %v, want a not-exist error naming %s", err, missing)
 	}
 }

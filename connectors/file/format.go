@@ -72,8 +72,14 @@ func (s *lineScanner) next() ([]byte, int64, error) {
 		return nil, s.off, io.EOF
 	}
 	s.off += int64(len(line))
-	line = bytes.TrimSuffix(line, []byte{'\n'})
-	line = bytes.TrimSuffix(line, []byte{'\r'})
+	if n := len(line); line[n-1] == '\n' {
+		line = line[:n-1]
+		if n > 1 && line[n-2] == '\r' {
+			line = line[:n-2]
+		}
+	} else if line[n-1] == '\r' {
+		line = line[:n-1]
+	}
 	return line, s.off, nil
 }
 

@@ -94,9 +94,10 @@ func TestBulkGzipRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const faults = 4
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(5*time.Millisecond),
-		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(runtime.DiscardLogger()))
-	plan := faultinject.RandomPlan(7, 4, faultinject.Kinds(), 2, 4000, 6)
+		stream.Restart(restart.FixedDelay(faults+2, 0)), stream.Logger(runtime.DiscardLogger()))
+	plan := faultinject.RandomPlan(7, faults, faultinject.Kinds(), 2, 4000, 6)
 	stream.SinkTo(stream.FromSource(env, faultinject.WrapSource(NewSource(TextLines(), []string{in}), plan), watermark.None[string](), "files"),
 		faultinject.WrapSink(sk, plan), "out")
 	res, err := env.Execute(t.Context(), "bulk")

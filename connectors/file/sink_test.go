@@ -426,3 +426,42 @@ func TestCommitterContext(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
+
+// TestSinkRecoveryAfterRescale restores subtask 0 of 2 from the states of
+// old subtasks 0 and 3 (scale down from 4) and of 1: strays of 0 and 3
+// (which no longer runs) at or above their counters are removed, files of
+// subtask 1 (which runs again and may be writing) are left alone, and the
+// open file of old subtask 3 is resumed.
+func TestSinkRecoveryAfterRescale(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{".part-0-1.inprogress", ".part-0-4.inprogress", ".part-3-2.inprogress", ".part-3-3.inprogress", ".part-1-9.inprogress"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\ny\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	states := []WriterState{
+		{Subtask: 0, Parallelism: 4, NextCounter: 2},
+		{Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []InProgressFile{{Temp: ".part-3-2.inprogress", Final: "part-3-2", Size: 2}}},
+		{Subtask: 1, Parallelism: 4, NextCounter: 5},
+	}
+	s := newTestSink(t, dir)
+	w, err := s.newWriter(&fakes.InitContext{Subtask: 0, Parallel: 2, AttemptNum: 1, Restored: 4, HasRestored: true}, states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var left []string
+	for _, h := range hiddenFiles(t, dir) {
+		left = append(left, filepath.Base(h))
+	}
+	slices.Sort(left)
+	if want := []string{".part-0-1.inprogress", ".part-1-9.inprogress", ".part-3-2.inprogress"}; !slices.Equal(left, want) {
+		t.Fatalf("hidden files %v, want %v", left, want)
+	}
+	if got := readFile(t, filepath.Join(dir, ".part-3-2.inprogress")); got != "x\n" {
+		t.Fatalf("resumed file holds %q, want it truncated to %q", got, "x\n")
+	}
+	if w.next != 2 {
+		t.Fatalf("next counter %d, want 2 (from subtask 0's state)", w.next)
+	}
+}

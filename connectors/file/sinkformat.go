@@ -2,6 +2,7 @@ package file
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -54,12 +55,19 @@ func (linesFormat) AppendRecord(dst []byte, v string) ([]byte, error) {
 }
 
 // JSONLinesFormat writes each record as one line of JSON
-// (encoding/json), the counterpart of [JSONLines].
+// (encoding/json), the counterpart of [JSONLines]. A json.RawMessage
+// without a line break is written as is, without validation.
 func JSONLinesFormat[T any]() RowFormat[T] { return jsonLinesFormat[T]{} }
 
 type jsonLinesFormat[T any] struct{}
 
 func (jsonLinesFormat[T]) AppendRecord(dst []byte, v T) ([]byte, error) {
+	if raw, ok := any(v).(json.RawMessage); ok && len(raw) > 0 && bytes.IndexByte(raw, '\n') < 0 {
+		// Already encoded (for example read with JSONLines): written as
+		// is, without validation.
+		dst = append(dst, raw...)
+		return append(dst, '\n'), nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return dst, fmt.Errorf("file: encode JSON: %w", err)

@@ -59,6 +59,7 @@ func (w *writer[T]) clock() time.Time {
 type bucket[T any] struct {
 	name string // as assigned
 	dir  string // inside the root
+	made bool   // dir is known to exist
 	part *partFile[T]
 }
 
@@ -147,8 +148,9 @@ func (w *writer[T]) partName(name string) (sub int, counter int64, ok bool) {
 }
 
 // removeStrays removes the hidden part files that aborted attempts left
-// behind: for each restored state, the files of its subtask whose counter
-// is at or above its NextCounter and that it does not list as open; with
+// behind: for each restored state of this subtask, or of a subtask that no
+// longer exists, the files of that subtask whose counter is at or above
+// its NextCounter and that it does not list as open; with
 // nothing restored (a restart before the first completed checkpoint), all
 // of this subtask's, and subtask 0 also those of subtasks at or above the
 // parallelism. Files of checkpoints that completed are kept: their
@@ -158,6 +160,12 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 	keep := map[string]bool{}
 	if restored {
 		for _, st := range states {
+			if st.Subtask != w.sub && st.Subtask < w.par {
+				// After rescaling, subtask st.Subtask runs again and
+				// may already write new files under its name: leave
+				// its hidden files alone (a stray may stay behind).
+				continue
+			}
 			from[st.Subtask] = st.NextCounter
 			for _, ip := range st.InProgress {
 				d, _ := bucketDir(ip.Bucket)
@@ -305,10 +313,21 @@ func (w *writer[T]) Write(v T, c sink.Context) error {
 
 // open starts a new part file in b, with the first free counter.
 func (w *writer[T]) open(b *bucket[T], now time.Time) error {
-	if b.dir != "." {
-		if err := w.root.MkdirAll(b.dir, 0o755); err != nil {
-			return fmt.Errorf("file sink: bucket %q: create directory %s: %w", b.name, path.Join(w.s.dir, b.dir), err)
+	if b.dir != "." && !b.made {
+		if !w.exists(b.dir) {
+			if err := w.root.MkdirAll(b.dir, 0o755); err != nil {
+				return fmt.Errorf("file sink: bucket %q: create directory %s: %w", b.name, path.Join(w.s.dir, b.dir), err)
+			}
+			// The new directories' entries become durable with their
+			// parents' fsync at the checkpoint.
+			for d := path.Dir(b.dir); ; d = path.Dir(d) {
+				w.dirtyDirs[d] = true
+				if d == "." {
+					break
+				}
+			}
 		}
+		b.made = true
 	}
 	cfg := &w.s.cfg
 	for range maxCounterProbe {
