@@ -32,7 +32,7 @@ log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 fetch() {
-  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
+  if [[ -f "$CACHE/.complete-2" ]]; then return 0; fi
   command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
   command -v java >/dev/null || die "java not found (Java 17+ is required)"
   mkdir -p "$CACHE"
@@ -53,7 +53,7 @@ fetch() {
     </dependency>
     <dependency>
       <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j2-impl</artifactId>
+      <artifactId>log4j-slf4j-impl</artifactId>
       <version>2.24.3</version>
     </dependency>
     <dependency>
@@ -73,7 +73,7 @@ EOF
   fi
   rm -rf "$tmp"
   ls "$CACHE"/kafka_2.13-*.jar >/dev/null 2>&1 || die "kafka_2.13 jar missing in $CACHE"
-  touch "$CACHE/.complete"
+  touch "$CACHE/.complete-2"
 }
 
 free_port() {
@@ -162,6 +162,17 @@ launch() {
       stop_broker KILL
       die "broker did not answer on 127.0.0.1:$port within ${START_TIMEOUT}s"
     fi
+    sleep 0.5
+  done
+  # The port opens before the broker has registered with its controller;
+  # wait (bounded) for the startup line too.
+  local ready=$((SECONDS + 30))
+  while ! grep -q "Kafka Server started" "$RUN/server.log" 2>/dev/null; do
+    if ((SECONDS >= ready || SECONDS >= deadline)); then
+      log "no startup line in $RUN/server.log; going on since the port answers"
+      break
+    fi
+    running || die "broker exited during start"
     sleep 0.5
   done
   echo "SLUICE_KAFKA_BROKERS=127.0.0.1:$port"

@@ -60,6 +60,8 @@ func TestAcceptanceKafkaToKafka(t *testing.T) {
 		faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 10},
 		faultinject.Fault{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 14},
 		faultinject.Fault{Kind: faultinject.AfterRecords, Subtask: 2, Records: 30_000},
+		faultinject.Fault{Kind: faultinject.WriterAfterRecords, Subtask: 2, Records: 10_000},
+		faultinject.Fault{Kind: faultinject.AfterRecords, Subtask: 1, Records: 12_000},
 	)
 	src, err := NewSource(brokers, RecordDeserializer(), Topics(in), Bounded(Latest()), SourceLogger(quiet))
 	if err != nil {
@@ -122,8 +124,8 @@ func TestAcceptanceKafkaToKafka(t *testing.T) {
 	for i, f := range res.Failures {
 		t.Logf("failure %d: %v", i, f)
 	}
-	if len(plan.Fired()) < 5 {
-		t.Errorf("only %d injected failures fired, want at least 5", len(plan.Fired()))
+	if len(plan.Fired()) < 5 || res.Restarts < 5 {
+		t.Errorf("%d injected failures fired and %d restarts, want at least 5 each", len(plan.Fired()), res.Restarts)
 	}
 	recs := readCommitted(t, brokers, out, count, 5*time.Second)
 	checkIndexes(t, recs, count)

@@ -79,6 +79,7 @@ type reader[T any] struct {
 	commitMu   sync.Mutex
 	commitWG   sync.WaitGroup
 	committing bool
+	toCommit   map[string]Split // merged positions waiting for the commit loop
 	commitCl   *kgo.Client
 	committed  map[string]int64 // split id → last committed offset, for the gauge
 	closed     bool
@@ -159,8 +160,9 @@ func (r *reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 }
 
 // NotifyCheckpointComplete commits the checkpoint's positions to the
-// consumer group, in the background (at most one commit in flight; a
-// commit still running makes this one skip, the next supersedes it).
+// consumer group in the background. One commit runs at a time; positions
+// that arrive meanwhile are merged (newest wins) and committed next, so the
+// last completed checkpoint's positions are always committed eventually.
 func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	ss, ok := r.offsets[checkpointID]
 	for id := range r.offsets {
@@ -173,7 +175,16 @@ func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	}
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
-	if r.committing || r.closed {
+	if r.closed {
+		return nil
+	}
+	if r.toCommit == nil {
+		r.toCommit = map[string]Split{}
+	}
+	for _, s := range ss {
+		r.toCommit[s.SplitID()] = s
+	}
+	if r.committing {
 		return nil
 	}
 	if r.commitCl == nil {
@@ -184,34 +195,47 @@ func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 		r.commitCl = cl
 	}
 	r.committing = true
-	cl := r.commitCl
 	r.commitWG.Add(1)
-	go func() {
-		defer r.commitWG.Done()
+	go r.commitLoop(r.commitCl, checkpointID)
+	return nil
+}
+
+// commitLoop commits merged positions until none are left (each commit
+// bounded by 30s; a failed one is logged and not retried until the next
+// completed checkpoint).
+func (r *reader[T]) commitLoop(cl *kgo.Client, checkpointID int64) {
+	defer r.commitWG.Done()
+	for {
+		r.commitMu.Lock()
+		batch := r.toCommit
+		r.toCommit = nil
+		if len(batch) == 0 {
+			r.committing = false
+			r.commitMu.Unlock()
+			return
+		}
+		r.commitMu.Unlock()
 		os := kadm.Offsets{}
-		for _, s := range ss {
+		for _, s := range batch {
 			os.AddOffset(s.Topic, s.Partition, s.Offset, -1)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, r.cfg.group, os)
+		cancel()
 		if err == nil {
 			err = resp.Error()
 		}
-		r.commitMu.Lock()
-		r.committing = false
-		if err == nil {
-			for _, s := range ss {
-				r.committed[s.SplitID()] = s.Offset
-				r.pm.get(s.SplitID()).committed.Store(s.Offset)
-			}
-		}
-		r.commitMu.Unlock()
 		if err != nil {
 			r.log.Warn("kafka source: committing offsets to the group failed (monitoring only)", "group", r.cfg.group, "checkpoint", checkpointID, "err", err)
+			continue
 		}
-	}()
-	return nil
+		r.commitMu.Lock()
+		for id, s := range batch {
+			r.committed[id] = s.Offset
+			r.pm.get(id).committed.Store(s.Offset)
+		}
+		r.commitMu.Unlock()
+	}
 }
 
 // Close stops the fetcher and waits for an offset commit in flight.

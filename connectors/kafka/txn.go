@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +53,14 @@ func retriableTxnErr(err error) bool {
 		errors.Is(err, kerr.RequestTimedOut) ||
 		errors.Is(err, kerr.NotEnoughReplicas) ||
 		errors.Is(err, kerr.NotEnoughReplicasAfterAppend) ||
+		isNetErr(err) ||
 		(kerr.IsRetriable(err) && !isTxnGone(err))
+}
+
+// isNetErr reports connection failures (a broker restarting).
+func isNetErr(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // isTxnGone reports errors that say the transaction with this producer
