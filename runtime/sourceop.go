@@ -356,7 +356,7 @@ func (o *sourceOutput[T]) ForSplit(id string) source.Output[T] {
 		s.gen = o.ws.NewGenerator()
 		o.comb.Add(id)
 	} else if !o.assign {
-		s.out = &fastOutput[T]{s}
+		s.out = &fastOutput[T]{o, s}
 	}
 	o.splits[id] = s
 	return s.out
@@ -398,16 +398,19 @@ func (s *splitOutput[T]) Collect(v T) { s.CollectAt(v, watermark.NoTimestamp) }
 // wrapper that an interface call on a generic type goes through, which
 // halves the cost of the per-record call. It never flushes: the buffer
 // grows to what one PollNext emits and is flushed after it.
-type fastOutput[T any] struct{ *splitOutput[T] }
+type fastOutput[T any] struct {
+	out *sourceOutput[T] // first: one load from the receiver
+	*splitOutput[T]
+}
 
 func (f *fastOutput[T]) Collect(v T) {
-	p := f.p
-	p.buf = append(p.buf, elem[T]{v, watermark.NoTimestamp})
+	o := f.out
+	o.buf = append(o.buf, elem[T]{v, watermark.NoTimestamp})
 }
 
 func (f *fastOutput[T]) CollectAt(v T, ts int64) {
-	p := f.p
-	p.buf = append(p.buf, elem[T]{v, ts})
+	o := f.out
+	o.buf = append(o.buf, elem[T]{v, ts})
 }
 
 func (s *splitOutput[T]) CollectAt(v T, ts int64) {
