@@ -94,9 +94,11 @@ func (tr *tracker) ack(id int64, k taskKey, states []checkpoint.TaskState) (*pen
 	return p, nil
 }
 
-// expired returns the pending checkpoint if its deadline passed.
+// expired returns the pending checkpoint if its deadline passed. A
+// checkpoint whose acknowledgements are all in is being stored: its fate is
+// the store's result, not the clock's.
 func (tr *tracker) expired(now time.Time) *pendingCheckpoint {
-	if p := tr.pending; p != nil && !now.Before(p.deadline) {
+	if p := tr.pending; p != nil && !p.persisting && !now.Before(p.deadline) {
 		return p
 	}
 	return nil

@@ -74,6 +74,14 @@ func TestTracker(t *testing.T) {
 			{op: "can", now: 20, wantErr: errTooSoon},
 			{op: "can", now: 40},
 		}},
+		{"a checkpoint being stored does not expire", 0, 0, []step{
+			{op: "trigger", now: 0, id: 1},
+			{op: "ack", id: 1, task: a},
+			{op: "ack", id: 1, task: b, done: true},
+			{op: "expire", now: 500},
+			{op: "complete", now: 600, id: 1},
+			{op: "can", now: 601},
+		}},
 		{"late ack after abort is ignored", 5, 0, []step{
 			{op: "trigger", now: 0, id: 1},
 			{op: "fail", now: 10, id: 1},
