@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
@@ -56,4 +57,5 @@ func (initContext) Attempt() int                        { return 0 }
 func (initContext) JobName() string                     { return "job" }
 func (initContext) OperatorName() string                { return "out" }
 func (initContext) RestoredCheckpointID() (int64, bool) { return 0, false }
+func (initContext) CheckpointInterval() time.Duration   { return 0 }
 func (initContext) Metrics() metrics.Group              { return metrics.Discard() }

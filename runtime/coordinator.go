@@ -61,16 +61,17 @@ type attempt struct {
 	sinks  map[*Node]*sinkTrack
 	tr     *tracker
 
-	wg        sync.WaitGroup // async calls, saves and global commits
-	taskWG    sync.WaitGroup // task goroutines
-	finished  int
-	finalID   int64
-	done      bool
-	timeout   *time.Timer
-	stopping  bool        // a stop was requested: final checkpoint, then end
-	finishing atomic.Bool // all committed; tasks are shutting down
-	holding   bool        // snapshotting enumerators: hold back their mails
-	held      []heldMail  // mails held back until the triggers are out
+	wg          sync.WaitGroup // async calls, saves and global commits
+	taskWG      sync.WaitGroup // task goroutines
+	finished    int
+	finalID     int64
+	done        bool
+	timeout     *time.Timer
+	stopping    bool        // a stop was requested: final checkpoint, then end
+	enumFailure error       // set by EnumeratorContext.FailJob
+	finishing   atomic.Bool // all committed; tasks are shutting down
+	holding     bool        // snapshotting enumerators: hold back their mails
+	held        []heldMail  // mails held back until the triggers are out
 }
 
 // sinkTrack follows the commits of one sink's subtasks.
@@ -135,6 +136,12 @@ type heldMail struct {
 	v       *vertex
 	subtask int
 	m       mail
+}
+
+func (c *enumContext) FailJob(err error) {
+	if err != nil && c.att.enumFailure == nil {
+		c.att.enumFailure = enumError(c.v, "failed", err)
+	}
 }
 
 func (c *enumContext) SignalNoMoreSplits(subtask int) {
@@ -383,6 +390,9 @@ func (a *attempt) loop(ctx context.Context) error {
 					return err
 				}
 			}
+		}
+		if a.enumFailure != nil {
+			return a.enumFailure
 		}
 		if err := a.maybeFinish(); err != nil {
 			return err
@@ -678,6 +688,9 @@ func (c *coordInitContext) JobName() string      { return c.att.job.name }
 func (c *coordInitContext) OperatorName() string { return c.node.name }
 func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
 	return c.att.restoredID, c.att.restoredID > 0
+}
+func (c *coordInitContext) CheckpointInterval() time.Duration {
+	return c.att.job.cfg.CheckpointInterval
 }
 func (c *coordInitContext) Metrics() metrics.Group {
 	return c.att.job.metricRoot.With("operator", c.node.name).With("subtask", "coordinator")

@@ -81,6 +81,9 @@ func (c *initContext) Attempt() int           { return c.env.att.number }
 func (c *initContext) JobName() string        { return c.env.att.job.name }
 func (c *initContext) OperatorName() string   { return c.node.name }
 func (c *initContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.node) }
+func (c *initContext) CheckpointInterval() time.Duration {
+	return c.env.att.job.cfg.CheckpointInterval
+}
 func (c *initContext) RestoredCheckpointID() (int64, bool) {
 	id := c.env.att.restoredID
 	return id, id > 0

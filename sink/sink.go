@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/serde"
@@ -169,6 +170,10 @@ type InitContext interface {
 	RestoredCheckpointID() (int64, bool)
 	// Metrics is the writer's metric group.
 	Metrics() metrics.Group
+	// CheckpointInterval is the job's checkpoint interval, 0 when periodic
+	// checkpoints are off. A sink whose prepared data expires (a Kafka
+	// transaction timeout) can check its timeout against it.
+	CheckpointInterval() time.Duration
 }
 
 // ErrCommitFailed is wrapped by the job error when a committer signalled a

@@ -146,6 +146,10 @@ type EnumeratorContext[S Split] interface {
 	CallAsync(fn func(ctx context.Context) (any, error), handler func(result any, err error), delay, period time.Duration)
 	// Metrics is the enumerator's metric group.
 	Metrics() metrics.Group
+	// FailJob fails the job with err, as an error returned from an
+	// enumerator method would; for failures found in CallAsync handlers.
+	// The job restarts per its restart strategy.
+	FailJob(err error)
 }
 
 // InputStatus is what Reader.PollNext reports.

@@ -2,6 +2,7 @@ package print_test
 
 import (
 	"os"
+	"time"
 
 	"github.com/sluice-io/sluice/connectors/print"
 	"github.com/sluice-io/sluice/metrics"
@@ -28,4 +29,5 @@ func (subtask) Attempt() int                        { return 0 }
 func (subtask) JobName() string                     { return "job" }
 func (subtask) OperatorName() string                { return "print" }
 func (subtask) RestoredCheckpointID() (int64, bool) { return 0, false }
+func (subtask) CheckpointInterval() time.Duration   { return 0 }
 func (subtask) Metrics() metrics.Group              { return metrics.Discard() }

@@ -3,6 +3,7 @@ package testsink_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/metrics"
@@ -46,4 +47,5 @@ func (initContext) Attempt() int                        { return 0 }
 func (initContext) JobName() string                     { return "orders" }
 func (initContext) OperatorName() string                { return "out" }
 func (initContext) RestoredCheckpointID() (int64, bool) { return 0, false }
+func (initContext) CheckpointInterval() time.Duration   { return 0 }
 func (initContext) Metrics() metrics.Group              { return metrics.Discard() }

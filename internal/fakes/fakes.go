@@ -60,6 +60,8 @@ type EnumeratorContext[S source.Split] struct {
 	// Async holds the CallAsync calls; tests run them by hand.
 	Async    []AsyncCall
 	Registry *metrics.Registry
+	// Failed holds the first error passed to FailJob.
+	Failed error
 }
 
 // AsyncCall is one recorded CallAsync.
@@ -89,6 +91,13 @@ func (c *EnumeratorContext[S]) Unregister(subtasks ...int) {
 }
 
 func (c *EnumeratorContext[S]) Parallelism() int { return max(c.Parallel, 1) }
+
+// FailJob records the first failure in Failed.
+func (c *EnumeratorContext[S]) FailJob(err error) {
+	if c.Failed == nil {
+		c.Failed = err
+	}
+}
 func (c *EnumeratorContext[S]) RegisteredReaders() map[int]source.ReaderInfo {
 	return maps.Clone(c.Readers)
 }
@@ -245,6 +254,7 @@ type InitContext struct {
 	Restored    int64
 	HasRestored bool
 	Registry    *metrics.Registry
+	Interval    time.Duration // CheckpointInterval
 }
 
 var _ sink.InitContext = (*InitContext)(nil)
@@ -265,6 +275,7 @@ func (c *InitContext) OperatorName() string {
 	return c.Operator
 }
 func (c *InitContext) RestoredCheckpointID() (int64, bool) { return c.Restored, c.HasRestored }
+func (c *InitContext) CheckpointInterval() time.Duration   { return c.Interval }
 
 // Metrics returns a group of Registry (created on first use) labelled with
 // the subtask.
