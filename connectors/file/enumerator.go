@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"slices"
 	"time"
 
@@ -43,10 +42,6 @@ func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, split
 	return e
 }
 
-// listingFailed is the event that tells the readers of a bounded source
-// that its paths cannot be listed: they fail with err.
-type listingFailed struct{ err error }
-
 // A bounded source lists its paths again this often, listRetryDelay apart,
 // before it gives up.
 const (
@@ -72,7 +67,7 @@ func (e *enumerator) list(ctx context.Context) (any, error) {
 func (e *enumerator) handleListing(res any, err error) {
 	if err != nil {
 		// A failed listing is retried at the next discovery (continuous)
-		// or fails the job through the readers that wait (bounded).
+		// or, after a few retries, fails the job (bounded).
 		e.cfg.logger.Warn("file source: listing failed", "paths", e.cfg.paths, "err", err)
 		if !e.continuous() {
 			if e.retries < listRetries && !errors.Is(err, fs.ErrNotExist) {
@@ -80,12 +75,8 @@ func (e *enumerator) handleListing(res any, err error) {
 				e.ctx.CallAsync(e.list, e.handleListing, listRetryDelay, 0)
 				return
 			}
-			// A handler cannot fail the job: the readers fail on this
-			// event, and later split requests fail the enumerator.
 			e.listErr = fmt.Errorf("file source: list %q: %w", e.cfg.paths, err)
-			for _, sub := range slices.Sorted(maps.Keys(e.ctx.RegisteredReaders())) {
-				e.ctx.SendEventToReader(sub, listingFailed{err: e.listErr})
-			}
+			e.ctx.FailJob(e.listErr)
 			e.waiting = nil
 		}
 		return

@@ -92,23 +92,9 @@ func (s *Source[T]) CreateReader(ctx source.ReaderContext) (source.Reader[T, Spl
 	}
 	r, err := readerbase.New(ctx, cfg, readerbase.PullSplits())
 	if err != nil {
-		return nil, err
+		return nil, err // not a typed nil in the interface
 	}
-	return &reader[T]{r}, nil
-}
-
-// reader is the readerbase reader plus the enumerator's failure event.
-type reader[T any] struct {
-	*readerbase.Reader[record[T], T, Split, *Split]
-}
-
-// HandleSourceEvent fails the reader when the enumerator could not list
-// the paths.
-func (r *reader[T]) HandleSourceEvent(e source.Event) error {
-	if lf, ok := e.(listingFailed); ok {
-		return lf.err
-	}
-	return nil
+	return r, nil
 }
 
 // SplitSerializer stores splits as JSON, version 1.
