@@ -45,7 +45,13 @@
 // InitProducerID, which aborts what a failed attempt left open; ids of this
 // prefix from a higher earlier parallelism or a larger pool are found with
 // ListTransactions. The transaction timeout is checked against the broker's
-// transaction.max.timeout.ms at start.
+// transaction.max.timeout.ms at start, and a writer warns (once per sink)
+// when it is shorter than the job's checkpoint interval plus
+// [RestartAllowance] (default 1m).
+//
+// Enumerator failures found off the coordinator (a missing topic at the
+// first discovery, offsets that cannot be resolved) fail the job through
+// EnumeratorContext.FailJob.
 //
 // This protocol is tested against kfake and against Apache Kafka 4.x (whose
 // KIP-890 transactions bump the producer epoch at every commit) when

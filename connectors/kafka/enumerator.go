@@ -28,12 +28,7 @@ type enumerator struct {
 	initialized bool // the first discovery's partitions were resolved
 	noMore      bool // bounded: every split is known
 	resolving   bool
-	failure     error
 }
-
-// errorEvent carries an enumerator failure to the readers, which fail the
-// job with it (an enumerator cannot fail the job from a CallAsync handler).
-type errorEvent struct{ err error }
 
 func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, st *EnumState) *enumerator {
 	e := &enumerator{ctx: ctx, cfg: cfg, assigned: map[string]bool{}, pending: map[int][]Split{}}
@@ -135,14 +130,9 @@ func (e *enumerator) discover(ctx context.Context) (any, error) {
 	return out, nil
 }
 
-func (e *enumerator) fail(err error) {
-	if e.failure == nil {
-		e.failure = err
-	}
-	for sub := range e.ctx.RegisteredReaders() {
-		e.ctx.SendEventToReader(sub, errorEvent{err: err})
-	}
-}
+// fail fails the job with err (from CallAsync handlers, which cannot
+// return it); the job restarts per its restart strategy.
+func (e *enumerator) fail(err error) { e.ctx.FailJob(err) }
 
 func (e *enumerator) handleDiscovered(res any, err error) {
 	if err != nil {
@@ -359,10 +349,7 @@ func (e *enumerator) AddSplitsBack(splits []Split, _ int) error {
 	return nil
 }
 
-func (e *enumerator) AddReader(subtask int) error {
-	if e.failure != nil {
-		e.ctx.SendEventToReader(subtask, errorEvent{err: e.failure})
-	}
+func (e *enumerator) AddReader(int) error {
 	e.assignPending()
 	return nil
 }

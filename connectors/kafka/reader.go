@@ -65,8 +65,7 @@ func (ms *partMetricsSet) get(id string) *partMetrics {
 	return m
 }
 
-// reader is readerbase.Reader plus offset commits on checkpoint completion
-// and enumerator failures delivered as events.
+// reader is readerbase.Reader plus offset commits on checkpoint completion.
 type reader[T any] struct {
 	*readerbase.Reader[*kgo.Record, T, Split, *splitState]
 	cfg *sourceConfig
@@ -135,14 +134,6 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 	}
 	r.Reader = base
 	return r, nil
-}
-
-// HandleSourceEvent fails the reader with an enumerator failure.
-func (r *reader[T]) HandleSourceEvent(e source.Event) error {
-	if ev, ok := e.(errorEvent); ok {
-		return ev.err
-	}
-	return nil
 }
 
 // SnapshotState remembers the positions to commit once the checkpoint

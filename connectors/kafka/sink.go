@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +61,7 @@ type sinkConfig struct {
 	flushTimeout time.Duration
 	setupTimeout time.Duration
 	linger       time.Duration
+	allowance    time.Duration
 	maxBuffered  int
 	clientOpts   []kgo.Opt
 	logger       *slog.Logger
@@ -73,6 +76,7 @@ func defaultSinkConfig() sinkConfig {
 		flushTimeout: 2 * time.Minute,
 		setupTimeout: 2 * time.Minute,
 		linger:       0,
+		allowance:    DefaultRestartAllowance,
 		maxBuffered:  100_000,
 		logger:       slog.Default(),
 	}
@@ -97,6 +101,8 @@ func (c *sinkConfig) validate() error {
 		return bad("FlushTimeout is %v; must be positive", c.flushTimeout)
 	case c.setupTimeout <= 0:
 		return bad("SetupTimeout is %v; must be positive", c.setupTimeout)
+	case c.allowance < 0:
+		return bad("RestartAllowance is %v; must be >= 0", c.allowance)
 	}
 	for _, b := range c.brokers {
 		if b == "" {
@@ -128,10 +134,23 @@ func TransactionSlots(n int) SinkOption { return func(c *sinkConfig) { c.slots =
 
 // TransactionTimeout sets the producers' transaction timeout (default
 // 10m). It must not exceed the broker's transaction.max.timeout.ms (checked
-// at start) and should exceed checkpoint interval plus recovery time: a
+// at start) and should exceed checkpoint interval plus recovery time (a
+// writer logs a warning at start otherwise; see [RestartAllowance]): a
 // prepared transaction older than this is aborted by the broker, which
 // loses its records.
 func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
+
+// DefaultRestartAllowance is the default of [RestartAllowance].
+const DefaultRestartAllowance = time.Minute
+
+// RestartAllowance sets how long the sink expects a failure and restart
+// to take, from the last prepare to the recovery commit (default
+// [DefaultRestartAllowance], 1m). An exactly-once writer logs a warning at
+// start when TransactionTimeout is shorter than the job's checkpoint
+// interval plus this allowance: a prepared transaction must outlive the
+// next checkpoint and a restart, or the broker aborts it and its records
+// are lost. It only sets the warning's threshold.
+func RestartAllowance(d time.Duration) SinkOption { return func(c *sinkConfig) { c.allowance = d } }
 
 // FlushTimeout bounds how long a checkpoint waits for buffered records to
 // be acknowledged (default 2m).
@@ -177,6 +196,7 @@ type Sink[T any] struct {
 
 	checkOnce sync.Once
 	checkErr  error
+	warnOnce  sync.Once
 }
 
 // NewSink returns a Kafka sink for the brokers (host:port) with the given
@@ -280,6 +300,21 @@ func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) e
 	return s.checkErr
 }
 
+// warnTransactionTimeout logs a warning, once per sink, when the
+// transaction timeout is shorter than the checkpoint interval plus the
+// restart allowance. With periodic checkpoints off (interval 0) there is
+// no interval to compare with and nothing is logged.
+func (s *Sink[T]) warnTransactionTimeout(interval time.Duration) {
+	if interval <= 0 || s.cfg.txnTimeout >= interval+s.cfg.allowance {
+		return
+	}
+	s.warnOnce.Do(func() {
+		s.cfg.logger.Warn("kafka sink: TransactionTimeout is shorter than the checkpoint interval plus the restart allowance: a transaction prepared before a failure may be aborted by the broker before the restarted job commits it, losing its records; raise TransactionTimeout (at most the broker's transaction.max.timeout.ms) or lower the checkpoint interval",
+			"transactionTimeout", s.cfg.txnTimeout, "checkpointInterval", interval, "restartAllowance", s.cfg.allowance,
+			"prefix", s.cfg.prefix)
+	})
+}
+
 // slot is one transactional id of a writer and its producer.
 type slot struct {
 	id      string
@@ -323,6 +358,7 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 		}
 		return w, nil
 	}
+	s.warnTransactionTimeout(ictx.CheckpointInterval())
 	for k := range s.cfg.slots {
 		w.slots = append(w.slots, &slot{id: txnID(s.cfg.prefix, w.subtask, k)})
 	}
@@ -656,7 +692,7 @@ func pingUntil(ctx context.Context, cl *kgo.Client) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := cl.Ping(ctx)
-		if err == nil || ctx.Err() != nil || isAuthErr(err) {
+		if err == nil || ctx.Err() != nil || isAuthErr(err) || isTLSVerifyErr(err) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -668,6 +704,16 @@ func pingUntil(ctx context.Context, cl *kgo.Client) error {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// isTLSVerifyErr reports a broker certificate the client does not accept
+// (wrong CA, wrong host name, expired), which retrying does not fix.
+func isTLSVerifyErr(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
 }
 
 // isAuthErr reports authentication and authorization failures, which
