@@ -71,7 +71,7 @@ func TestBuiltinsRegistered(t *testing.T) {
 	for _, k := range []struct {
 		kind Kind
 		name string
-	}{{KindSource, "datagen"}, {KindSource, "file"}, {KindSink, "print"}, {KindSink, "file"}} {
+	}{{KindSource, "datagen"}, {KindSource, "file"}, {KindSink, "print"}, {KindSink, "file"}, {KindSource, "kafka"}, {KindSink, "kafka"}} {
 		if _, ok := Default().Lookup(k.kind, k.name); !ok {
 			t.Errorf("%s %s is not registered", k.kind, k.name)
 		}
