@@ -108,12 +108,7 @@ func TestBlockedFetcherDoesNotBlockTask(t *testing.T) {
 		t.Fatal("Fetch never started")
 	}
 	// Wait, bounded, for five checkpoints to complete while Fetch blocks.
-	for i := 0; h.Status().Checkpoints.Completed < 5; i++ {
-		if i > 5000 {
-			t.Fatalf("only %d checkpoints completed while the fetcher was blocked", h.Status().Checkpoints.Completed)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitCheckpoints(t, h, 5)
 	close(src.release)
 	res, err := h.Wait()
 	if err != nil {

@@ -23,7 +23,6 @@ const (
 	cmReaderEvent
 	cmAsync
 	cmAck
-	cmTaskRunning
 	cmTaskFinished
 	cmTaskExited
 	cmSaved
@@ -415,7 +414,6 @@ func (a *attempt) handle(m coordMsg) error {
 		if err := safeCall(m.fn); err != nil {
 			return enumError(m.v, "async handler", err)
 		}
-	case cmTaskRunning:
 	case cmAck:
 		p, err := a.tr.ack(m.id, taskKey{m.v.id, m.subtask}, m.payload.([]checkpoint.TaskState))
 		if err != nil {

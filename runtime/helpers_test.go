@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 	"go.uber.org/goleak"
@@ -325,3 +326,15 @@ func (r *slowReader) SnapshotState(id int64) ([]rangeSplit, error) {
 }
 
 func restartOnce() restart.Strategy { return restart.FixedDelay(1, 0) }
+
+// waitCheckpoints waits, bounded (10 s), until the job completed n
+// checkpoints.
+func waitCheckpoints(t *testing.T, h *runtime.Handle, n int) {
+	t.Helper()
+	for i := 0; h.Status().Checkpoints.Completed < n; i++ {
+		if i > 5000 {
+			t.Fatalf("only %d of %d checkpoints completed within 10s", h.Status().Checkpoints.Completed, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -43,12 +43,7 @@ func TestCancelAndResumeFromCheckpointDir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := 0; h.Status().Checkpoints.Completed < 4; i++ {
-				if i > 5000 {
-					t.Fatal("no 4 checkpoints within 10s")
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+			waitCheckpoints(t, h, 4)
 			h.Cancel()
 			if _, err := h.Wait(); !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled job returned %v, want context.Canceled", err)

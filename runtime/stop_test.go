@@ -35,12 +35,7 @@ func TestStopAndResumeUnbounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; h.Status().Checkpoints.Completed < 3; i++ {
-			if i > 5000 {
-				t.Fatal("no 3 checkpoints within 10s")
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		waitCheckpoints(t, h, 3)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		res, err := h.Stop(ctx)
@@ -103,12 +98,7 @@ func TestStopUnderBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; h.Status().Checkpoints.Completed < 2; i++ {
-		if i > 5000 {
-			t.Fatal("no 2 checkpoints within 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitCheckpoints(t, h, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	res, err := h.Stop(ctx)

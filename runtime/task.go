@@ -215,7 +215,6 @@ func (t *task) run() (err error) {
 	if t.sinkOp != nil {
 		t.sinkOp.open(ctx)
 	}
-	t.env.att.inbox.Put(coordMsg{kind: cmTaskRunning, v: t.env.v, subtask: t.env.subtask})
 	cfg := &t.env.att.job.cfg
 	var flushC, wmC <-chan time.Time
 	if len(t.outs) > 0 && cfg.BufferTimeout > 0 {
