@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
@@ -197,5 +199,105 @@ func TestGlobalCommitter(t *testing.T) {
 	}
 	if len(store.Committed()) != 3000 {
 		t.Errorf("got %d records, want 3000", len(store.Committed()))
+	}
+}
+
+// slowGlobal wraps a sink so that its global committer, in the first
+// attempt, holds checkpoint holdAt until checkpoint waitFor has completed
+// and then fails: the committables of holdAt are no longer in any
+// subtask's state (they were committed) and must come back from the
+// checkpoint's global part.
+type slowGlobal[T any] struct {
+	sink.Erased[T]
+	holdAt, waitFor int64
+	completed       func() int64
+}
+
+func (s *slowGlobal[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return s.NewWriter(ctx, nil)
+}
+
+func (s *slowGlobal[T]) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
+	g, err := s.Erased.NewGlobalCommitter(ctx)
+	if err != nil || g == nil {
+		return g, err
+	}
+	return &slowGlobalCommitter{ErasedGlobalCommitter: g, s: s.holdAt, w: s.waitFor, completed: s.completed, attempt: ctx.Attempt()}, nil
+}
+
+type slowGlobalCommitter struct {
+	sink.ErasedGlobalCommitter
+	s, w      int64
+	completed func() int64
+	attempt   int
+}
+
+func (g *slowGlobalCommitter) CommitGlobal(ctx context.Context, id int64, committed [][]byte) error {
+	if g.attempt == 0 && id >= g.s {
+		for range 1000 { // bounded: 10 s
+			if g.completed() >= g.w {
+				return errors.New("global committer: injected failure")
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		return errors.New("global committer: checkpoint never completed")
+	}
+	return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
+}
+
+// TestGlobalCommitterAfterRestore: committables that the subtasks had
+// committed but the global committer had not yet handled when the job
+// failed reach the global committer after the restore (they are kept in
+// the checkpoint's global part, since they are in no subtask's state).
+func TestGlobalCommitterAfterRestore(t *testing.T) {
+	store := testsink.NewStore[int64]()
+	var completed atomic.Int64
+	sk := &slowGlobal[int64]{Erased: sink.Erase(testsink.NewTwoPhase(store, testsink.WithGlobalCommit())), holdAt: 2, waitFor: 5,
+		completed: completed.Load}
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(runtime.DiscardLogger()),
+		stream.Restart(restart.FixedDelay(2, 10*time.Millisecond)))
+	s := stream.FromSource(env, datagen.New(func(i int64) int64 { return i }, datagen.Count(4000), datagen.Splits(2),
+		datagen.RatePerSecond(8000)), watermark.None[int64](), "gen")
+	stream.SinkTo[int64](s, sk, "sink")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	h, err := env.Start(ctx, "global-restore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			select {
+			case <-h.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+				completed.Store(h.Status().Checkpoints.LastID)
+			}
+		}
+	}()
+	res, err := h.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Restarts != 1 {
+		t.Fatalf("restarts = %d, want 1 (failures: %v)", res.Restarts, res.Failures)
+	}
+	seen := map[string]bool{}
+	for _, ids := range store.GlobalCommits() {
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
+	for _, txn := range store.CommittedTxns() {
+		if !seen[txn.ID] {
+			t.Errorf("transaction %s (checkpoint %d) committed but never globally committed", txn.ID, txn.CheckpointID)
+		}
+	}
+	if len(store.Committed()) != 4000 {
+		t.Errorf("got %d records, want 4000", len(store.Committed()))
 	}
 }

@@ -77,10 +77,32 @@ type attempt struct {
 type sinkTrack struct {
 	node       *Node
 	upTo       []int64
-	items      []pendingCommittable
+	items      []pendingCommittable // committed by the subtasks, not yet globally
+	batch      []pendingCommittable // handed to the running global commit
 	gc         sink.ErasedGlobalCommitter
 	globalDone int64
 	running    bool
+}
+
+// globalSuffix names the pseudo-vertex under which a sink's global
+// committables are stored in a checkpoint.
+const globalSuffix = "#global"
+
+// globalState is the sink's global-committer state for a checkpoint: every
+// committable the subtasks committed that the global committer has not
+// finished with. It is taken when the checkpoint's last acknowledgement
+// arrives; a subtask reports a commit before it acknowledges a later
+// barrier, so a committable is either still pending in a subtask's state or
+// here.
+func (s *sinkTrack) globalState() checkpoint.TaskState {
+	blobs := make([][]byte, 0, len(s.items)+len(s.batch))
+	for _, list := range [][]pendingCommittable{s.batch, s.items} {
+		for _, it := range list {
+			blobs = append(blobs, encodeCommittable(it))
+		}
+	}
+	return checkpoint.TaskState{Vertex: s.node.name + globalSuffix, Subtask: 0, Parallelism: 1,
+		Parts: map[string][][]byte{partCommittables: blobs}}
 }
 
 func (s *sinkTrack) minUpTo() int64 {
@@ -277,8 +299,31 @@ func (a *attempt) setup() error {
 	for _, v := range j.vertices {
 		if n := v.tail(); n.kind == kindSink {
 			st := &sinkTrack{node: n, upTo: make([]int64, v.parallelism), globalDone: a.restoredID}
+			rerun := false
 			for i := range st.upTo {
 				st.upTo[i] = a.restoredID
+				if op := a.tasks[v][i].sinkOp; op != nil && op.committer != nil && len(op.pending) > 0 {
+					// Re-commits its restored committables, then reports.
+					st.upTo[i] = a.restoredID - 1
+					rerun = true
+				}
+			}
+			if a.restore != nil {
+				for _, ts := range a.restore.Tasks {
+					if ts.Vertex != n.name+globalSuffix {
+						continue
+					}
+					items, err := decodeCommittables(ts.Parts[partCommittables])
+					if err != nil {
+						return &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: err}
+					}
+					st.items = append(st.items, items...)
+				}
+			}
+			if rerun || len(st.items) > 0 {
+				// The global committer sees the restored checkpoint's
+				// committables again (it must be idempotent).
+				st.globalDone = a.restoredID - 1
 			}
 			gctx := &coordInitContext{att: a, node: n, parallelism: v.parallelism}
 			gc, err := n.sink.newGlobal(gctx)
@@ -334,6 +379,16 @@ func (a *attempt) setup() error {
 		}
 	}
 	return nil
+}
+
+func (a *attempt) sinksInOrder() []*sinkTrack {
+	var out []*sinkTrack
+	for _, v := range a.job.vertices {
+		if st := a.sinks[v.tail()]; st != nil {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 func (a *attempt) enumsInOrder() []*enumContext {
@@ -420,6 +475,11 @@ func (a *attempt) handle(m coordMsg) error {
 			return err
 		}
 		if p != nil {
+			for _, st := range a.sinksInOrder() {
+				if st.gc != nil {
+					p.states = append(p.states, st.globalState())
+				}
+			}
 			a.persist(p)
 		}
 	case cmSaved:
@@ -440,6 +500,9 @@ func (a *attempt) handle(m coordMsg) error {
 	case cmGlobalDone:
 		st := a.sinks[m.node]
 		st.running = false
+		if m.err == nil {
+			st.batch = nil
+		}
 		if m.err != nil {
 			return &TaskError{Operator: m.node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", m.id, m.err)}
 		}
@@ -594,6 +657,7 @@ func (a *attempt) startGlobal(st *sinkTrack) {
 	for _, it := range st.items {
 		if it.checkpoint <= upTo {
 			batch = append(batch, it.data)
+			st.batch = append(st.batch, it)
 		} else {
 			rest = append(rest, it)
 		}

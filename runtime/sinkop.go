@@ -138,14 +138,33 @@ type commitResult struct {
 }
 
 func (op *sinkTailOp) restore(blobs [][]byte) error {
+	ps, err := decodeCommittables(blobs)
+	if err != nil {
+		return err
+	}
+	op.pending = append(op.pending, ps...)
+	return nil
+}
+
+// encodeCommittable stores a committable with its checkpoint id in front.
+func encodeCommittable(p pendingCommittable) []byte {
+	b := make([]byte, 8+len(p.data))
+	binary.BigEndian.PutUint64(b, uint64(p.checkpoint))
+	copy(b[8:], p.data)
+	return b
+}
+
+// decodeCommittables reverses encodeCommittable, sorted by checkpoint.
+func decodeCommittables(blobs [][]byte) ([]pendingCommittable, error) {
+	out := make([]pendingCommittable, 0, len(blobs))
 	for i, b := range blobs {
 		if len(b) < 8 {
-			return fmt.Errorf("restore committable %d: %d bytes, want at least 8", i, len(b))
+			return nil, fmt.Errorf("restore committable %d: %d bytes, want at least 8", i, len(b))
 		}
-		op.pending = append(op.pending, pendingCommittable{checkpoint: int64(binary.BigEndian.Uint64(b)), data: b[8:]})
+		out = append(out, pendingCommittable{checkpoint: int64(binary.BigEndian.Uint64(b)), data: b[8:]})
 	}
-	slices.SortStableFunc(op.pending, func(a, b pendingCommittable) int { return cmpInt64(a.checkpoint, b.checkpoint) })
-	return nil
+	slices.SortStableFunc(out, func(a, b pendingCommittable) int { return cmpInt64(a.checkpoint, b.checkpoint) })
+	return out, nil
 }
 
 func cmpInt64(a, b int64) int {
@@ -173,8 +192,10 @@ func (op *sinkTailOp) open(ctx context.Context) {
 	}()
 	// Committables restored from a completed checkpoint are committed again
 	// right away; committing what is already committed is a success.
+	// They are reported as committed up to the restored checkpoint, which
+	// the global committer (if any) waits for.
 	if len(op.pending) > 0 {
-		op.submit(op.pending[len(op.pending)-1].checkpoint)
+		op.submit(max(op.env.att.restoredID, op.pending[len(op.pending)-1].checkpoint))
 	}
 }
 
@@ -225,10 +246,7 @@ func (op *sinkTailOp) barrier(id int64, parts map[string][][]byte) error {
 	if len(op.pending) > 0 {
 		blobs := make([][]byte, len(op.pending))
 		for i, p := range op.pending {
-			b := make([]byte, 8+len(p.data))
-			binary.BigEndian.PutUint64(b, uint64(p.checkpoint))
-			copy(b[8:], p.data)
-			blobs[i] = b
+			blobs[i] = encodeCommittable(p)
 		}
 		parts[partCommittables] = blobs
 	}

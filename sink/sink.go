@@ -108,8 +108,13 @@ type GlobalCommitting[C any] interface {
 
 // GlobalCommitter runs once per completed checkpoint, in checkpoint order,
 // with every committable that all subtasks committed for it. It runs off
-// the coordinator goroutine and may block. It must be idempotent: after a
-// failure it may see the same checkpoint again.
+// the coordinator goroutine and may block.
+//
+// Every committable reaches CommitGlobal at least once, also across
+// failures: committables the subtasks committed but the global committer
+// had not finished with are stored in each checkpoint and handed over
+// again after a restore, possibly grouped with others and under a later
+// checkpoint id. CommitGlobal must therefore be idempotent.
 type GlobalCommitter[C any] interface {
 	CommitGlobal(ctx context.Context, checkpointID int64, committed []C) error
 	Close() error
