@@ -40,6 +40,7 @@ type coordMsg struct {
 	payload any
 	err     error
 	fn      func()
+	info    checkpoint.Info
 }
 
 // attempt is one run of the job's tasks between two failures. Its
@@ -67,10 +68,16 @@ type attempt struct {
 	done        bool
 	timeout     *time.Timer
 	stopping    bool        // a stop was requested: final checkpoint, then end
+	plainStop   bool        // Stop was called (not stop with savepoint)
 	enumFailure error       // set by EnumeratorContext.FailJob
 	finishing   atomic.Bool // all committed; tasks are shutting down
 	holding     bool        // snapshotting enumerators: hold back their mails
 	held        []heldMail  // mails held back until the triggers are out
+
+	spQueue []*savepointReq // intermediate savepoints waiting to start
+	stopSP  *savepointReq   // a stop-with-savepoint request
+	sp      *savepointReq   // the savepoint being taken, as checkpoint spID
+	spID    int64
 }
 
 // sinkTrack follows the commits of one sink's subtasks.
@@ -430,8 +437,10 @@ func (a *attempt) loop(ctx context.Context) error {
 			}
 			clear(msgs)
 		case <-stopC:
-			a.stopping = true
+			a.stopping, a.plainStop = true, true
 			stopC = nil // seen; do not select it again
+		case req := <-a.job.spC:
+			a.requestSavepoint(req)
 		case <-trigger:
 			if !a.stopping && a.finished < a.total && a.tr.canTrigger(time.Now()) == nil {
 				if err := a.trigger(false); err != nil {
@@ -447,6 +456,9 @@ func (a *attempt) loop(ctx context.Context) error {
 		}
 		if a.enumFailure != nil {
 			return a.enumFailure
+		}
+		if err := a.maybeSavepoint(); err != nil {
+			return err
 		}
 		if err := a.maybeFinish(); err != nil {
 			return err
@@ -484,6 +496,10 @@ func (a *attempt) handle(m coordMsg) error {
 		}
 	case cmSaved:
 		p := m.payload.(*pendingCheckpoint)
+		intermediate, err := a.savepointSaved(p, m.info, m.err)
+		if intermediate || err != nil {
+			return err
+		}
 		if m.err != nil {
 			return a.checkpointFailed(p.id, fmt.Errorf("persist checkpoint %d: %w", p.id, m.err))
 		}
@@ -543,6 +559,9 @@ func (a *attempt) trigger(final bool) error {
 		}
 		enums[ec.v.head().name] = b
 	}
+	if final && a.stopSP != nil {
+		a.sp, a.spID, a.stopSP = a.stopSP, id, nil
+	}
 	a.tr.begin(time.Now(), final, enums)
 	a.job.nextCheckpointID = a.tr.nextID
 	a.timeout.Reset(a.job.cfg.CheckpointTimeout)
@@ -575,19 +594,31 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 			snap.Properties["parallelism/"+n.name] = fmt.Sprint(v.parallelism)
 		}
 	}
+	sp := a.savepointOf(p.id)
+	if sp != nil {
+		snap.Kind = checkpoint.Savepoint
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		info, err := j.storage.Save(a.ctx, snap)
+		var info checkpoint.Info
+		var err error
+		if sp != nil {
+			info, err = checkpoint.SaveSavepoint(a.ctx, sp.dir, snap)
+		} else {
+			info, err = j.storage.Save(a.ctx, snap)
+		}
 		if err == nil && info.Warning != nil {
 			j.log.Warn("checkpoint saved with a warning", "id", snap.ID, "warning", info.Warning)
 		}
 		j.mu.Lock()
-		if err == nil {
+		// An intermediate savepoint is no restore point for failover: its
+		// side effects are not committed.
+		if err == nil && (sp == nil || sp.stop) {
 			j.latest = snap
 		}
 		j.mu.Unlock()
-		a.inbox.Put(coordMsg{kind: cmSaved, payload: p, id: info.Size, err: err})
+		a.inbox.Put(coordMsg{kind: cmSaved, payload: p, id: info.Size, err: err, info: info})
 	}()
 }
 
@@ -615,11 +646,24 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 
 func (a *attempt) checkpointFailed(id int64, cause error) error {
 	j := a.job
+	if req := a.savepointOf(id); req != nil {
+		a.sp, a.spID = nil, 0
+		err := fmt.Errorf("savepoint %d into %s: %w", id, req.dir, cause)
+		req.answer(checkpoint.Info{}, err)
+		return a.savepointFailed(id, req, err)
+	}
 	j.stats.failed()
 	j.log.Warn("checkpoint failed", "id", id, "error", cause)
 	if a.tr.fail(id, time.Now()) {
 		return fmt.Errorf("%w (tolerable checkpoint failures: %d)", cause, j.cfg.TolerableCheckpointFailures)
 	}
+	return a.notifyAborted(id)
+}
+
+// notifyAborted tells every task and enumerator that checkpoint id was
+// aborted.
+func (a *attempt) notifyAborted(id int64) error {
+	j := a.job
 	for _, v := range j.vertices {
 		for _, t := range a.tasks[v] {
 			t.env.post(mail{kind: mailAbort, id: id})
@@ -700,6 +744,7 @@ func (a *attempt) maybeFinish() error {
 // (closing a writer, say) is returned.
 func (a *attempt) teardown() error {
 	var err error
+	a.dropSavepoints(errors.New("the job ended or failed"))
 	if a.done {
 		// Everything is committed. Tasks end on the shutdown mail. Nothing
 		// should be in flight behind the final barrier (sources stopped or

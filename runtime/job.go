@@ -132,6 +132,8 @@ type Job struct {
 	// stopC is closed by Stop; each attempt's coordinator watches it.
 	stopC    chan struct{}
 	stopOnce sync.Once
+	// spC carries savepoint requests to the running attempt.
+	spC chan *savepointReq
 }
 
 // NewJob validates the graph and the configuration and plans the job. A bad
@@ -149,7 +151,7 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1, stopC: make(chan struct{}),
+	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1, stopC: make(chan struct{}), spC: make(chan *savepointReq),
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
 	if cfg.RestoreFrom != nil {
@@ -355,6 +357,9 @@ type CheckpointStats struct {
 	LastID       int64
 	LastDuration time.Duration
 	LastSize     int64
+	// Savepoints counts intermediate savepoints (a stop-with-savepoint is
+	// the job's last completed checkpoint).
+	Savepoints int
 }
 
 type checkpointStats struct {
@@ -376,6 +381,12 @@ func (c *checkpointStats) completed(id int64, d time.Duration, size int64) {
 	c.s.LastID, c.s.LastDuration, c.s.LastSize = id, d, size
 	c.mu.Unlock()
 	c.completedC.Inc()
+}
+
+func (c *checkpointStats) savepoint() {
+	c.mu.Lock()
+	c.s.Savepoints++
+	c.mu.Unlock()
 }
 
 func (c *checkpointStats) failed() {

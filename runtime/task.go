@@ -363,6 +363,11 @@ func (t *task) handleMail(m mail) error {
 			}
 		}
 	case mailAbort:
+		if t.stopped {
+			// The stop's final checkpoint was aborted (a failed stop with
+			// savepoint): the job runs on.
+			t.stopped, t.srcReady = false, true
+		}
 		if t.gate != nil {
 			t.gate.abort(m.id)
 		}

@@ -116,6 +116,15 @@ func (tr *tracker) fail(id int64, now time.Time) (fatal bool) {
 	return tr.failuresInRow > tr.tolerable
 }
 
+// discard ends the pending checkpoint id without counting it as a failure
+// (a failed savepoint).
+func (tr *tracker) discard(id int64, now time.Time) {
+	if tr.pending != nil && tr.pending.id == id {
+		tr.pending = nil
+		tr.lastEnd = now
+	}
+}
+
 // complete ends the pending checkpoint id as persisted.
 func (tr *tracker) complete(id int64, now time.Time) {
 	if tr.pending != nil && tr.pending.id == id {

@@ -86,3 +86,39 @@ func TestSignalsStopThenCancel(t *testing.T) {
 		t.Errorf("no resume hint:\n%s", stderr.String())
 	}
 }
+
+// TestStopWithSavepointAndResume: with --savepoint-dir the first signal
+// stops the job with a savepoint there; the summary names it, and a second
+// run resumes from it with --from.
+func TestStopWithSavepointAndResume(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	out, spDir := t.TempDir(), t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		sigs := make(chan os.Signal, 1)
+		sigs <- syscall.SIGTERM
+		var stdout, stderr bytes.Buffer
+		term := false
+		a := &App{Stdout: &stdout, Stderr: &stderr, Signals: sigs, Terminal: &term,
+			Getenv: func(k string) (string, bool) {
+				return map[string]string{"OUT": out, "RATE": "1000"}[k], k == "OUT" || k == "RATE"
+			}}
+		args = append([]string{"run", "--progress", "off"}, append(args, "../../examples/pipelines/datagen-to-file.yaml")...)
+		if code := a.Main(args); code != ExitOK {
+			t.Fatalf("exit %d\n%s", code, stderr.String())
+		}
+		return stderr.String()
+	}
+	log := run("--savepoint-dir", spDir)
+	infos, err := checkpoint.ListDir(t.Context(), spDir)
+	if err != nil || len(infos) != 1 || infos[0].Kind != checkpoint.Savepoint {
+		t.Fatalf("savepoints in %s: %+v, %v\n%s", spDir, infos, err, log)
+	}
+	if want := "resume with: sluice run --from " + infos[0].Path; !strings.Contains(log, want) {
+		t.Fatalf("summary lacks %q:\n%s", want, log)
+	}
+	log = run("--from", infos[0].Path)
+	if !strings.Contains(log, "stopped cleanly") {
+		t.Fatalf("resumed run did not stop cleanly:\n%s", log)
+	}
+}

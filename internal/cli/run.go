@@ -32,6 +32,7 @@ type runOptions struct {
 	progress     string
 	interval     time.Duration
 	logLevel     string
+	savepointDir string
 }
 
 func (a *App) runFlags(name, synopsis string, o *runOptions) *flag.FlagSet {
@@ -48,6 +49,7 @@ func (a *App) cmdRun(args []string) int {
 	var o runOptions
 	fs := a.runFlags("run", "run [flags] PIPELINE.yaml", &o)
 	fs.StringVar(&o.from, "from", "", "resume from a checkpoint or savepoint directory, or from the newest checkpoint in a checkpoint directory")
+	fs.StringVar(&o.savepointDir, "savepoint-dir", "", "on the first signal, stop with a savepoint written under this directory (instead of a final checkpoint)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return a.exit(usageError{err})
@@ -106,18 +108,38 @@ type outcome struct {
 	err       error // the job's error
 	signalled bool  // a signal asked the job to end
 	stopped   bool  // ended by a clean stop (final checkpoint committed)
+	savepoint string // where the stop's savepoint was written
 	snap      jobstat.Snapshot
 }
 
 // stopper is how a signal ends the job: runtime.Handle.Stop takes a final
-// checkpoint, commits it and ends the job. Stop-with-savepoint plugs in
-// here once the runtime has savepoints: a stopper whose Stop takes a
-// savepoint into a directory given by --savepoint-dir.
+// checkpoint, commits it and ends the job; with --savepoint-dir the final
+// checkpoint is a savepoint written there.
 type stopper interface {
 	Stop(ctx context.Context) (*runtime.Result, error)
 }
 
 var _ stopper = (*runtime.Handle)(nil)
+
+// savepointStopper stops with a savepoint into dir and records its path.
+type savepointStopper struct {
+	h    *runtime.Handle
+	dir  string
+	log  *slog.Logger
+	path *string
+}
+
+func (s savepointStopper) Stop(ctx context.Context) (*runtime.Result, error) {
+	info, res, err := s.h.StopWithSavepoint(ctx, s.dir)
+	if err != nil {
+		s.log.Error("stop with savepoint failed; the job keeps running (signal again to cancel)", "dir", s.dir, "error", err)
+		<-s.h.Done()
+		return s.h.Wait()
+	}
+	*s.path = info.Path
+	s.log.Info("savepoint written", "path", info.Path)
+	return res, nil
+}
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
@@ -284,8 +306,13 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 				continue
 			}
 			out.signalled = true
-			log.Info("stopping: taking a final checkpoint (signal again to cancel)")
 			var s stopper = h
+			if o.savepointDir != "" {
+				log.Info("stopping with a savepoint (signal again to cancel)", "dir", o.savepointDir)
+				s = savepointStopper{h: h, dir: o.savepointDir, log: log, path: &out.savepoint}
+			} else {
+				log.Info("stopping: taking a final checkpoint (signal again to cancel)")
+			}
 			stopWG.Add(1)
 			go func() {
 				defer stopWG.Done()
@@ -371,6 +398,9 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 		fmt.Fprintf(w, "resume with: sluice run --from %s %s\n", spec.CheckpointDir, file)
 	}
 	switch {
+	case out.stopped && out.savepoint != "":
+		fmt.Fprintf(w, "stopped with savepoint %d: %s\n", last, out.savepoint)
+		fmt.Fprintf(w, "resume with: sluice run --from %s %s\n", out.savepoint, file)
 	case out.stopped:
 		fmt.Fprintf(w, "stopped cleanly: output is committed up to the final checkpoint %d\n", last)
 		resume()
