@@ -28,6 +28,7 @@ const (
 	cmSaved
 	cmCommitted
 	cmGlobalDone
+	cmRegionRestart
 )
 
 // coordMsg is a message to the coordinator goroutine of an attempt.
@@ -41,6 +42,7 @@ type coordMsg struct {
 	err     error
 	fn      func()
 	info    checkpoint.Info
+	gen     int // the sending task's generation (regional restarts)
 }
 
 // attempt is one run of the job's tasks between two failures. Its
@@ -73,6 +75,15 @@ type attempt struct {
 	finishing   atomic.Bool // all committed; tasks are shutting down
 	holding     bool        // snapshotting enumerators: hold back their mails
 	held        []heldMail  // mails held back until the triggers are out
+
+	// Regional failover.
+	channels    map[*edge]any
+	vertexByID  map[string]*vertex
+	regions     []*regionState
+	gens        map[taskKey]int // current generation of each subtask
+	finishedSet map[taskKey]bool
+	assigned    map[taskKey][]assignment
+	epoch       int64 // the last checkpoint whose enumerator snapshot began
 
 	spQueue []*savepointReq // intermediate savepoints waiting to start
 	stopSP  *savepointReq   // a stop-with-savepoint request
@@ -144,6 +155,7 @@ func (c *enumContext) RegisteredReaders() map[int]source.ReaderInfo {
 func (c *enumContext) Metrics() metrics.Group { return c.metrics }
 
 func (c *enumContext) assign(subtask int, splits any) {
+	c.att.recordAssignment(c.v, subtask, splits)
 	c.att.post(c.v, subtask, mail{kind: mailAddSplits, payload: splits})
 }
 
@@ -219,9 +231,12 @@ func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler f
 
 func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
 	a := &attempt{job: j, number: number, restore: restore, inbox: newQueue[coordMsg](),
-		tasks: map[*vertex][]*task{}, enums: map[*vertex]*enumContext{}, sinks: map[*Node]*sinkTrack{}}
+		tasks: map[*vertex][]*task{}, enums: map[*vertex]*enumContext{}, sinks: map[*Node]*sinkTrack{},
+		vertexByID: map[string]*vertex{}, gens: map[taskKey]int{}, finishedSet: map[taskKey]bool{},
+		assigned: map[taskKey][]assignment{}}
 	if restore != nil {
 		a.restoredID = restore.ID
+		a.epoch = restore.ID
 	}
 	return a
 }
@@ -265,17 +280,20 @@ func (a *attempt) setup() error {
 			channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
 		}
 	}
+	a.channels = channels
+	a.regions = make([]*regionState, len(j.regions))
+	for i := range a.regions {
+		rs := &regionState{wg: &sync.WaitGroup{}}
+		rs.ctx, rs.cancel = context.WithCancel(a.ctx)
+		a.regions[i] = rs
+	}
 	for _, v := range j.vertices {
+		a.vertexByID[v.id] = v
 		ts := make([]*task, v.parallelism)
 		for i := range ts {
-			env := &taskEnv{att: a, v: v, subtask: i, ctx: a.ctx, mailbox: newQueue[mail]()}
-			env.metrics = env.nodeMetrics(v.head())
-			t := &task{env: env}
-			env.t = t
-			t.outCount = env.nodeMetrics(v.tail()).Counter(metrics.NumRecordsOut)
-			t.inCount = env.metrics.Counter(metrics.NumRecordsIn)
-			ts[i] = t
-			keys = append(keys, taskKey{v.id, i})
+			k := taskKey{v.id, i}
+			ts[i] = a.newTask(v, i, a.regions[j.regionOf[k]].ctx, 0, a.number, a.restoredID)
+			keys = append(keys, k)
 		}
 		a.tasks[v] = ts
 	}
@@ -376,16 +394,34 @@ func (a *attempt) setup() error {
 		}
 	}
 	for _, v := range j.vertices {
-		for _, t := range a.tasks[v] {
-			a.taskWG.Add(1)
-			go func() {
-				defer a.taskWG.Done()
-				err := t.run()
-				a.inbox.Put(coordMsg{kind: cmTaskExited, v: t.env.v, subtask: t.env.subtask, err: err})
-			}()
+		for i, t := range a.tasks[v] {
+			a.startTask(t, a.regions[j.regionOf[taskKey{v.id, i}]].wg)
 		}
 	}
 	return nil
+}
+
+// newTask creates (but does not build) subtask i of v.
+func (a *attempt) newTask(v *vertex, i int, ctx context.Context, gen, attemptNo int, restoredID int64) *task {
+	env := &taskEnv{att: a, v: v, subtask: i, ctx: ctx, mailbox: newQueue[mail](), gen: gen, attemptNo: attemptNo, restoredID: restoredID}
+	env.metrics = env.nodeMetrics(v.head())
+	t := &task{env: env}
+	env.t = t
+	t.outCount = env.nodeMetrics(v.tail()).Counter(metrics.NumRecordsOut)
+	t.inCount = env.metrics.Counter(metrics.NumRecordsIn)
+	return t
+}
+
+// startTask runs a built task on a goroutine of its own.
+func (a *attempt) startTask(t *task, region *sync.WaitGroup) {
+	a.taskWG.Add(1)
+	region.Add(1)
+	go func() {
+		defer a.taskWG.Done()
+		defer region.Done()
+		err := t.run()
+		a.inbox.Put(coordMsg{kind: cmTaskExited, v: t.env.v, subtask: t.env.subtask, err: err, gen: t.env.gen})
+	}()
 }
 
 func (a *attempt) sinksInOrder() []*sinkTrack {
@@ -442,7 +478,7 @@ func (a *attempt) loop(ctx context.Context) error {
 		case req := <-a.job.spC:
 			a.requestSavepoint(req)
 		case <-trigger:
-			if !a.stopping && a.finished < a.total && a.tr.canTrigger(time.Now()) == nil {
+			if !a.stopping && a.finished < a.total && !a.anyRegionDown() && a.tr.canTrigger(time.Now()) == nil {
 				if err := a.trigger(false); err != nil {
 					return err
 				}
@@ -457,6 +493,9 @@ func (a *attempt) loop(ctx context.Context) error {
 		if a.enumFailure != nil {
 			return a.enumFailure
 		}
+		if err := a.maybeRestartRegions(); err != nil {
+			return err
+		}
 		if err := a.maybeSavepoint(); err != nil {
 			return err
 		}
@@ -468,6 +507,12 @@ func (a *attempt) loop(ctx context.Context) error {
 }
 
 func (a *attempt) handle(m coordMsg) error {
+	switch m.kind {
+	case cmSplitRequest, cmReaderEvent, cmAck, cmTaskFinished, cmTaskExited, cmCommitted:
+		if m.gen != a.gens[taskKey{m.v.id, m.subtask}] {
+			return nil // from a task of a region that was restarted since
+		}
+	}
 	switch m.kind {
 	case cmSplitRequest:
 		if err := a.enums[m.v].enum.handleSplitRequest(m.subtask, "local"); err != nil {
@@ -505,12 +550,18 @@ func (a *attempt) handle(m coordMsg) error {
 		}
 		return a.checkpointComplete(p, m.id)
 	case cmTaskFinished:
-		a.finished++
-	case cmTaskExited:
-		if m.err != nil {
-			return m.err
+		if k := (taskKey{m.v.id, m.subtask}); !a.finishedSet[k] {
+			a.finishedSet[k] = true
+			a.finished++
 		}
-		return &TaskError{Operator: m.v.describe(), Subtask: m.subtask, Err: errors.New("task exited unexpectedly")}
+	case cmTaskExited:
+		err := m.err
+		if err == nil {
+			err = &TaskError{Operator: m.v.describe(), Subtask: m.subtask, Err: errors.New("task exited unexpectedly")}
+		}
+		return a.taskFailed(taskKey{m.v.id, m.subtask}, err)
+	case cmRegionRestart:
+		return a.regionRestartMsg(m)
 	case cmCommitted:
 		a.committed(m)
 	case cmGlobalDone:
@@ -549,6 +600,8 @@ func (a *attempt) trigger(final bool) error {
 	if a.job.beforeTrigger != nil {
 		a.job.beforeTrigger(id)
 	}
+	// Assignments from here on are not in this checkpoint's reader states.
+	a.epoch = id
 	enums := map[string][]byte{}
 	a.holding = true
 	defer a.releaseHeld()
@@ -628,6 +681,7 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 	j := a.job
 	j.stats.completed(p.id, now.Sub(p.started), size)
 	j.log.Debug("checkpoint complete", "id", p.id, "final", p.final, "duration", now.Sub(p.started), "size", size)
+	a.pruneAssignments(p.id)
 	for _, v := range j.vertices {
 		for _, t := range a.tasks[v] {
 			t.env.post(mail{kind: mailComplete, id: p.id})
@@ -721,7 +775,7 @@ func (a *attempt) startGlobal(st *sinkTrack) {
 // A stop request takes the final checkpoint right away (once no other
 // checkpoint is pending); sources stop reading at its barrier.
 func (a *attempt) maybeFinish() error {
-	if a.finished < a.total && !a.stopping {
+	if (a.finished < a.total && !a.stopping) || a.anyRegionDown() {
 		return nil
 	}
 	if a.finalID == 0 {

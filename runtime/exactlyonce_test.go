@@ -20,7 +20,8 @@ import (
 type chaosCase struct {
 	seed      int64
 	faults    int
-	rebalance bool
+	rebalance bool // one failover region: every failure fails over globally
+	full      bool // global failover even without a rebalance
 }
 
 // TestExactlyOnceUnderFailures runs a bounded datagen → map → two-phase
@@ -33,7 +34,7 @@ type chaosCase struct {
 func TestExactlyOnceUnderFailures(t *testing.T) {
 	cases := []chaosCase{
 		{seed: 1, faults: 6}, {seed: 2, faults: 6, rebalance: true}, {seed: 3, faults: 6},
-		{seed: 4, faults: 6, rebalance: true}, {seed: 5, faults: 6},
+		{seed: 4, faults: 6, rebalance: true}, {seed: 5, faults: 6, full: true},
 	}
 	count := int64(60_000)
 	if testing.Short() {
@@ -61,6 +62,10 @@ func runChaos(t *testing.T, c chaosCase, count int64) int {
 	reg := metrics.NewRegistry()
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(50*time.Millisecond),
 		stream.Restart(restart.FixedDelay(c.faults+2, 0)), stream.Logger(runtime.DiscardLogger()), stream.Metrics(reg))
+	if c.full {
+		env = stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(50*time.Millisecond), stream.Failover(runtime.FailoverFull),
+			stream.Restart(restart.FixedDelay(c.faults+2, 0)), stream.Logger(runtime.DiscardLogger()), stream.Metrics(reg))
+	}
 	s := stream.FromSource(env, faultinject.WrapSource(gen, plan), watermark.None[int64](), "gen")
 	m := stream.Map(s, func(v int64) int64 { return v }, stream.Name("identity"))
 	if c.rebalance {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,14 @@ type scriptSource struct {
 	enum          *scriptEnum // the current attempt's enumerator
 	// onRestore runs in Start of a restored enumerator.
 	onRestore func(e *scriptEnum)
+	// onAddReader runs in AddReader once the enumerator started (a reader
+	// registering again after a regional restart); onSplitsBack in
+	// AddSplitsBack.
+	onAddReader  func(subtask int, e *scriptEnum)
+	onSplitsBack func(splits []rangeSplit, subtask int)
+	// readers counts CreateReader calls per subtask, if not nil.
+	readers map[int]int
+	mu      sync.Mutex
 	// push: assign everything at AddReader time (round-robin); otherwise
 	// splits are only handed out by hooks or on request.
 	pull bool
@@ -82,6 +91,11 @@ func (s *scriptSource) RestoreEnumerator(ctx source.EnumeratorContext[rangeSplit
 	return s.enum, nil
 }
 func (s *scriptSource) CreateReader(ctx source.ReaderContext) (source.Reader[rec, rangeSplit], error) {
+	s.mu.Lock()
+	if s.readers != nil {
+		s.readers[ctx.SubtaskIndex()]++
+	}
+	s.mu.Unlock()
 	return &scriptReader{s: s, ctx: ctx, avail: make(chan struct{})}, nil
 }
 func (s *scriptSource) SplitSerializer() serde.Versioned[rangeSplit] {
@@ -117,12 +131,20 @@ func (e *scriptEnum) HandleSplitRequest(subtask int, _ string) error {
 	return e.ctx.AssignSplits(map[int][]rangeSplit{subtask: {sp}})
 }
 
-func (e *scriptEnum) AddSplitsBack(splits []rangeSplit, _ int) error {
+func (e *scriptEnum) AddSplitsBack(splits []rangeSplit, subtask int) error {
+	if e.s.onSplitsBack != nil {
+		e.s.onSplitsBack(splits, subtask)
+	}
 	e.pending = append(e.pending, splits...)
 	return nil
 }
 
-func (e *scriptEnum) AddReader(int) error { return nil }
+func (e *scriptEnum) AddReader(subtask int) error {
+	if e.started && e.s.onAddReader != nil {
+		e.s.onAddReader(subtask, e)
+	}
+	return nil
+}
 
 // assign hands the pending split with this id to a subtask now.
 func (e *scriptEnum) assign(id string, subtask int) {

@@ -33,8 +33,12 @@ type Config struct {
 	TolerableCheckpointFailures int
 	// Storage keeps completed checkpoints (default: in memory).
 	Storage checkpoint.Storage
-	// Restart is the restart strategy (default restart.None()).
+	// Restart is the restart strategy (default restart.None()). Regional
+	// and global restarts both count against it.
 	Restart restart.Strategy
+	// Failover is the failover strategy (default FailoverRegion: restart
+	// only the failed task's region when the job has several).
+	Failover Failover
 	// BatchSize is the number of records per batch between tasks
 	// (default 1024).
 	BatchSize int
@@ -122,6 +126,10 @@ type Job struct {
 	stats            *checkpointStats
 	restarts         int
 	failures         []error
+	regions          [][]taskKey     // failover regions
+	regionOf         map[taskKey]int // region of each subtask
+	attempts         int             // attempt numbers handed out (global and regional)
+	failureCount     int             // failures so far, for the restart strategy
 	state            State
 	stoppedBy        bool // finished because Stop was called
 
@@ -154,6 +162,7 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1, stopC: make(chan struct{}), spC: make(chan *savepointReq),
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
+	j.regions, j.regionOf = computeRegions(vs)
 	if cfg.RestoreFrom != nil {
 		j.latest = cfg.RestoreFrom
 		j.nextCheckpointID = cfg.RestoreFrom.ID + 1
@@ -208,10 +217,12 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	restarts := j.metricRoot.Counter(metrics.NumRestarts)
 	var err error
-	for number := 0; ; number++ {
+	for global := 0; ; global++ {
 		j.mu.Lock()
 		restore := j.latest
 		j.state = Running
+		number := j.attempts
+		j.attempts++
 		j.mu.Unlock()
 		a := newAttempt(j, number, restore)
 		err = a.run(ctx)
@@ -227,11 +238,16 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 			err = fmt.Errorf("job %q cancelled: %w", j.name, ctx.Err())
 			break
 		}
-		delay, again := j.cfg.Restart.Next(number + 1)
+		j.mu.Lock()
+		j.failureCount++
+		failures := j.failureCount
+		restarted := j.restarts
+		j.mu.Unlock()
+		delay, again := j.cfg.Restart.Next(failures)
 		if !again {
 			j.setState(Failed)
-			if number > 0 {
-				err = fmt.Errorf("job %q failed after %d restarts (strategy %s): %w", j.name, number, j.cfg.Restart, err)
+			if restarted > 0 {
+				err = fmt.Errorf("job %q failed after %d restarts (strategy %s): %w", j.name, restarted, j.cfg.Restart, err)
 			} else {
 				err = fmt.Errorf("job %q failed: %w", j.name, err)
 			}
@@ -243,7 +259,7 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 		j.state = Restarting
 		j.mu.Unlock()
 		restarts.Inc()
-		j.log.Warn("job failed; restarting from the latest completed checkpoint", "attempt", number+1, "delay", delay, "error", err)
+		j.log.Warn("job failed; restarting from the latest completed checkpoint", "restart", global+1, "delay", delay, "error", err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -111,7 +111,7 @@ func (a *attempt) requestSavepoint(req *savepointReq) {
 // maybeSavepoint starts the next queued intermediate savepoint once no
 // checkpoint is pending.
 func (a *attempt) maybeSavepoint() error {
-	if len(a.spQueue) == 0 || a.tr.pending != nil || a.stopping || a.finished == a.total {
+	if len(a.spQueue) == 0 || a.tr.pending != nil || a.stopping || a.finished == a.total || a.anyRegionDown() {
 		return nil
 	}
 	req := a.spQueue[0]

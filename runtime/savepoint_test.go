@@ -105,10 +105,10 @@ func checkPrefixes(t *testing.T, store *testsink.Store[int64], before int) int {
 // records are a gap-free, duplicate-free prefix.
 func TestStopWithSavepointAndRescale(t *testing.T) {
 	cases := []struct {
-		name                 string
-		src1, sink1          int
-		src2, sink2          int
-		src3, sink3          int // a third run, back again
+		name        string
+		src1, sink1 int
+		src2, sink2 int
+		src3, sink3 int // a third run, back again
 	}{
 		{"source 4 to 4", 4, 4, 4, 4, 4, 4},
 		{"source scale up 2 to 4", 2, 2, 4, 2, 2, 2},
@@ -217,6 +217,3 @@ func TestSavepointFailureKeepsJobRunning(t *testing.T) {
 	stopWithSavepoint(t, h)
 	checkPrefixes(t, store, 0)
 }
-
-
-

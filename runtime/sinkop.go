@@ -195,7 +195,7 @@ func (op *sinkTailOp) open(ctx context.Context) {
 	// They are reported as committed up to the restored checkpoint, which
 	// the global committer (if any) waits for.
 	if len(op.pending) > 0 {
-		op.submit(max(op.env.att.restoredID, op.pending[len(op.pending)-1].checkpoint))
+		op.submit(max(op.env.restoredID, op.pending[len(op.pending)-1].checkpoint))
 	}
 }
 

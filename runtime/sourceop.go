@@ -26,6 +26,7 @@ type enumHandle interface {
 	start(ctx context.Context) error
 	handleSplitRequest(subtask int, location string) error
 	addReader(subtask int) error
+	addSplitsBack(splits any, subtask int) error
 	snapshot(id int64) ([]byte, error)
 	handleEvent(subtask int, e source.Event) error
 	notifyComplete(id int64) error
@@ -108,6 +109,9 @@ func (t *typedEnum[S, E]) handleSplitRequest(subtask int, loc string) error {
 	return t.e.HandleSplitRequest(subtask, loc)
 }
 func (t *typedEnum[S, E]) addReader(subtask int) error { return t.e.AddReader(subtask) }
+func (t *typedEnum[S, E]) addSplitsBack(splits any, subtask int) error {
+	return t.e.AddSplitsBack(splits.([]S), subtask)
+}
 func (t *typedEnum[S, E]) snapshot(id int64) ([]byte, error) {
 	st, err := t.e.SnapshotState(id)
 	if err != nil {

@@ -44,6 +44,11 @@ type taskEnv struct {
 	metrics metrics.Group
 	mailbox *queue[mail]
 	t       *task
+	// gen is the subtask's generation: it grows with each regional
+	// restart, and the coordinator ignores messages of older ones.
+	gen        int
+	attemptNo  int   // what Attempt() reports
+	restoredID int64 // the checkpoint this task was restored from, or 0
 }
 
 func (e *taskEnv) fail(err error) {
@@ -77,7 +82,7 @@ type initContext struct {
 
 func (c *initContext) SubtaskIndex() int      { return c.env.subtask }
 func (c *initContext) Parallelism() int       { return c.env.v.parallelism }
-func (c *initContext) Attempt() int           { return c.env.att.number }
+func (c *initContext) Attempt() int           { return c.env.attemptNo }
 func (c *initContext) JobName() string        { return c.env.att.job.name }
 func (c *initContext) OperatorName() string   { return c.node.name }
 func (c *initContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.node) }
@@ -85,7 +90,7 @@ func (c *initContext) CheckpointInterval() time.Duration {
 	return c.env.att.job.cfg.CheckpointInterval
 }
 func (c *initContext) RestoredCheckpointID() (int64, bool) {
-	id := c.env.att.restoredID
+	id := c.env.restoredID
 	return id, id > 0
 }
 
@@ -93,12 +98,12 @@ type readerContext struct{ env *taskEnv }
 
 func (c *readerContext) SubtaskIndex() int { return c.env.subtask }
 func (c *readerContext) Parallelism() int  { return c.env.v.parallelism }
-func (c *readerContext) Attempt() int      { return c.env.att.number }
+func (c *readerContext) Attempt() int      { return c.env.attemptNo }
 func (c *readerContext) SendSplitRequest() {
-	c.env.att.inbox.Put(coordMsg{kind: cmSplitRequest, v: c.env.v, subtask: c.env.subtask})
+	c.env.att.inbox.Put(coordMsg{kind: cmSplitRequest, v: c.env.v, subtask: c.env.subtask, gen: c.env.gen})
 }
 func (c *readerContext) SendEventToEnumerator(e source.Event) {
-	c.env.att.inbox.Put(coordMsg{kind: cmReaderEvent, v: c.env.v, subtask: c.env.subtask, payload: e})
+	c.env.att.inbox.Put(coordMsg{kind: cmReaderEvent, v: c.env.v, subtask: c.env.subtask, payload: e, gen: c.env.gen})
 }
 func (c *readerContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.env.v.head()) }
 
@@ -402,7 +407,7 @@ func (t *task) handleMail(m mail) error {
 // checkpoints up to upTo is committed (for the global committer and for the
 // end of a bounded job).
 func (t *task) reportCommitted(upTo int64, committed []pendingCommittable) {
-	t.env.att.inbox.Put(coordMsg{kind: cmCommitted, v: t.env.v, subtask: t.env.subtask, id: upTo, payload: committed, node: t.sinkNode})
+	t.env.att.inbox.Put(coordMsg{kind: cmCommitted, v: t.env.v, subtask: t.env.subtask, id: upTo, payload: committed, node: t.sinkNode, gen: t.env.gen})
 }
 
 // checkpoint snapshots the subtask for checkpoint id, forwards the barrier
@@ -430,7 +435,7 @@ func (t *task) checkpoint(id int64) error {
 		o.broadcast(msgBarrier, id)
 	}
 	t.countOut()
-	t.env.att.inbox.Put(coordMsg{kind: cmAck, v: v, subtask: t.env.subtask, id: id, payload: states})
+	t.env.att.inbox.Put(coordMsg{kind: cmAck, v: v, subtask: t.env.subtask, id: id, payload: states, gen: t.env.gen})
 	return nil
 }
 
@@ -471,7 +476,7 @@ func (t *task) endOfInput() error {
 		o.broadcast(msgEnd, 0)
 	}
 	t.countOut()
-	t.env.att.inbox.Put(coordMsg{kind: cmTaskFinished, v: t.env.v, subtask: t.env.subtask})
+	t.env.att.inbox.Put(coordMsg{kind: cmTaskFinished, v: t.env.v, subtask: t.env.subtask, gen: t.env.gen})
 	return nil
 }
 

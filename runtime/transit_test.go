@@ -48,7 +48,8 @@ func TestSplitsInTransit(t *testing.T) {
 		failAt: func(attempt int, r rec) bool { return attempt == 0 && r.Split == "B" && r.Pos == 50 },
 	}
 	store := testsink.NewStore[rec]()
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(100*time.Millisecond),
+	// Global failover: the restored enumerator hands B out again.
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(100*time.Millisecond), stream.Failover(runtime.FailoverFull),
 		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(runtime.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[rec](), "script"), testsink.NewTwoPhase(store), "sink")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

@@ -79,6 +79,11 @@ func TolerableCheckpointFailures(n int) Option {
 // Restart sets the restart strategy (default restart.None()).
 func Restart(s restart.Strategy) Option { return func(e *Environment) { e.cfg.Restart = s } }
 
+// Failover sets the failover strategy (default runtime.FailoverRegion:
+// only the failed task's region restarts when subtasks exchange no records;
+// runtime.FailoverFull always restarts the whole job).
+func Failover(f runtime.Failover) Option { return func(e *Environment) { e.cfg.Failover = f } }
+
 // BatchSize sets the number of records per batch between tasks (default
 // 1024).
 func BatchSize(n int) Option { return func(e *Environment) { e.cfg.BatchSize = n } }
