@@ -1,6 +1,9 @@
 package datagen
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"strconv"
 
@@ -49,11 +52,95 @@ type EnumState struct {
 	Unassigned []Split `json:"unassigned"`
 }
 
-// splitSerde and enumSerde are JSON, version 1.
+// splitSerde and enumSerde write version 2, a compact binary encoding
+// (varints: num, next, end, stride; the enumerator state is a count and
+// that many splits). They still read version 1, the JSON encoding of
+// sluice's first release; testdata/checkpoint-v1 is a checkpoint written
+// with it, restored by TestRestoreVersion1Checkpoint.
 var (
-	splitSerde = serde.JSON[Split](1)
-	enumSerde  = serde.JSON[EnumState](1)
+	splitSerde = splitSerializer{}
+	enumSerde  = enumSerializer{}
+
+	splitJSONv1 = serde.JSON[Split](1)
+	enumJSONv1  = serde.JSON[EnumState](1)
 )
+
+type splitSerializer struct{}
+
+func (splitSerializer) Version() int { return 2 }
+
+func (splitSerializer) Serialize(s Split) ([]byte, error) { return appendSplit(nil, s), nil }
+
+func (splitSerializer) Deserialize(version int, data []byte) (Split, error) {
+	switch version {
+	case 1:
+		return splitJSONv1.Deserialize(1, data)
+	case 2:
+		s, rest, err := readSplit(data)
+		if err == nil && len(rest) > 0 {
+			err = fmt.Errorf("datagen: split: %d trailing bytes", len(rest))
+		}
+		return s, err
+	}
+	return Split{}, fmt.Errorf("datagen: split version %d: %w", version, serde.ErrUnknownVersion)
+}
+
+type enumSerializer struct{}
+
+func (enumSerializer) Version() int { return 2 }
+
+func (enumSerializer) Serialize(st EnumState) ([]byte, error) {
+	b := binary.AppendUvarint(nil, uint64(len(st.Unassigned)))
+	for _, s := range st.Unassigned {
+		b = appendSplit(b, s)
+	}
+	return b, nil
+}
+
+func (enumSerializer) Deserialize(version int, data []byte) (EnumState, error) {
+	switch version {
+	case 1:
+		return enumJSONv1.Deserialize(1, data)
+	case 2:
+		n, k := binary.Uvarint(data)
+		if k <= 0 || n > uint64(len(data)) {
+			return EnumState{}, errors.New("datagen: enumerator state: bad split count")
+		}
+		data = data[k:]
+		st := EnumState{Unassigned: make([]Split, 0, n)}
+		for range n {
+			s, rest, err := readSplit(data)
+			if err != nil {
+				return EnumState{}, fmt.Errorf("datagen: enumerator state: %w", err)
+			}
+			st.Unassigned, data = append(st.Unassigned, s), rest
+		}
+		if len(data) > 0 {
+			return EnumState{}, fmt.Errorf("datagen: enumerator state: %d trailing bytes", len(data))
+		}
+		return st, nil
+	}
+	return EnumState{}, fmt.Errorf("datagen: enumerator state version %d: %w", version, serde.ErrUnknownVersion)
+}
+
+func appendSplit(b []byte, s Split) []byte {
+	b = binary.AppendVarint(b, int64(s.Num))
+	b = binary.AppendVarint(b, s.Next)
+	b = binary.AppendVarint(b, s.End)
+	return binary.AppendVarint(b, s.Stride)
+}
+
+func readSplit(b []byte) (Split, []byte, error) {
+	var f [4]int64
+	for i := range f {
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			return Split{}, nil, errors.New("datagen: split: truncated or malformed varint")
+		}
+		f[i], b = v, b[k:]
+	}
+	return Split{Num: int(f[0]), Next: f[1], End: f[2], Stride: f[3]}, b, nil
+}
 
 // boundedRange returns the index range [start, end) of split i of n over
 // count records.
