@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/sluice-io/sluice/faultinject"
@@ -35,6 +37,9 @@ type jobSpec struct {
 	restore     *checkpoint.Snapshot
 	reg         *metrics.Registry
 	gate        *gate
+	// savepoint: stopHalfway stops with a savepoint (moved to another
+	// directory before it is loaded) instead of cancelling.
+	savepoint bool
 }
 
 // pipeline adds the case's source → sink pipeline to env. It is called
@@ -113,10 +118,8 @@ func firedFaults(p *faultinject.Plan) string {
 // records (40% and a third of a split, so that readers stop in the middle of
 // their splits, not at their ends) and at least two checkpoints completed
 // after that, then cancels it and returns the latest completed checkpoint to
-// resume from.
-//
-// Savepoints (issue 7) will replace the retained checkpoint: this is the
-// one place that changes, to stop-with-savepoint.
+// resume from — or, with spec.savepoint, stops it with a savepoint, moves
+// the savepoint elsewhere (savepoints are relocatable) and returns it.
 func stopHalfway(t tb, c *config, p pipeline, spec jobSpec, want [][]Record) *checkpoint.Snapshot {
 	t.Helper()
 	total := count(want)
@@ -153,6 +156,23 @@ func stopHalfway(t tb, c *config, p pipeline, spec jobSpec, want [][]Record) *ch
 			t.Fatalf("the first job did not get halfway and complete two checkpoints within %s: %d of %d records read, status %+v",
 				pauseTimeout, spec.gate.emitted.Load(), total, st)
 		}
+	}
+	if spec.savepoint {
+		info, _, err := h.StopWithSavepoint(ctx, t.TempDir())
+		if err != nil {
+			t.Fatalf("stop with savepoint: %v", err)
+		}
+		moved := filepath.Join(t.TempDir(), "moved-savepoint")
+		if err := os.Rename(info.Path, moved); err != nil {
+			t.Fatalf("move savepoint: %v", err)
+		}
+		snap, _, err := checkpoint.Load(ctx, moved)
+		if err != nil {
+			t.Fatalf("load moved savepoint: %v", err)
+		}
+		t.Logf("stopped the first job with savepoint %d after %d of %d records", snap.ID, spec.gate.emitted.Load(), total)
+		spec.gate.release()
+		return snap
 	}
 	h.Cancel()
 	if _, err := h.Wait(); err != nil && !errors.Is(err, context.Canceled) {

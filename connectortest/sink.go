@@ -70,10 +70,11 @@ func runSink[T any](t tb, newContext func(SinkSettings) (SinkContext[T], error),
 		cases = append(cases, testCase{name: "write/" + g.String(), run: func(t tb) { s.write(t, g) }})
 	}
 	cases = append(cases,
-		testCase{name: "resume/same-parallelism", run: func(t tb) { s.resume(t, 2, 2) }},
-		testCase{name: "resume/scale-up", long: true, run: func(t tb) { s.resume(t, 2, 4) }},
-		testCase{name: "resume/scale-down", long: true, run: func(t tb) { s.resume(t, 4, 2) }},
-		testCase{name: "resume/savepoint", run: func(t tb) { t.Skipf(savepointReason) }},
+		testCase{name: "resume/same-parallelism", run: func(t tb) { s.resume(t, 2, 2, false) }},
+		testCase{name: "resume/scale-up", long: true, run: func(t tb) { s.resume(t, 2, 4, false) }},
+		testCase{name: "resume/scale-down", long: true, run: func(t tb) { s.resume(t, 4, 2, false) }},
+		testCase{name: "resume/savepoint", run: func(t tb) { s.resume(t, 2, 2, true) }},
+		testCase{name: "resume/savepoint-rescale", long: true, run: func(t tb) { s.resume(t, 2, 3, true) }},
 	)
 	failures := []struct {
 		name  string
@@ -208,14 +209,14 @@ func (s *sinkSuite[T]) write(t tb, g Guarantee) {
 
 // resume writes about half the data at parallelism from, stops the job and
 // writes the rest at parallelism to, restored from the first job's latest
-// checkpoint.
-func (s *sinkSuite[T]) resume(t tb, from, to int) {
+// checkpoint or from its stop-with-savepoint.
+func (s *sinkSuite[T]) resume(t tb, from, to int, savepoint bool) {
 	g := s.c.strongest()
 	sc, _ := s.open(t, g)
 	want := s.data(max(s.c.records, 2500))
 	p := s.pipeline(sc, want, nil, nil)
 	gt := newGate(0)
-	snap := stopHalfway(t, s.c, p, jobSpec{parallelism: from, gate: gt}, want)
+	snap := stopHalfway(t, s.c, p, jobSpec{parallelism: from, gate: gt, savepoint: savepoint}, want)
 	if got, err := sc.Committed(); err == nil {
 		t.Logf("%d records committed before the stop", len(got))
 	}

@@ -69,10 +69,11 @@ func runSource[T any, S source.Split, E any](t tb, newContext func(SourceSetting
 		{name: "single-split", run: func(t tb) { s.readAll(t, 1, 1) }},
 		{name: "multiple-splits", run: func(t tb) { s.readAll(t, 6, 4) }},
 		{name: "idle-reader", run: func(t tb) { s.readAll(t, 2, 4) }},
-		{name: "resume/same-parallelism", run: func(t tb) { s.resume(t, 4, 2, 2) }},
-		{name: "resume/scale-up", long: true, run: func(t tb) { s.resume(t, 6, 2, 4) }},
-		{name: "resume/scale-down", long: true, run: func(t tb) { s.resume(t, 6, 4, 2) }},
-		{name: "resume/savepoint", run: func(t tb) { t.Skipf(savepointReason) }},
+		{name: "resume/same-parallelism", run: func(t tb) { s.resume(t, 4, 2, 2, false) }},
+		{name: "resume/scale-up", long: true, run: func(t tb) { s.resume(t, 6, 2, 4, false) }},
+		{name: "resume/scale-down", long: true, run: func(t tb) { s.resume(t, 6, 4, 2, false) }},
+		{name: "resume/savepoint", run: func(t tb) { s.resume(t, 4, 2, 2, true) }},
+		{name: "resume/savepoint-rescale", long: true, run: func(t tb) { s.resume(t, 6, 4, 3, true) }},
 		{name: "failure-recovery", run: s.failureRecovery},
 		{name: "metrics", run: s.metrics},
 		{name: "unbounded/data-after-start", run: s.unbounded},
@@ -142,14 +143,14 @@ func (s *sourceSuite[T, S, E]) readAll(t tb, splits, parallelism int) {
 
 // resume reads about half the data at parallelism from, stops the job,
 // and reads the rest at parallelism to, restored from the first job's
-// latest checkpoint.
-func (s *sourceSuite[T, S, E]) resume(t tb, splits, from, to int) {
+// latest checkpoint or from its stop-with-savepoint.
+func (s *sourceSuite[T, S, E]) resume(t tb, splits, from, to int, savepoint bool) {
 	sc, _ := s.open(t, SourceSettings{Bounded: true, Splits: splits})
 	want := s.write(t, sc, splits, 0, max(s.c.records, 2500))
 	store := testsink.NewStore[Record]()
 	p := s.pipeline(sc, store)
 	g := newGate(0)
-	snap := stopHalfway(t, s.c, p, jobSpec{parallelism: from, gate: g}, want)
+	snap := stopHalfway(t, s.c, p, jobSpec{parallelism: from, gate: g, savepoint: savepoint}, want)
 	t.Logf("%d records committed before the stop", len(store.Committed()))
 	run(t, s.c, p, jobSpec{parallelism: to, restore: snap, gate: g})
 	s.verify(t, store, want, s.c.strongest())

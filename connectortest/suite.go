@@ -19,7 +19,6 @@ type testCase struct {
 }
 
 // savepointReason skips the cases that need savepoints.
-const savepointReason = "savepoints arrive with issue 7; resuming from a retained checkpoint is covered by the other resume cases"
 
 func runCases(t tb, c *config, cases []testCase) {
 	t.Helper()
