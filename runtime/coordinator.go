@@ -76,6 +76,10 @@ type attempt struct {
 	holding     bool        // snapshotting enumerators: hold back their mails
 	held        []heldMail  // mails held back until the triggers are out
 
+	// align holds the watermark alignment groups of this attempt
+	// (alignment.go); the zero value is ready.
+	align alignGroups
+
 	// Regional failover.
 	channels    map[*edge]any
 	vertexByID  map[string]*vertex

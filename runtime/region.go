@@ -63,8 +63,7 @@ const regionWaitBound = time.Minute
 // computeRegions groups the job's subtasks into failover regions.
 func computeRegions(vs []*vertex) (regions [][]taskKey, of map[taskKey]int) {
 	parent := map[taskKey]taskKey{}
-	var find func(k taskKey) taskKey
-	find = func(k taskKey) taskKey {
+	find := func(k taskKey) taskKey {
 		for parent[k] != k {
 			parent[k] = parent[parent[k]]
 			k = parent[k]

@@ -70,6 +70,11 @@ func (f *sourceFact[T, S, E]) validate() error {
 	if f.src.EnumeratorStateSerializer() == nil {
 		return errors.New("EnumeratorStateSerializer() returned nil; a source must serialize its enumerator state into checkpoints")
 	}
+	if a, ok := f.ws.Alignment(); ok {
+		if err := a.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -177,6 +182,14 @@ func (f *sourceFact[T, S, E]) newHead(env *taskEnv, next any, restored [][]byte)
 		return nil, errors.New("source returned a nil reader")
 	}
 	h := &readerHead[T, S]{r: r, out: out, ser: f.src.SplitSerializer(), in: rctx.Metrics().Counter(metrics.NumRecordsIn)}
+	if a, ok := f.ws.Alignment(); ok {
+		al, err := newAligner(env, a, r)
+		if err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+		h.al, out.al = al, al
+	}
 	if len(restored) > 0 {
 		splits, err := serde.UnmarshalAll(h.ser, restored)
 		if err != nil {
@@ -185,7 +198,8 @@ func (f *sourceFact[T, S, E]) newHead(env *taskEnv, next any, restored [][]byte)
 		}
 		h.restored = splits
 	}
-	env.metrics.Gauge(metrics.CurrentOutputWatermark, out.currentWatermark)
+	out.wm.Store(watermark.Min)
+	env.metrics.Gauge(metrics.CurrentOutputWatermark, out.wm.Load)
 	out.lag.Store(-1)
 	env.metrics.Gauge(metrics.CurrentEmitEventTimeLag, out.lag.Load)
 	return h, nil
@@ -197,6 +211,7 @@ type readerHead[T any, S source.Split] struct {
 	ser      serde.Versioned[S]
 	restored []S
 	in       *metrics.Counter
+	al       *aligner // nil without watermark alignment
 }
 
 func (h *readerHead[T, S]) start(ctx context.Context) error {
@@ -204,6 +219,11 @@ func (h *readerHead[T, S]) start(ctx context.Context) error {
 		return fmt.Errorf("start reader: %w", err)
 	}
 	if len(h.restored) > 0 {
+		if h.al != nil {
+			if err := h.alignAdd(h.restored); err != nil {
+				return err
+			}
+		}
 		if err := h.r.AddSplits(h.restored); err != nil {
 			return fmt.Errorf("add restored splits: %w", err)
 		}
@@ -213,6 +233,14 @@ func (h *readerHead[T, S]) start(ctx context.Context) error {
 }
 
 func (h *readerHead[T, S]) poll() (source.InputStatus, error) {
+	if h.al != nil {
+		h.al.kick = false
+		if h.al.waiting {
+			// Held back by watermark alignment: the reader is not polled;
+			// the task serves its mailbox and the watermark ticks re-check.
+			return source.NothingAvailable, nil
+		}
+	}
 	st, err := h.r.PollNext(h.out)
 	h.out.flush()
 	if err != nil {
@@ -220,6 +248,11 @@ func (h *readerHead[T, S]) poll() (source.InputStatus, error) {
 	}
 	if h.out.failed != nil {
 		return st, h.out.failed
+	}
+	if h.al != nil {
+		if err := h.alignAfterPoll(st); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
 }
@@ -231,12 +264,27 @@ func (h *readerHead[T, S]) flushCount() {
 	}
 }
 
-func (h *readerHead[T, S]) available() <-chan struct{} { return h.r.Available() }
+func (h *readerHead[T, S]) available() <-chan struct{} {
+	if al := h.al; al != nil {
+		if al.waiting {
+			return nil // a watermark tick resumes the subtask
+		}
+		if al.kick {
+			return readyChan // resumed: poll again
+		}
+	}
+	return h.r.Available()
+}
 
 func (h *readerHead[T, S]) addSplits(splits any) error {
 	ss, ok := splits.([]S)
 	if !ok {
 		return fmt.Errorf("internal: got splits of type %T", splits)
+	}
+	if h.al != nil {
+		if err := h.alignAdd(ss); err != nil {
+			return err
+		}
 	}
 	if err := h.r.AddSplits(ss); err != nil {
 		return fmt.Errorf("add splits: %w", err)
@@ -280,16 +328,18 @@ func (h *readerHead[T, S]) notifyAborted(id int64) error {
 }
 
 func (h *readerHead[T, S]) periodicWatermark() {
-	if !h.out.wmOn {
-		return
-	}
-	for _, s := range h.out.splits {
-		if s.gen != nil {
-			s.gen.OnPeriodicEmit(s)
+	if h.out.wmOn {
+		for _, s := range h.out.splits {
+			if s.gen != nil {
+				s.gen.OnPeriodicEmit(s)
+			}
+		}
+		if h.out.mainUsed && h.out.main.gen != nil {
+			h.out.main.gen.OnPeriodicEmit(h.out.main)
 		}
 	}
-	if h.out.mainUsed && h.out.main.gen != nil {
-		h.out.main.gen.OnPeriodicEmit(h.out.main)
+	if h.al != nil {
+		h.alignTick()
 	}
 }
 
@@ -313,6 +363,10 @@ type sourceOutput[T any] struct {
 	buf      []elem[T]    // records emitted but not yet handed to the chain
 	batch    int          // flush the buffer at this many records (slow path)
 	lag      atomic.Int64 // currentEmitEventTimeLag in ms, or -1
+	wm       atomic.Int64 // currentOutputWatermark: comb.Current(), for other goroutines
+	idle     bool         // every output is idle
+	wmDirty  bool         // a split's watermark or idleness changed since the last alignment check
+	al       *aligner     // nil without watermark alignment
 }
 
 // flush hands the buffered records to the chain. It runs after every
@@ -332,8 +386,6 @@ func (o *sourceOutput[T]) flush() {
 	o.next.Collect(recs)
 	clear(recs)
 }
-
-func (o *sourceOutput[T]) currentWatermark() int64 { return o.comb.Current() }
 
 func (o *sourceOutput[T]) useMain() *splitOutput[T] {
 	if !o.mainUsed {
@@ -371,6 +423,10 @@ func (o *sourceOutput[T]) ReleaseSplit(id string) {
 		return
 	}
 	delete(o.splits, id)
+	if o.al != nil {
+		o.al.released(id)
+		o.wmDirty = true
+	}
 	if o.wmOn {
 		o.comb.Remove(id)
 		o.advance()
@@ -381,9 +437,13 @@ func (o *sourceOutput[T]) advance() {
 	o.flush()
 	wm, advanced, allIdle := o.comb.Advance()
 	if advanced {
+		o.wm.Store(wm)
 		o.env.emitWatermark(wm)
 	} else if allIdle {
 		o.env.markIdle()
+	}
+	if advanced || allIdle != o.idle {
+		o.idle, o.wmDirty = allIdle, true
 	}
 }
 
@@ -435,6 +495,11 @@ func (s *splitOutput[T]) EmitWatermark(ts int64) {
 	if !s.p.wmOn {
 		// Watermarks emitted by the reader itself still count.
 		s.p.wmOn = true
+	}
+	if s.p.al != nil {
+		if old, ok := s.p.comb.Watermark(s.id); !ok || ts > old {
+			s.p.wmDirty = true // for watermark alignment
+		}
 	}
 	s.p.comb.Update(s.id, ts)
 	s.p.advance()

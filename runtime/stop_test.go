@@ -125,3 +125,24 @@ func TestStopUnderBackpressure(t *testing.T) {
 		t.Fatal("nothing committed")
 	}
 }
+
+// TestCancelBusySource: a job whose reader always has more (unbounded
+// datagen without a rate limit) ends promptly on cancel.
+func TestCancelBusySource(t *testing.T) {
+	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Splits(2))
+	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), testsink.NewCollect(testsink.NewStore[int64]()), "sink")
+	h, err := env.Start(t.Context(), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000 && h.Metrics().Sum("numRecordsIn", "operator", "gen") == 0; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.Cancel()
+	select {
+	case <-h.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job did not end within 20s of its cancel")
+	}
+}

@@ -277,6 +277,10 @@ func (t *task) run() (err error) {
 		}
 		if progressed {
 			select {
+			case <-ctx.Done():
+				// A reader that always has more must not keep a
+				// cancelled task alive.
+				return ctx.Err()
 			case <-flushC:
 				t.flush()
 			case <-wmC:

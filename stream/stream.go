@@ -21,6 +21,9 @@ type Environment struct {
 	graph   *runtime.Graph
 	ckptDir string
 	retain  int
+	// unaligned: sources with watermark alignment tolerate readers that
+	// cannot pause single splits.
+	unaligned bool
 }
 
 // Option configures an Environment.
@@ -101,6 +104,16 @@ func WatermarkInterval(d time.Duration) Option {
 	return func(e *Environment) { e.cfg.WatermarkInterval = d }
 }
 
+// AllowUnalignedSourceSplits lets every source with watermark alignment
+// (watermark.Strategy.WithWatermarkAlignment) run even if its readers hold
+// several splits but cannot pause one of them (source.SplitPauser); such
+// readers are then aligned per subtask only. Without it such a reader fails
+// the job, with an error naming the source. It is Flink's
+// pipeline.watermark-alignment.allow-unaligned-source-splits (default
+// off); watermark.Strategy.WithUnalignedSourceSplits sets it for one
+// source.
+func AllowUnalignedSourceSplits() Option { return func(e *Environment) { e.unaligned = true } }
+
 // DisableChaining runs every operator in a task of its own (default:
 // operators connected one-to-one share a task).
 func DisableChaining() Option { return func(e *Environment) { e.cfg.DisableChaining = true } }
@@ -164,8 +177,12 @@ type DataStream[T any] struct {
 }
 
 // FromSource starts a stream at a source. ws assigns event timestamps and
-// watermarks (watermark.None[T]() for none).
+// watermarks (watermark.None[T]() for none) and may align the source's
+// watermarks with other sources (watermark.Strategy.WithWatermarkAlignment).
 func FromSource[T any, S source.Split, E any](env *Environment, src source.Source[T, S, E], ws watermark.Strategy[T], name string, o ...OpOption) DataStream[T] {
+	if env.unaligned {
+		ws = ws.WithUnalignedSourceSplits()
+	}
 	n := runtime.SourceNode(env.graph, name, src, ws)
 	opts(o).apply(n)
 	return DataStream[T]{env: env, node: n}

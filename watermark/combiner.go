@@ -91,3 +91,13 @@ func (c *Combiner[K]) Advance() (wm int64, advanced bool, allIdle bool) {
 
 // Current is the last combined watermark.
 func (c *Combiner[K]) Current() int64 { return c.emitted }
+
+// Watermark returns the last watermark of output k (Min if it emitted
+// none yet) and whether k is registered.
+func (c *Combiner[K]) Watermark(k K) (int64, bool) {
+	p, ok := c.parts[k]
+	if !ok {
+		return Min, false
+	}
+	return p.wm, true
+}

@@ -38,3 +38,12 @@ func ExampleCombiner() {
 	// 40
 	// 100
 }
+
+func ExampleStrategy_WithWatermarkAlignment() {
+	s := watermark.BoundedOutOfOrderness[event](5*time.Second).
+		WithTimestampAssigner(func(e event, _ int64) int64 { return e.At }).
+		WithWatermarkAlignment("orders-and-payments", 30*time.Second, 0)
+	a, ok := s.Alignment()
+	fmt.Println(ok, a.Group, a.MaxDrift, a.UpdateInterval, a.Validate())
+	// Output: true orders-and-payments 30s 1s <nil>
+}

@@ -35,6 +35,8 @@ type Strategy[T any] struct {
 	newGen   func() Generator
 	idle     time.Duration
 	now      func() time.Time
+	align    Alignment
+	aligned  bool
 }
 
 // None returns a strategy without timestamps or watermarks (the zero value).
@@ -131,6 +133,19 @@ type idleGen struct {
 	now     func() time.Time
 	last    time.Time
 	active  bool // an event arrived since the last periodic emit
+	paused  bool // held back by watermark alignment: never idle
+}
+
+// PauseIdleness stops and restarts the idleness timer (watermark
+// alignment).
+func (g *idleGen) PauseIdleness(paused bool) {
+	if paused == g.paused {
+		return
+	}
+	g.paused = paused
+	if !paused {
+		g.last = g.now()
+	}
 }
 
 func (g *idleGen) OnEvent(ts int64, out Output) {
@@ -139,6 +154,10 @@ func (g *idleGen) OnEvent(ts int64, out Output) {
 }
 
 func (g *idleGen) OnPeriodicEmit(out Output) {
+	if g.paused {
+		g.inner.OnPeriodicEmit(out)
+		return
+	}
 	now := g.now()
 	if g.active {
 		g.active, g.last = false, now

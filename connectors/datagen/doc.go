@@ -20,7 +20,9 @@
 // records from one split, through that split's Output.ForSplit output so
 // that per-split watermarks work, and the readers of a subtask take turns
 // between their splits. [RatePerSecond] throttles the whole source with a
-// token bucket per reader. [Timestamps] attaches event timestamps.
+// token bucket per reader. [Timestamps] attaches event timestamps. Readers
+// implement [source.SplitPauser], so watermark alignment can pause a split
+// that runs ahead of the others.
 //
 // Split and enumerator state are serialized as JSON, version 1.
 package datagen

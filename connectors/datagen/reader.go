@@ -38,7 +38,10 @@ type reader[T any] struct {
 	limiter *ratelimit.Limiter
 	want    int // tokens to wait for when the bucket is empty
 	timer   ratelimit.Timer
+	paused  map[string]struct{} // split ids paused by watermark alignment
 }
+
+var _ source.SplitPauser = (*reader[int])(nil)
 
 func newReader[T any](s *Source[T], ctx source.ReaderContext) *reader[T] {
 	r := &reader[T]{
@@ -83,6 +86,10 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 	if r.cur >= len(r.splits) {
 		r.cur = 0
 	}
+	if len(r.paused) > 0 && !r.skipPaused() {
+		r.wait = waitSplits // every split is paused: wait for a resume
+		return source.NothingAvailable, nil
+	}
 	sp := &r.splits[r.cur]
 	n := int(min(sp.Remaining(), BatchSize))
 	if n > 0 && r.limiter != nil {
@@ -111,6 +118,7 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 		sp.Next = idx
 	}
 	if sp.Remaining() == 0 {
+		delete(r.paused, r.ids[r.cur])
 		out.ReleaseSplit(r.ids[r.cur])
 		r.splits = slices.Delete(r.splits, r.cur, r.cur+1)
 		r.ids = slices.Delete(r.ids, r.cur, r.cur+1)
@@ -122,6 +130,43 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 		return source.EndOfInput, nil
 	}
 	return source.MoreAvailable, nil
+}
+
+// skipPaused moves cur to the next split that is not paused and reports
+// whether there is one.
+func (r *reader[T]) skipPaused() bool {
+	for k := range len(r.splits) {
+		i := (r.cur + k) % len(r.splits)
+		if _, p := r.paused[r.ids[i]]; !p {
+			r.cur = i
+			return true
+		}
+	}
+	return false
+}
+
+// PauseOrResumeSplits stops and restarts emitting from splits (watermark
+// alignment). Ids of splits the reader does not hold are ignored.
+func (r *reader[T]) PauseOrResumeSplits(pause, resume []string) error {
+	for _, id := range pause {
+		if slices.Contains(r.ids, id) {
+			if r.paused == nil {
+				r.paused = map[string]struct{}{}
+			}
+			r.paused[id] = struct{}{}
+		}
+	}
+	resumed := false
+	for _, id := range resume {
+		if _, ok := r.paused[id]; ok {
+			delete(r.paused, id)
+			resumed = true
+		}
+	}
+	if resumed {
+		r.wake()
+	}
+	return nil
 }
 
 func (r *reader[T]) Available() <-chan struct{} {
