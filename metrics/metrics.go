@@ -22,6 +22,9 @@ const (
 	CurrentEmitEventTimeLag = "currentEmitEventTimeLag"
 	CurrentOutputWatermark  = "currentOutputWatermark"
 	CurrentInputWatermark   = "currentInputWatermark"
+	// WatermarkAlignmentDrift is a source subtask's watermark minus the
+	// minimum of its alignment group (FLIP-182).
+	WatermarkAlignmentDrift = "watermarkAlignmentDrift"
 
 	NumberOfCompletedCheckpoints = "numberOfCompletedCheckpoints"
 	NumberOfFailedCheckpoints    = "numberOfFailedCheckpoints"

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -46,11 +47,6 @@ import (
 // resume (of the subtask or of a split) available is ready once, so the
 // task polls again even if the reader would not signal. A source subtask
 // rebuilt by a restart joins its group again with its report reset.
-
-// metricWatermarkAlignmentDrift is Flink's metric: the subtask's current
-// watermark minus the minimum watermark of its alignment group (0 while
-// either is unknown).
-const metricWatermarkAlignmentDrift = "watermarkAlignmentDrift"
 
 // alignGroups is an attempt's registry of alignment groups. The zero value
 // is ready to use.
@@ -157,7 +153,7 @@ func newAligner(env *taskEnv, a watermark.Alignment, reader any) (*aligner, erro
 		readerType: fmt.Sprintf("%T", reader), maxAllowed: watermark.Max,
 		held: map[string]struct{}{}, paused: map[string]struct{}{}}
 	al.pauser, _ = reader.(source.SplitPauser)
-	env.metrics.Gauge(metricWatermarkAlignmentDrift, al.driftGauge.Load)
+	env.metrics.Gauge(metrics.WatermarkAlignmentDrift, al.driftGauge.Load)
 	return al, nil
 }
 
