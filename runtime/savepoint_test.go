@@ -79,14 +79,24 @@ func checkPrefixes(t *testing.T, store *testsink.Store[int64], before int) int {
 	if len(got) <= before {
 		t.Fatalf("committed %d records, %d before; want growth", len(got), before)
 	}
+	checkSplitPrefixes(t, store, savepointSplits)
+	return len(got)
+}
+
+// checkSplitPrefixes checks that the committed records of each of the n
+// interleaved splits of an unbounded datagen (index k in split k%n) form a
+// gap-free, duplicate-free prefix of the split, and that nothing is left
+// staged.
+func checkSplitPrefixes(t *testing.T, store *testsink.Store[int64], n int64) {
+	t.Helper()
 	bySplit := map[int64][]int64{}
-	for _, v := range got {
-		bySplit[v%savepointSplits] = append(bySplit[v%savepointSplits], v)
+	for _, v := range store.Committed() {
+		bySplit[v%n] = append(bySplit[v%n], v)
 	}
 	for s, vs := range bySplit {
 		slices.Sort(vs)
 		for i, v := range vs {
-			if want := s + int64(i)*savepointSplits; v != want {
+			if want := s + int64(i)*n; v != want {
 				t.Fatalf("split %d: record %d is %d, want %d (a gap or a duplicate)", s, i, v, want)
 			}
 		}
@@ -94,7 +104,6 @@ func checkPrefixes(t *testing.T, store *testsink.Store[int64], before int) int {
 	if staged := store.Staged(); len(staged) > 0 {
 		t.Errorf("transactions left staged: %v", staged)
 	}
-	return len(got)
 }
 
 // TestStopWithSavepointAndRescale follows Flink's source test suite

@@ -62,21 +62,7 @@ func TestStopAndResumeUnbounded(t *testing.T) {
 	if first == 0 || len(got) <= first {
 		t.Fatalf("committed %d records after the first run and %d after the second; want growth", first, len(got))
 	}
-	bySplit := map[int64][]int64{}
-	for _, v := range got {
-		bySplit[v%splits] = append(bySplit[v%splits], v)
-	}
-	for s, vs := range bySplit {
-		slices.Sort(vs)
-		for i, v := range vs {
-			if want := s + int64(i)*splits; v != want {
-				t.Fatalf("split %d: record %d is %d, want %d (a gap or a duplicate)", s, i, v, want)
-			}
-		}
-	}
-	if staged := store.Staged(); len(staged) > 0 {
-		t.Errorf("transactions left staged: %v", staged)
-	}
+	checkSplitPrefixes(t, store, splits)
 }
 
 // TestStopUnderBackpressure: with the channels to a slow operator full,
