@@ -497,3 +497,71 @@ func TestValidate(t *testing.T) {
 		t.Errorf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestSavepointsThroughTheBinary: with --savepoint-dir, POST /savepoints
+// takes a savepoint of the running job, SIGTERM stops it with a savepoint,
+// and a run resumed --from that savepoint (moved elsewhere first) commits
+// every remaining record, so the output holds each expected record once.
+func TestSavepointsThroughTheBinary(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	out, spDir := t.TempDir(), t.TempDir()
+	const count = 30000
+	env := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=6000"}
+	file := pipelines + "datagen-to-file.yaml"
+	p := start(t, env, "run", "--http", "127.0.0.1:0", "--savepoint-dir", spDir, "--progress-interval", "100ms", file)
+	base := p.waitLine(t, httpRE)
+	var sp struct {
+		ID   int64  `json:"id"`
+		Path string `json:"path"`
+	}
+	for i := 0; i < 400 && sp.Path == ""; i++ { // 409 until the job runs
+		resp, err := http.Post(base+"/savepoints", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(body, &sp); err != nil {
+				t.Fatalf("POST /savepoints: %v: %s", err, body)
+			}
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if sp.Path == "" || !strings.HasPrefix(sp.Path, spDir) {
+		t.Fatalf("POST /savepoints never succeeded (got %+v)\n%s", sp, p.stderr())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("after SIGTERM: exit %d\n%s", code, p.stderr())
+	}
+	m := regexp.MustCompile(`resume with: sluice run --from (\S+) `).FindStringSubmatch(p.stderr())
+	if m == nil || !strings.HasPrefix(m[1], spDir) || m[1] == sp.Path {
+		t.Fatalf("no stop savepoint reported:\n%s", p.stderr())
+	}
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(m[1], moved); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, env, "run", "--progress", "off", "--from", moved, file)
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
+	}
+	got := readOutput(t, filepath.Join(out, "output"), "order")
+	want := 0
+	for i := range int64(count) {
+		if registry.DatagenRecord(i)["amount"].(int64) < 500 {
+			continue
+		}
+		want++
+		if got[i] != 1 {
+			t.Errorf("order %d: committed %d times, want once", i, got[i])
+		}
+	}
+	if len(got) != want {
+		t.Errorf("got %d distinct orders, want %d", len(got), want)
+	}
+}

@@ -247,6 +247,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 
 	// The HTTP endpoint.
 	var view *jobstat.View
+	var handle *runtime.Handle // set once the job started, for POST /savepoints
 	var viewMu sync.Mutex
 	getView := func() *jobstat.View { viewMu.Lock(); defer viewMu.Unlock(); return view }
 	addr, token := spec.HTTPListen, spec.HTTPToken
@@ -261,7 +262,19 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		token = t
 	}
 	if addr != "" {
-		srv, err := httpstatus.Start(addr, httpstatus.Handler(reg, getView, token))
+		var savepoint func(context.Context) (checkpoint.Info, error)
+		if o.savepointDir != "" {
+			savepoint = func(ctx context.Context) (checkpoint.Info, error) {
+				viewMu.Lock()
+				hd := handle
+				viewMu.Unlock()
+				if hd == nil {
+					return checkpoint.Info{}, errors.New("the job has not started")
+				}
+				return hd.TriggerSavepoint(ctx, o.savepointDir)
+			}
+		}
+		srv, err := httpstatus.Start(addr, httpstatus.Handler(reg, getView, token, savepoint))
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +296,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	}
 	v := jobstat.New(h, spec.Source.Name, spec.Sink.Name, start)
 	viewMu.Lock()
-	view = v
+	view, handle = v, h
 	viewMu.Unlock()
 
 	prog, interval := a.progress(o, log)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
 // Prefix starts every exported metric name.
@@ -37,9 +38,25 @@ const Prefix = "sluice"
 
 // Handler returns the endpoint's handler. view may be nil until the job
 // runs (then /status answers 503). token, if not empty, is required as a
-// bearer token.
-func Handler(reg *metrics.Registry, view func() *jobstat.View, token string) http.Handler {
+// bearer token. With savepoint set, POST /savepoints takes a savepoint of
+// the running job (into the directory the operator configured; a request
+// cannot choose it) and answers {"id": …, "path": …}.
+func Handler(reg *metrics.Registry, view func() *jobstat.View, token string, savepoint func(context.Context) (checkpoint.Info, error)) http.Handler {
 	mux := http.NewServeMux()
+	if savepoint != nil {
+		mux.HandleFunc("POST /savepoints", func(w http.ResponseWriter, r *http.Request) {
+			info, err := savepoint(r.Context())
+			if err != nil {
+				http.Error(w, "savepoint failed: "+err.Error(), http.StatusConflict)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(struct {
+				ID   int64  `json:"id"`
+				Path string `json:"path"`
+			}{info.ID, info.Path})
+		})
+	}
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = WriteMetrics(w, reg.Snapshot())
