@@ -9,6 +9,27 @@
 #   scripts/kafka.sh kill9    # kill -9 the broker, keep its data (for crash tests)
 #   scripts/kafka.sh restart  # start again on the same port and data after kill9/stop-keep
 #
+# A second, secured broker for the security tests runs beside it, with its
+# own run dir, ports and pid file:
+#
+#   scripts/kafka.sh start-secure   # start, wait, print SLUICE_KAFKA_SECURE=<run dir>/client.json
+#   scripts/kafka.sh status-secure  # print SLUICE_KAFKA_SECURE=… and exit 0 if running, exit 1 otherwise
+#   scripts/kafka.sh stop-secure    # stop it, remove its data
+#
+# It has one SASL_SSL listener for clients and inter-broker traffic
+# (self-signed CA and server certificate for 127.0.0.1, made with openssl
+# or keytool), SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and ACL
+# authorization (StandardAuthorizer, allow.everyone.if.no.acl.found=false). The controller
+# listener is SASL_PLAINTEXT on loopback. Users: "admin" (PLAIN, super user;
+# the broker authenticates to itself and its controller as admin) and
+# "client" (PLAIN, no ACLs: tests grant what they need). SCRAM users are
+# created by the tests through the admin API. Passwords are random per
+# start. client.json (mode 0600) holds what a client needs:
+#   {"brokers": ["127.0.0.1:<port>"], "ca_file": "<run dir>/ca.pem",
+#    "admin": {"user": "admin", "password": "…"}, "client": {"user": "client", "password": "…"}}
+# Its run dir is $SLUICE_KAFKA_SECURE_RUN (default ${TMPDIR:-/tmp}/sluice-kafka-secure),
+# its heap KAFKA_SECURE_HEAP_OPTS (default -Xmx384m -Xms128m).
+#
 # The jars (org.apache.kafka:kafka_2.13 and its runtime dependencies) come from
 # Maven Central through `mvn dependency:copy-dependencies` and are cached in
 # $SLUICE_KAFKA_CACHE (default $HOME/.cache/sluice/kafka-$SLUICE_KAFKA_VERSION).
@@ -20,12 +41,23 @@
 #   eval "$(scripts/kafka.sh start | grep '^SLUICE_KAFKA_BROKERS=')"
 #   export SLUICE_KAFKA_BROKERS
 #   trap 'scripts/kafka.sh stop' EXIT
+#   eval "$(scripts/kafka.sh start-secure | grep '^SLUICE_KAFKA_SECURE=')"
+#   export SLUICE_KAFKA_SECURE
 set -euo pipefail
 
 VERSION="${SLUICE_KAFKA_VERSION:-4.4.0}"
 CACHE="${SLUICE_KAFKA_CACHE:-$HOME/.cache/sluice/kafka-$VERSION}"
-RUN="${SLUICE_KAFKA_RUN:-${TMPDIR:-/tmp}/sluice-kafka}"
-HEAP="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
+SECURE=0
+case "${1:-}" in
+  *-secure) SECURE=1 ;;
+esac
+if ((SECURE)); then
+  RUN="${SLUICE_KAFKA_SECURE_RUN:-${TMPDIR:-/tmp}/sluice-kafka-secure}"
+  HEAP="${KAFKA_SECURE_HEAP_OPTS:--Xmx384m -Xms128m}"
+else
+  RUN="${SLUICE_KAFKA_RUN:-${TMPDIR:-/tmp}/sluice-kafka}"
+  HEAP="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
+fi
 START_TIMEOUT="${SLUICE_KAFKA_START_TIMEOUT:-120}" # seconds
 
 log() { echo "kafka.sh: $*" >&2; }
@@ -76,6 +108,102 @@ EOF
   touch "$CACHE/.complete-2"
 }
 
+# password: 24 random alphanumeric characters.
+password() {
+  python3 -c 'import secrets, string; print("".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(24)))'
+}
+
+# make_certs STOREPASS: a self-signed CA and a server certificate for
+# 127.0.0.1 signed by it. Writes $RUN/ca.pem (for clients and for the
+# broker as a client of itself) and $RUN/server.p12 (the broker's key and
+# chain). openssl is used when present (fast); otherwise keytool, which
+# comes with Java (a JVM start per step, a few seconds in all).
+# SLUICE_KAFKA_CERT_TOOL=keytool|openssl forces one.
+make_certs() {
+  local pw=$1 t="$RUN/tls" tool="${SLUICE_KAFKA_CERT_TOOL:-}"
+  mkdir -p "$t"
+  if [[ -z "$tool" ]]; then
+    if command -v openssl >/dev/null; then tool=openssl; else tool=keytool; fi
+  fi
+  case "$tool" in
+    openssl) make_certs_openssl "$pw" "$t" >"$t/certs.log" 2>&1 ;;
+    keytool) make_certs_keytool "$pw" "$t" >"$t/certs.log" 2>&1 ;;
+    *) die "SLUICE_KAFKA_CERT_TOOL is $tool; allowed: openssl, keytool" ;;
+  esac
+}
+
+make_certs_openssl() {
+  local pw=$1 t=$2
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\n' >"$t/server.ext"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$t/ca.key" -out "$RUN/ca.pem" \
+    -days 30 -subj "/CN=sluice-test-ca" -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$t/server.key" -out "$t/server.csr" -subj "/CN=127.0.0.1" &&
+    openssl x509 -req -in "$t/server.csr" -CA "$RUN/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -days 30 \
+      -extfile "$t/server.ext" -out "$t/server.pem" &&
+    openssl pkcs12 -export -name broker -inkey "$t/server.key" -in "$t/server.pem" -certfile "$RUN/ca.pem" \
+      -passout "pass:$pw" -out "$RUN/server.p12"
+}
+
+make_certs_keytool() {
+  local pw=$1 t=$2 kt=(keytool -J-Xmx64m -J-XX:TieredStopAtLevel=1)
+  "${kt[@]}" -genkeypair -alias ca -keyalg EC -groupname secp256r1 -dname "CN=sluice-test-ca" \
+    -ext bc:c -validity 30 -keystore "$t/ca.p12" -storetype PKCS12 -storepass "$pw" &&
+    "${kt[@]}" -exportcert -rfc -alias ca -keystore "$t/ca.p12" -storepass "$pw" -file "$RUN/ca.pem" &&
+    "${kt[@]}" -genkeypair -alias broker -keyalg EC -groupname secp256r1 -dname "CN=127.0.0.1" \
+      -validity 30 -keystore "$RUN/server.p12" -storetype PKCS12 -storepass "$pw" &&
+    "${kt[@]}" -certreq -alias broker -keystore "$RUN/server.p12" -storepass "$pw" -file "$t/server.csr" &&
+    "${kt[@]}" -gencert -alias ca -keystore "$t/ca.p12" -storepass "$pw" -infile "$t/server.csr" -outfile "$t/server.pem" -rfc \
+      -validity 30 -ext "SAN=ip:127.0.0.1,dns:localhost" -ext "EKU=serverAuth,clientAuth" &&
+    cat "$RUN/ca.pem" "$t/server.pem" >"$t/chain.pem" &&
+    "${kt[@]}" -importcert -noprompt -alias broker -file "$t/chain.pem" -keystore "$RUN/server.p12" -storepass "$pw"
+}
+
+# write_secure_listeners PORT CPORT: prints the listener, TLS, SASL and ACL
+# part of the secure broker's config; makes the certificates and passwords
+# first and writes client.json.
+write_secure_listeners() {
+  local port=$1 cport=$2 adminpw clientpw storepw
+  adminpw=$(password)
+  clientpw=$(password)
+  storepw=$(password)
+  make_certs "$storepw" || { cat "$RUN/tls/certs.log" >&2; die "could not make the certificates"; }
+  (
+    umask 077
+    cat >"$RUN/client.json" <<EOF
+{"brokers": ["127.0.0.1:$port"], "ca_file": "$RUN/ca.pem",
+ "admin": {"user": "admin", "password": "$adminpw"},
+ "client": {"user": "client", "password": "$clientpw"}}
+EOF
+  )
+  local plain="org.apache.kafka.common.security.plain.PlainLoginModule required"
+  local scram="org.apache.kafka.common.security.scram.ScramLoginModule required"
+  cat <<EOF
+listeners=SASL_SSL://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=SASL_SSL://127.0.0.1:$port
+inter.broker.listener.name=SASL_SSL
+listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=PLAIN
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=$plain username="admin" password="$adminpw" user_admin="$adminpw";
+listener.name.sasl_ssl.plain.sasl.jaas.config=$plain username="admin" password="$adminpw" user_admin="$adminpw" user_client="$clientpw";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$scram;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$scram;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$RUN/server.p12
+ssl.keystore.password=$storepw
+ssl.key.password=$storepw
+ssl.truststore.type=PEM
+ssl.truststore.location=$RUN/ca.pem
+ssl.client.auth=none
+ssl.endpoint.identification.algorithm=https
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:admin
+EOF
+}
+
 free_port() {
   python3 - <<'EOF'
 import socket
@@ -84,6 +212,16 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])
 s.close()
 EOF
+}
+
+# address prints the line a test script evaluates: the broker's address,
+# or for the secure broker the file that describes it.
+address() {
+  if ((SECURE)); then
+    echo "SLUICE_KAFKA_SECURE=$RUN/client.json"
+  else
+    echo "SLUICE_KAFKA_BROKERS=127.0.0.1:$(cat "$RUN/port")"
+  fi
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -95,15 +233,21 @@ running() {
 write_config() {
   local port=$1 cport=$2
   mkdir -p "$RUN/data"
-  cat >"$RUN/server.properties" <<EOF
+  if ((SECURE)); then
+    write_secure_listeners "$port" "$cport" >"$RUN/server.properties"
+  else
+    cat >"$RUN/server.properties" <<EOF
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+  fi
+  cat >>"$RUN/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$RUN/data
 num.partitions=1
 num.network.threads=2
@@ -175,26 +319,34 @@ launch() {
     running || die "broker exited during start"
     sleep 0.5
   done
-  echo "SLUICE_KAFKA_BROKERS=127.0.0.1:$port"
+  address
 }
 
 start() {
   if running; then
     log "already running"
-    echo "SLUICE_KAFKA_BROKERS=127.0.0.1:$(cat "$RUN/port")"
+    address
     return 0
   fi
   fetch
   rm -rf "$RUN"
   mkdir -p "$RUN"
+  chmod 700 "$RUN" # the secure broker's config and client.json hold passwords
   write_config "$(free_port)" "$(free_port)"
   local cluster_id
-  cluster_id=$(java -cp "$CACHE/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  # A Kafka Uuid: 16 random bytes, base64url without padding, not starting
+  # with "-" (what StorageTool random-uuid prints, without starting a JVM).
+  cluster_id=$(python3 -c 'import base64, os
+while True:
+    u = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not u.startswith("-"):
+        print(u)
+        break')
   [[ -n "$cluster_id" ]] || die "could not create a cluster id"
   java -Xmx256m -Dlog4j2.configurationFile="$RUN/log4j2.properties" -cp "$CACHE/*" kafka.tools.StorageTool format \
-    -t "$cluster_id" -c "$RUN/server.properties" --standalone >"$RUN/format.log" 2>&1 ||
+    -t "$cluster_id" -c "$RUN/server.properties" >"$RUN/format.log" 2>&1 ||
     java -Xmx256m -Dlog4j2.configurationFile="$RUN/log4j2.properties" -cp "$CACHE/*" kafka.tools.StorageTool format \
-      -t "$cluster_id" -c "$RUN/server.properties" >>"$RUN/format.log" 2>&1 ||
+      -t "$cluster_id" -c "$RUN/server.properties" --standalone >>"$RUN/format.log" 2>&1 ||
     { cat "$RUN/format.log" >&2; die "storage format failed"; }
   launch
 }
@@ -228,15 +380,16 @@ cmd="${1:-}"
 case "$cmd" in
   fetch) fetch ;;
   start) start ;;
-  status)
+  start-secure) start ;;
+  status | status-secure)
     if running; then
-      echo "SLUICE_KAFKA_BROKERS=127.0.0.1:$(cat "$RUN/port")"
+      address
     else
       log "not running"
       exit 1
     fi
     ;;
-  stop)
+  stop | stop-secure)
     stop_broker TERM
     rm -rf "$RUN"
     ;;
@@ -247,7 +400,7 @@ case "$cmd" in
     launch
     ;;
   *)
-    echo "usage: $0 fetch|start|status|stop|kill9|restart" >&2
+    echo "usage: $0 fetch|start|status|stop|kill9|restart|start-secure|status-secure|stop-secure" >&2
     exit 2
     ;;
 esac

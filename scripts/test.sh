@@ -42,6 +42,28 @@ if [[ -z "$short" && -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
   echo "$brokers"
 fi
 
+# A second broker with a SASL_SSL listener, SASL PLAIN/SCRAM users and ACL
+# authorization, for the Kafka connector's security tests (its own ports,
+# run dir and pid file; stopped on exit together with the broker above).
+if [[ -z "$short" && -z "${SLUICE_KAFKA_SECURE:-}" ]]; then
+  echo "== Kafka broker with TLS, SASL and ACLs"
+  if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+    echo "installing Java and Maven from Debian's packages"
+    apt-get update -qq && apt-get install -y -qq default-jre-headless maven >/dev/null
+  fi
+  if [[ -n "${brokers:-}" ]]; then
+    trap 'scripts/kafka.sh stop || true; scripts/kafka.sh stop-secure || true' EXIT
+  else
+    trap 'scripts/kafka.sh stop-secure || true' EXIT
+  fi
+  secure=$(scripts/kafka.sh start-secure | grep '^SLUICE_KAFKA_SECURE=') || {
+    echo "the secured Kafka broker did not start; see scripts/kafka.sh output above" >&2
+    exit 1
+  }
+  export "${secure?}"
+  echo "$secure"
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)

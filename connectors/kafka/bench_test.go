@@ -20,7 +20,10 @@ import (
 // at-least-once, none) with a hand-written franz-go consume →
 // transactional-produce loop that commits as often as sluice checkpoints.
 // One op is one 100-byte record; records/s is reported. It needs a real
-// broker (SLUICE_KAFKA_BROKERS).
+// broker (SLUICE_KAFKA_BROKERS). Run it with a fixed record count, so that
+// every variant copies the same input and start-up costs weigh the same:
+//
+//	go test -run XXX -bench KafkaToKafka -benchtime 300000x -count 10 ./connectors/kafka
 func BenchmarkKafkaToKafka(b *testing.B) {
 	v := os.Getenv(brokersEnv)
 	if v == "" {
@@ -71,7 +74,41 @@ func benchTopic(b *testing.B, brokers []string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Wait (bounded) until the partitions are served: a producer that
+	// gets NOT_LEADER_OR_FOLLOWER from a new topic waits for franz-go's
+	// next metadata refresh (MetadataMinAge, 5s), which would land in the
+	// timed part of a run.
+	adm := kadm.NewClient(benchClient(b, brokers))
+	for i := 0; !topicReady(b.Context(), adm, name, 3); i++ {
+		if i == 100 {
+			b.Fatalf("topic %s is not served after 5s", name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Cleanup(func() { // keep the broker's disk and log cleaner out of later runs
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(cl).DeleteTopics(ctx, name)
+	})
 	return name
+}
+
+// topicReady reports whether every partition's leader answers for it: a
+// broker lists a new topic's leader in its metadata a moment before it
+// serves the partition (NOT_LEADER_OR_FOLLOWER until then).
+func topicReady(ctx context.Context, adm *kadm.Client, topic string, partitions int) bool {
+	lo, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil || len(lo[topic]) != partitions {
+		return false
+	}
+	ready := true
+	lo.Each(func(o kadm.ListedOffset) { ready = ready && o.Err == nil })
+	return ready
 }
 
 func benchFill(b *testing.B, brokers []string, topic string, n int) {
@@ -119,8 +156,10 @@ func handLoop(b *testing.B, brokers []string, in, out string, n int, interval ti
 	defer cancel()
 	cons := benchClient(b, brokers, kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	// The producer batches as the sink's producers do (ProducerLinger 0,
+	// 100k buffered records; franz-go's defaults are 10ms and 50k).
 	prod := benchClient(b, brokers, kgo.TransactionalID(uniqueName("hand")), kgo.DefaultProduceTopic(out),
-		kgo.TransactionTimeout(time.Minute))
+		kgo.TransactionTimeout(time.Minute), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(100_000))
 	var failed error
 	done := 0
 	for done < n && ctx.Err() == nil {

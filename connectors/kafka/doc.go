@@ -53,7 +53,17 @@
 // first discovery, offsets that cannot be resolved) fail the job through
 // EnumeratorContext.FailJob.
 //
+// # Security
+//
+// [TLS], [SASLPlain] and [SASLScram] configure the clients. A request the
+// broker's ACLs refuse is not retried: it fails the job with an
+// [*AuthorizationError] (matching [ErrNotAuthorized] and the broker's kerr
+// error) that names the principal, the topic, transactional id, group or
+// cluster, and the ACL operation; the README lists the ACLs each side
+// needs.
+//
 // This protocol is tested against kfake and against Apache Kafka 4.x (whose
 // KIP-890 transactions bump the producer epoch at every commit) when
-// SLUICE_KAFKA_BROKERS names a broker; scripts/kafka.sh runs one.
+// SLUICE_KAFKA_BROKERS names a broker; scripts/kafka.sh runs one, and with
+// start-secure a second one with TLS, SASL and ACLs (SLUICE_KAFKA_SECURE).
 package kafka

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -94,7 +95,10 @@ func (e *enumerator) discover(ctx context.Context) (any, error) {
 	}
 	td, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka source: list topics on brokers %v: %w", e.cfg.brokers, err)
+		// kadm reports a topic the principal may not describe as the
+		// error of the whole request.
+		return nil, fmt.Errorf("kafka source: list topics on brokers %v: %w", e.cfg.brokers,
+			authzError(err, cl, e.cfg.brokers, opDescribe, resourceNames{topic: strings.Join(topics, ",")}))
 	}
 	var out []topicPartition
 	for _, t := range topics {
@@ -103,6 +107,11 @@ func (e *enumerator) discover(ctx context.Context) (any, error) {
 			cause := error(kerr.UnknownTopicOrPartition)
 			if ok && d.Err != nil {
 				cause = d.Err
+			}
+			if errors.Is(cause, kerr.TopicAuthorizationFailed) {
+				// Kafka answers so for a topic the principal may not
+				// describe, whether it exists or not.
+				return nil, fmt.Errorf("kafka source: list topics: %w", authzError(cause, cl, e.cfg.brokers, opDescribe, resourceNames{topic: t}))
 			}
 			return nil, fmt.Errorf("%w: %q on brokers %v: %w", ErrTopicNotFound, t, e.cfg.brokers, cause)
 		}
@@ -236,13 +245,13 @@ func (e *enumerator) resolve(ctx context.Context, tps []topicPartition, initial 
 	if initial {
 		start = e.cfg.start
 	}
-	starts, err := e.offsets(ctx, adm, tps, start)
+	starts, err := e.offsets(ctx, adm, cl, tps, start)
 	if err != nil {
 		return nil, err
 	}
 	stops := map[topicPartition]int64{}
 	if e.cfg.stop.kind != kindNone {
-		if stops, err = e.offsets(ctx, adm, tps, e.cfg.stop); err != nil {
+		if stops, err = e.offsets(ctx, adm, cl, tps, e.cfg.stop); err != nil {
 			return nil, err
 		}
 	}
@@ -256,7 +265,7 @@ func (e *enumerator) resolve(ctx context.Context, tps []topicPartition, initial 
 	return splits, nil
 }
 
-func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, tps []topicPartition, spec OffsetSpec) (map[topicPartition]int64, error) {
+func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, cl *kgo.Client, tps []topicPartition, spec OffsetSpec) (map[topicPartition]int64, error) {
 	topicSet := map[string]bool{}
 	for _, tp := range tps {
 		topicSet[tp.topic] = true
@@ -265,7 +274,8 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, tps []topicP
 	out := map[topicPartition]int64{}
 	fromListed := func(lo kadm.ListedOffsets, err error, what string) error {
 		if err != nil {
-			return fmt.Errorf("kafka source: list %s offsets of %v: %w", what, topics, err)
+			return fmt.Errorf("kafka source: list %s offsets of %v: %w", what, topics,
+				authzError(err, cl, e.cfg.brokers, opDescribe, resourceNames{topic: strings.Join(topics, ",")}))
 		}
 		for _, tp := range tps {
 			o, ok := lo.Lookup(tp.topic, tp.p)
@@ -273,7 +283,8 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, tps []topicP
 				return fmt.Errorf("kafka source: no %s offset for topic %q partition %d", what, tp.topic, tp.p)
 			}
 			if o.Err != nil {
-				return fmt.Errorf("kafka source: %s offset of topic %q partition %d: %w", what, tp.topic, tp.p, o.Err)
+				return fmt.Errorf("kafka source: %s offset of topic %q partition %d: %w", what, tp.topic, tp.p,
+					authzError(o.Err, cl, e.cfg.brokers, opDescribe, resourceNames{topic: tp.topic}))
 			}
 			out[tp] = o.Offset
 		}
@@ -303,7 +314,8 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, tps []topicP
 				or, err = kadm.OffsetResponses{}, nil // no offsets yet
 			}
 			if err != nil {
-				return nil, fmt.Errorf("kafka source: fetch committed offsets of group %q: %w", e.cfg.group, err)
+				return nil, fmt.Errorf("kafka source: fetch committed offsets of group %q: %w", e.cfg.group,
+					authzError(err, cl, e.cfg.brokers, opDescribe, resourceNames{group: e.cfg.group}))
 			}
 			for _, tp := range tps {
 				if o, ok := or.Lookup(tp.topic, tp.p); ok && o.Err == nil && o.At >= 0 {
@@ -327,7 +339,7 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, tps []topicP
 		if spec.reset == nil {
 			return nil, errors.New("kafka source: offset spec without fallback")
 		}
-		rest, err := e.offsets(ctx, adm, missing, *spec.reset)
+		rest, err := e.offsets(ctx, adm, cl, missing, *spec.reset)
 		if err != nil {
 			return nil, err
 		}

@@ -91,11 +91,12 @@ func createTopic(t *testing.T, brokers []string, partitions int32) string {
 
 // readCommitted reads topic with a read_committed consumer until it has
 // want records in total (bounded by two minutes) or, with want < 0, until
-// nothing arrives for quiet.
-func readCommitted(t *testing.T, brokers []string, topic string, want int, quiet time.Duration) []*kgo.Record {
+// nothing arrives for quiet. opts are added to the consumer's options
+// (TLS, SASL).
+func readCommitted(t *testing.T, brokers []string, topic string, want int, quiet time.Duration, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
-	cl := newClient(t, brokers, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	cl := newClient(t, brokers, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	var out []*kgo.Record
 	deadline := time.Now().Add(2 * time.Minute)
 	for (want < 0 || len(out) < want) && time.Now().Before(deadline) {

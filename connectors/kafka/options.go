@@ -10,9 +10,10 @@ import (
 )
 
 // SASLPlain returns the client option for SASL/PLAIN. Pass secrets from the
-// environment; they are never logged.
+// environment; they are never logged. Authorization errors name the
+// principal "User:<user>".
 func SASLPlain(user, pass string) kgo.Opt {
-	return kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())
+	return kgo.SASL(saslUser{plain.Auth{User: user, Pass: pass}.AsMechanism(), user})
 }
 
 // SASLScram returns the client option for SASL/SCRAM-SHA-256 (sha512
@@ -20,9 +21,9 @@ func SASLPlain(user, pass string) kgo.Opt {
 func SASLScram(user, pass string, sha512 bool) kgo.Opt {
 	a := scram.Auth{User: user, Pass: pass}
 	if sha512 {
-		return kgo.SASL(a.AsSha512Mechanism())
+		return kgo.SASL(saslUser{a.AsSha512Mechanism(), user})
 	}
-	return kgo.SASL(a.AsSha256Mechanism())
+	return kgo.SASL(saslUser{a.AsSha256Mechanism(), user})
 }
 
 // TLS returns the client option that dials with TLS.

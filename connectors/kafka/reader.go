@@ -244,12 +244,19 @@ func (r *reader[T]) Close() error {
 
 // partReader is the fetcher side: one franz-go client consuming the
 // assigned partitions directly (no group).
+//
+// A partition whose split reached its stop offset is paused, not removed:
+// removing a partition from a franz-go consumer restarts its fetch session,
+// which discards every other partition's buffered (fetched, not yet
+// polled) records and fetches them again — about twice the data when
+// bounded partitions finish one after another.
 type partReader struct {
-	cfg   *sourceConfig
-	pm    *partMetricsSet
-	cl    *kgo.Client
-	stops map[string]int64 // split id → stop offset (NoStop: none)
-	done  []string         // splits finished before any fetch
+	cfg    *sourceConfig
+	pm     *partMetricsSet
+	cl     *kgo.Client
+	stops  map[string]int64          // split id → stop offset (NoStop: none)
+	done   []string                  // splits finished before any fetch
+	paused map[string]map[int32]bool // finished partitions, paused
 }
 
 func newSplitReader(cfg *sourceConfig, pm *partMetricsSet) (*partReader, error) {
@@ -267,11 +274,24 @@ func newSplitReader(cfg *sourceConfig, pm *partMetricsSet) (*partReader, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: source client: %w", ErrInvalidConfig, err)
 	}
-	return &partReader{cfg: cfg, pm: pm, cl: cl, stops: map[string]int64{}}, nil
+	return &partReader{cfg: cfg, pm: pm, cl: cl, stops: map[string]int64{}, paused: map[string]map[int32]bool{}}, nil
 }
 
 func (p *partReader) AddSplits(splits []Split) error {
 	add := map[string]map[int32]kgo.Offset{}
+	// A partition finished (paused) earlier and assigned again starts
+	// afresh: remove and resume it before adding it at its new offset.
+	again := map[string][]int32{}
+	for _, s := range splits {
+		if p.paused[s.Topic][s.Partition] {
+			again[s.Topic] = append(again[s.Topic], s.Partition)
+			delete(p.paused[s.Topic], s.Partition)
+		}
+	}
+	if len(again) > 0 {
+		p.cl.RemoveConsumePartitions(again)
+		p.cl.ResumeFetchPartitions(again)
+	}
 	for _, s := range splits {
 		if s.StopOffset != NoStop && s.Offset >= s.StopOffset {
 			p.done = append(p.done, s.SplitID())
@@ -296,7 +316,8 @@ func (p *partReader) Fetch(ctx context.Context) (readerbase.Batch[*kgo.Record], 
 		return b, nil
 	}
 	fs := p.cl.PollRecords(ctx, p.cfg.maxPollRecords)
-	remove := map[string][]int32{}
+	remove := map[string][]int32{} // deleted partitions
+	pause := map[string][]int32{}  // finished partitions
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) || ctx.Err() != nil {
 			continue
@@ -315,9 +336,10 @@ func (p *partReader) Fetch(ctx context.Context) (readerbase.Batch[*kgo.Record], 
 			continue
 		}
 		if fe.Topic == "" {
-			return b, fmt.Errorf("kafka source: fetch from brokers %v: %w", p.cfg.brokers, fe.Err)
+			return b, fmt.Errorf("kafka source: fetch from brokers %v: %w", p.cfg.brokers, authzError(fe.Err, p.cl, p.cfg.brokers, opRead, resourceNames{}))
 		}
-		return b, fmt.Errorf("kafka source: fetch topic %q partition %d: %w", fe.Topic, fe.Partition, fe.Err)
+		return b, fmt.Errorf("kafka source: fetch topic %q partition %d: %w", fe.Topic, fe.Partition,
+			authzError(fe.Err, p.cl, p.cfg.brokers, opRead, resourceNames{topic: fe.Topic}))
 	}
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 		id := splitID(fp.Topic, fp.Partition)
@@ -350,9 +372,16 @@ func (p *partReader) Fetch(ctx context.Context) (readerbase.Batch[*kgo.Record], 
 		if finished {
 			b.Finished = append(b.Finished, id)
 			delete(p.stops, id)
-			remove[fp.Topic] = append(remove[fp.Topic], fp.Partition)
+			pause[fp.Topic] = append(pause[fp.Topic], fp.Partition)
+			if p.paused[fp.Topic] == nil {
+				p.paused[fp.Topic] = map[int32]bool{}
+			}
+			p.paused[fp.Topic][fp.Partition] = true
 		}
 	})
+	if len(pause) > 0 {
+		p.cl.PauseFetchPartitions(pause)
+	}
 	if len(remove) > 0 {
 		p.cl.RemoveConsumePartitions(remove)
 	}

@@ -319,6 +319,7 @@ func (s *Sink[T]) warnTransactionTimeout(interval time.Duration) {
 type slot struct {
 	id      string
 	cl      *kgo.Client
+	promise func(*kgo.Record, error)
 	inTxn   bool         // a transaction is open and being written
 	pending *Committable // prepared, not yet seen committed
 }
@@ -336,26 +337,35 @@ type writer[T any] struct {
 
 	errMu   sync.Mutex
 	err     error
-	promise func(*kgo.Record, error)
+	promise func(*kgo.Record, error) // of cl
+}
+
+// promiseFor returns the produce callback of a producer (cl, with
+// transactional id txnID if any): the first failure becomes the writer's
+// error, returned by the next Write, Flush or PrepareCommit.
+func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, error) {
+	return func(r *kgo.Record, err error) {
+		if err == nil {
+			return
+		}
+		err = authzError(err, cl, w.s.cfg.brokers, opWrite, resourceNames{topic: r.Topic, txnID: txnID})
+		w.errMu.Lock()
+		defer w.errMu.Unlock()
+		if w.err == nil {
+			w.err = fmt.Errorf("kafka sink: produce to topic %q partition %d: %w", r.Topic, r.Partition, err)
+		}
+	}
 }
 
 func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
 	w := &writer[T]{s: s, subtask: ictx.SubtaskIndex(), par: ictx.Parallelism(),
 		log: s.cfg.logger.With("sink", ictx.OperatorName(), "subtask", ictx.SubtaskIndex())}
-	w.promise = func(r *kgo.Record, err error) {
-		if err != nil {
-			w.errMu.Lock()
-			if w.err == nil {
-				w.err = fmt.Errorf("kafka sink: produce to topic %q partition %d: %w", r.Topic, r.Partition, err)
-			}
-			w.errMu.Unlock()
-		}
-	}
 	if s.cfg.guarantee != ExactlyOnce {
 		w.cl, err = kgo.NewClient(s.producerOpts("")...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: sink client: %w", ErrInvalidConfig, err)
 		}
+		w.promise = w.promiseFor(w.cl, "")
 		return w, nil
 	}
 	s.warnTransactionTimeout(ictx.CheckpointInterval())
@@ -405,7 +415,8 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 					w.log.Warn("kafka sink: restored transaction is no longer open; assuming it was committed before (its id was reused), unless it outlived the transaction timeout", "txn", c.String(), "err", err)
 				}
 			default:
-				return fmt.Errorf("commit restored transaction %v: %w", c, err)
+				return fmt.Errorf("commit restored transaction %v: %w", c,
+					authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: c.TransactionalID}))
 			}
 			w.s.bc.markCommitted(c)
 		}
@@ -420,7 +431,8 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 		for k := range cfg.slots {
 			id := txnID(cfg.prefix, j, k)
 			if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
-				return fmt.Errorf("abort lingering transaction %q: %w", id, err)
+				return fmt.Errorf("abort lingering transaction %q: %w", id,
+					authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: id}))
 			}
 			fenced[id] = true
 		}
@@ -447,7 +459,8 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 			continue
 		}
 		if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
-			return fmt.Errorf("abort lingering transaction %q: %w", id, err)
+			return fmt.Errorf("abort lingering transaction %q: %w", id,
+				authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: id}))
 		}
 		w.log.Info("kafka sink: aborted lingering transaction", "txn", id)
 	}
@@ -476,7 +489,7 @@ func (w *writer[T]) acquire() error {
 			if err != nil {
 				return fmt.Errorf("%w: producer %q: %w", ErrInvalidConfig, sl.id, err)
 			}
-			sl.cl = cl
+			sl.cl, sl.promise = cl, w.promiseFor(cl, sl.id)
 		}
 		if err := sl.cl.BeginTransaction(); err != nil {
 			return fmt.Errorf("kafka sink: begin transaction on %q: %w", sl.id, err)
@@ -531,16 +544,16 @@ func (w *writer[T]) Write(v T, c sink.Context) error {
 	if c.HasTimestamp && r.Timestamp.IsZero() {
 		r.Timestamp = time.UnixMilli(c.Timestamp)
 	}
-	cl := w.cl
+	cl, promise := w.cl, w.promise
 	if w.slots != nil {
 		if w.cur == nil {
 			if err := w.acquire(); err != nil {
 				return err
 			}
 		}
-		cl = w.cur.cl
+		cl, promise = w.cur.cl, w.cur.promise
 	}
-	cl.Produce(context.Background(), r, w.promise)
+	cl.Produce(context.Background(), r, promise)
 	return nil
 }
 
@@ -668,6 +681,9 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Commit
 			r.SignalFailedWithKnownReason(fmt.Errorf("kafka sink: transaction %v is no longer open: committed by an earlier run, or aborted by the broker after the transaction timeout %v (then its records are lost): %w", tx, c.s.txnTimeout, err))
 		case ctx.Err() != nil:
 			return errors.Join(err, ctx.Err())
+		case isAuthErr(err):
+			r.SignalFailedWithUnknownReason(fmt.Errorf("kafka sink: commit %v: %w", tx,
+				authzError(err, c.cl, c.s.brokers, opWrite, resourceNames{txnID: tx.TransactionalID})))
 		case r.Retries() < 5:
 			c.log.Warn("kafka sink: commit failed; retrying later", "txn", tx.String(), "err", err)
 			r.RetryLater()

@@ -108,10 +108,11 @@ func runSinkChaos(t *testing.T, b backend, seed int64) {
 }
 
 // checkNoOpenTransactions asserts that no transaction of the prefix is
-// open (where the broker can list transactions).
-func checkNoOpenTransactions(t *testing.T, brokers []string, prefix string) {
+// open (where the broker can list transactions). opts are added to the
+// admin client's options (TLS, SASL).
+func checkNoOpenTransactions(t *testing.T, brokers []string, prefix string, opts ...kgo.Opt) {
 	t.Helper()
-	adm := kadm.NewClient(newClient(t, brokers))
+	adm := kadm.NewClient(newClient(t, brokers, opts...))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing", "PrepareCommit", "PrepareAbort"})
