@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
@@ -148,5 +150,38 @@ func regionalFailover(t *testing.T, chained bool) {
 	expectExactlyOnce(t, splits, store.Committed())
 	if staged := store.Staged(); len(staged) > 0 {
 		t.Errorf("transactions left staged: %v", staged)
+	}
+}
+
+// TestRegionalFailoverAfterFinalCheckpoint: a committer fails after a
+// bounded job's final checkpoint completed; only its region restarts, from
+// that final checkpoint, commits it again and the job ends with output equal
+// to input (it used to wait forever for a commit report of the final
+// checkpoint).
+func TestRegionalFailoverAfterFinalCheckpoint(t *testing.T) {
+	const count = 4000
+	for _, kind := range []faultinject.Kind{faultinject.BeforeCommit, faultinject.DuringCommit} {
+		t.Run(kind.String(), func(t *testing.T) {
+			plan := faultinject.NewPlan(faultinject.Fault{Kind: kind, Subtask: 1, Checkpoint: 1})
+			store := testsink.NewStore[int64]()
+			// No periodic checkpoints: the final checkpoint is checkpoint 1.
+			env := stream.New(stream.Parallelism(2), stream.Restart(restart.FixedDelay(2, 0)), stream.Logger(runtime.DiscardLogger()))
+			gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(2))
+			stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), faultinject.WrapSink(testsink.NewTwoPhase(store), plan), "sink")
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			res, err := env.Execute(ctx, "final")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Fired()) != 1 || res.Restarts != 1 {
+				t.Fatalf("fired %v, %d restarts; want the fault and one restart", plan.Fired(), res.Restarts)
+			}
+			got := store.Committed()
+			slices.Sort(got)
+			if len(got) != count || got[0] != 0 || got[count-1] != count-1 || len(slices.Compact(got)) != count {
+				t.Fatalf("committed %d records, want 0..%d once each", len(got), count-1)
+			}
+		})
 	}
 }

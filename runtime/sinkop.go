@@ -194,6 +194,10 @@ func (op *sinkTailOp) open(ctx context.Context) {
 	// right away; committing what is already committed is a success.
 	// They are reported as committed up to the restored checkpoint, which
 	// the global committer (if any) waits for.
+	// The restored checkpoint completed: its commit reports count up to it
+	// (a region restored from a bounded job's final checkpoint gets no
+	// later completion notice).
+	op.notified = op.env.restoredID
 	if len(op.pending) > 0 {
 		op.submit(max(op.env.restoredID, op.pending[len(op.pending)-1].checkpoint))
 	}
