@@ -22,12 +22,22 @@ const commitRetries = 3
 type committer struct {
 	root *os.Root
 	dir  string
+	// compacting: the sink compacts, so candidates are left to the global
+	// committer.
+	compacting bool
 }
 
 // Commit renames each pending file and then fsyncs the directories it
 // renamed in. A file already renamed (its hidden name is gone and its final
 // name exists) was committed by an earlier attempt: a success. A file with
 // neither name fails the job with an error naming it.
+//
+// A compaction candidate (Committable.Compact) stays hidden when the sink
+// compacts: committing it only checks that its hidden file is there, or
+// is gone because the global committer compacted it already. If the sink
+// no longer compacts (restored with compaction turned off), candidates
+// are renamed like other files, and a candidate with neither name counts
+// as compacted by the earlier run.
 func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Committable]) error {
 	dirs := map[string]bool{}
 	for _, r := range reqs {
@@ -41,12 +51,18 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Commit
 			continue
 		}
 		from, to := path.Join(dir, cm.Temp), path.Join(dir, cm.Final)
-		err = c.root.Rename(from, to)
+		if cm.Compact && c.compacting {
+			_, err = c.root.Lstat(from)
+		} else {
+			err = c.root.Rename(from, to)
+		}
 		switch {
 		case err == nil:
-			dirs[dir] = true
+			if !cm.Compact || !c.compacting {
+				dirs[dir] = true
+			}
 		case errors.Is(err, fs.ErrNotExist):
-			if _, serr := c.root.Lstat(to); serr == nil {
+			if _, serr := c.root.Lstat(to); serr == nil || cm.Compact {
 				r.SignalAlreadyCommitted()
 			} else {
 				r.SignalFailedWithUnknownReason(fmt.Errorf("file sink: commit %s (checkpoint %d): neither the pending file nor the finished file exists: %w",

@@ -95,11 +95,14 @@ func TestSourceConformanceUnbounded(t *testing.T) {
 }
 
 // sinkContext writes test records as text lines under a base directory.
-type sinkContext struct{ dir string }
+type sinkContext struct {
+	dir  string
+	opts []SinkOption
+}
 
 func (c *sinkContext) Sink() (sink.Sink[string], error) {
-	return NewRowSink(c.dir, LinesFormat(), WithBuckets(BasePathBuckets[string]()),
-		Rolling(DefaultRollingPolicy{PartSize: 4 << 10}))
+	return NewRowSink(c.dir, LinesFormat(), append([]SinkOption{WithBuckets(BasePathBuckets[string]()),
+		Rolling(DefaultRollingPolicy{PartSize: 4 << 10})}, c.opts...)...)
 }
 
 func (c *sinkContext) Value(r connectortest.Record) string { return r.String() }
@@ -142,7 +145,8 @@ func (c *sinkContext) Committed() ([]connectortest.Record, error) {
 func (c *sinkContext) Pending() ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(c.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".inprogress") {
+		// In-progress files and compaction leftovers.
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".") {
 			out = append(out, p)
 		}
 		if os.IsNotExist(err) {
@@ -162,4 +166,13 @@ func TestSinkConformance(t *testing.T) {
 		// Part files have no order among each other; Committed checks the
 		// order within each file.
 		connectortest.Unordered())
+}
+
+// TestSinkConformanceCompacted runs the sink suite with compaction of
+// small files: every part file is a candidate, merged by the global
+// committer.
+func TestSinkConformanceCompacted(t *testing.T) {
+	connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[string], error) {
+		return &sinkContext{dir: filepath.Join(s.TempDir, "out"), opts: []SinkOption{Compact(CompactStrategy{SizeThreshold: 16 << 10})}}, nil
+	}, connectortest.Unordered())
 }

@@ -71,7 +71,29 @@
 // fails the write or the checkpoint with an error naming the file and
 // wrapping the cause; after the job restarts nothing is lost.
 //
-// Compaction of small files (a global-commit step) is not implemented yet.
+// # Compaction
+//
+// [Compact] (off by default; Flink's FileSink.enableCompact) merges small
+// part files. A part file smaller than [CompactStrategy].SizeThreshold when
+// it is finished is a candidate: its checkpoint's committer leaves it
+// hidden, and the sink's global committer (sink.GlobalCommitter), which
+// runs after the subtasks committed, merges each bucket's candidates into
+// <prefix>-compacted-<checkpoint>-<n><suffix> with a [Compactor]:
+// [ConcatCompactor] (the default: row formats and gzip members can be
+// concatenated) or [RecordWiseCompactor] (decode and re-encode, for formats
+// with headers or footers). With CheckpointsBeforeCompaction writers hold
+// candidates back for several checkpoints, in their state, so that one
+// compaction merges more files.
+//
+// Readers of the output directory see every record once, whatever
+// crashes: candidates stay hidden until the compacted file appears by an
+// atomic rename, and each compaction is a redo log (a manifest naming
+// sources and target, written and fsynced first) that the global committer
+// finishes when it starts and before each commit. Committables seen again
+// after a restore are skipped once their files are gone. Compacted files
+// keep the records of each input split in order; for that, a compacting
+// sink finishes the files that were open at the restored checkpoint
+// instead of appending to them.
 //
 // # Options
 //

@@ -86,6 +86,12 @@ func (s *lineScanner) next() ([]byte, int64, error) {
 // TextLines is the format of text files with one record per line. Lines
 // end with "\n" or "\r\n" (not part of the record); a last line without a
 // terminator is a record too. It is splittable.
+//
+// The source reads lines in batches and copies the lines of a batch into
+// strings of about 32 KiB, handing out each line as a substring: one
+// allocation for a few hundred lines instead of one per line. A line that
+// is kept for long keeps its 32 KiB alive; strings.Clone it to keep only
+// the line.
 func TextLines() Format[string] { return textLines{} }
 
 type textLines struct{}
@@ -93,17 +99,68 @@ type textLines struct{}
 func (textLines) Splittable() bool { return true }
 
 func (textLines) NewReader(r io.Reader, offset int64) (RecordReader[string], error) {
-	return textReader{newLineScanner(r, offset)}, nil
+	return &textReader{s: newLineScanner(r, offset)}, nil
 }
 
-type textReader struct{ s *lineScanner }
+// textChunk is the most the strings that the lines of a batch share
+// hold (unless one line is longer): 32 KiB is the largest small-object
+// size class, so no byte of them is wasted.
+const textChunk = 32 << 10
 
-func (t textReader) Read() (string, int64, error) {
+type textReader struct {
+	s    *lineScanner
+	acc  []byte // lines not yet turned into a string
+	ends []int  // the end of each of them in acc
+}
+
+func (t *textReader) Read() (string, int64, error) {
 	line, next, err := t.s.next()
 	if err != nil {
 		return "", next, err
 	}
 	return string(line), next, nil
+}
+
+var _ batchReader[string] = (*textReader)(nil)
+
+func (t *textReader) readBatch(dst []string, max int, end int64) ([]string, int64, error) {
+	// Local slices: storing to the fields for every line would cost a
+	// write barrier each while the GC runs.
+	acc, ends := t.acc[:0], t.ends[:0]
+	if acc == nil {
+		acc = make([]byte, 0, textChunk)
+	}
+	defer func() { t.acc, t.ends = acc[:0], ends[:0] }()
+	var err error
+	for range max {
+		if end >= 0 && t.s.off >= end {
+			err = io.EOF
+			break
+		}
+		var line []byte
+		if line, _, err = t.s.next(); err != nil {
+			break
+		}
+		if len(acc)+len(line) > textChunk && len(acc) > 0 {
+			dst = substrings(dst, acc, ends)
+			acc, ends = acc[:0], ends[:0]
+		}
+		acc = append(acc, line...)
+		ends = append(ends, len(acc))
+	}
+	return substrings(dst, acc, ends), t.s.off, err
+}
+
+// substrings appends the lines of acc, which end at ends, to dst as
+// substrings of one string.
+func substrings(dst []string, acc []byte, ends []int) []string {
+	all := string(acc)
+	start := 0
+	for _, e := range ends {
+		dst = append(dst, all[start:e])
+		start = e
+	}
+	return dst
 }
 
 // JSONLines is the format of files with one JSON value per line, decoded

@@ -164,6 +164,10 @@ type jobOpts struct {
 	sinkOpts    []SinkOption
 	timeout     time.Duration
 	tolerable   int
+	// wrap, if set, wraps the sink (inside the fault injection).
+	wrap func(sink.Sink[string]) sink.Sink[string]
+	// failover is the failover strategy (default: the runtime's).
+	failover runtime.Failover
 }
 
 // runCopy runs a bounded job that copies the text lines under in to a row
@@ -186,8 +190,11 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 	}
 	env := stream.New(stream.Parallelism(o.parallelism), stream.CheckpointEvery(o.interval),
 		stream.Restart(restart.FixedDelay(o.restarts, 0)), stream.Logger(runtime.DiscardLogger()),
-		stream.TolerableCheckpointFailures(o.tolerable))
+		stream.TolerableCheckpointFailures(o.tolerable), stream.Failover(o.failover))
 	var s sink.Sink[string] = sk
+	if o.wrap != nil {
+		s = o.wrap(s)
+	}
 	if o.plan != nil {
 		s = faultinject.WrapSink(sk, o.plan)
 	}

@@ -143,10 +143,15 @@ type sinkConfig struct {
 	suffix     string
 	bufferSize int
 	now        func() time.Time
+	// compact is nil unless Compact was given.
+	compact *CompactStrategy
 	// wrapFile, if set, wraps each part file's writer (a test seam for
 	// I/O failures).
 	wrapFile func(name string, w io.Writer) io.Writer
-	errs     []error
+	// compactHook, if set, runs after each step of a compaction (a test
+	// seam for crashes between steps).
+	compactHook func(step string) error
+	errs        []error
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -157,6 +162,7 @@ func defaultSinkConfig() sinkConfig {
 		suffix:     "",
 		bufferSize: 256 << 10,
 		now:        time.Now,
+		compact:    nil, // off
 	}
 }
 

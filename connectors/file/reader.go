@@ -14,10 +14,19 @@ import (
 	"github.com/sluice-io/sluice/source/readerbase"
 )
 
-// record is a decoded record and the position after it.
-type record[T any] struct {
-	v    T
+// chunk is what one Fetch hands over: records of one split in read order
+// and the position after the last of them. The emitter emits a whole
+// chunk in one call; snapshots are taken between PollNext calls, never
+// inside a chunk. Chunks are recycled with the batch that carries them.
+type chunk[T any] struct {
+	vs   []T
 	next int64
+	// The batch's slices, kept so that a recycled chunk allocates
+	// nothing.
+	recs    [1]*chunk[T]
+	groups  [1]readerbase.SplitRecords[*chunk[T]]
+	fin     [1]string
+	recycle func()
 }
 
 // splitReader reads splits one after another on a fetcher goroutine.
@@ -27,6 +36,38 @@ type splitReader[T any] struct {
 	errCount *metrics.Counter
 	queue    []Split
 	cur      *openSplit[T]
+	// free holds recycled chunks. Recycle runs on the task goroutine, so
+	// this is a channel rather than a slice.
+	free chan *chunk[T]
+}
+
+// freeChunks bounds the recycled chunks a reader keeps: the hand-over
+// queue holds 2 batches, one is being emitted and one fetched.
+const freeChunks = 4
+
+// newChunk returns a recycled chunk or a new one.
+func (r *splitReader[T]) newChunk() *chunk[T] {
+	if r.free == nil {
+		r.free = make(chan *chunk[T], freeChunks)
+	}
+	select {
+	case c := <-r.free:
+		return c
+	default:
+	}
+	c := &chunk[T]{vs: make([]T, 0, r.cfg.batchSize)}
+	free := r.free
+	c.recycle = func() {
+		// The old records stay referenced until the next fetch
+		// overwrites them: clearing them costs a write barrier per
+		// record while the GC runs, and freeChunks bounds what stays.
+		c.vs = c.vs[:0]
+		select {
+		case free <- c:
+		default:
+		}
+	}
+	return c
 }
 
 // openSplit is the split being read.
@@ -35,8 +76,22 @@ type openSplit[T any] struct {
 	f      *os.File
 	dec    io.Closer // decompressor, if any
 	rr     RecordReader[T]
-	off    int64 // start of the next record
+	br     batchReader[T] // rr, if it reads many records per call
+	off    int64          // start of the next record
 	closed bool
+}
+
+// batchReader is implemented by record readers that read many records per
+// call (text lines), saving an interface call and an allocation per
+// record.
+type batchReader[T any] interface {
+	// readBatch appends up to max records that start before end (end < 0:
+	// no limit) to dst and returns dst with the offset after the last
+	// record it read. It returns io.EOF when no record is left (at the end
+	// of the file or of the block), together with the records appended
+	// before. Any other error ends the file; malformed records are not
+	// reported (text lines have none).
+	readBatch(dst []T, max int, end int64) ([]T, int64, error)
 }
 
 func (r *splitReader[T]) AddSplits(splits []Split) error {
@@ -47,8 +102,8 @@ func (r *splitReader[T]) AddSplits(splits []Split) error {
 // Fetch reads up to the batch size of records from the current split.
 // File reads do not block indefinitely, so ctx is only checked between
 // batches.
-func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[record[T]], error) {
-	var b readerbase.Batch[record[T]]
+func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[*chunk[T]], error) {
+	var b readerbase.Batch[*chunk[T]]
 	if err := ctx.Err(); err != nil {
 		return b, err
 	}
@@ -66,41 +121,68 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[record[T]]
 		r.cur = cur
 	}
 	cur := r.cur
-	recs := make([]record[T], 0, r.cfg.batchSize)
-	done := false
-	// Skipped malformed records count too, so one call stays bounded.
-	for tries := 0; len(recs) < cap(recs) && tries < 4*cap(recs); tries++ {
-		if cur.sp.End >= 0 && cur.off >= cur.sp.End {
-			done = true
-			break
-		}
-		v, next, err := cur.rr.Read()
-		switch {
-		case err == nil:
-			recs = append(recs, record[T]{v: v, next: next})
-		case errors.Is(err, io.EOF):
-			done = true
-		case errors.Is(err, ErrMalformed) && r.cfg.malformed == SkipMalformed:
-			r.errCount.Inc()
-		default:
-			rerr := &RecordError{File: cur.sp.Path, Offset: cur.off, Err: err}
-			r.closeCur()
-			return b, rerr
-		}
-		if done {
-			break
-		}
-		cur.off = next
+	c := r.newChunk()
+	var done bool
+	var err error
+	if cur.br != nil {
+		done, err = r.fetchBatch(cur, c)
+	} else {
+		done, err = r.fetchRecords(cur, c)
 	}
+	if err != nil {
+		r.closeCur()
+		c.recycle()
+		return b, err
+	}
+	c.next = cur.off
 	id := cur.sp.SplitID()
-	b.Records = []readerbase.SplitRecords[record[T]]{{SplitID: id, Records: recs}}
+	c.recs[0] = c
+	c.groups[0] = readerbase.SplitRecords[*chunk[T]]{SplitID: id, Records: c.recs[:]}
+	b.Records, b.Recycle = c.groups[:], c.recycle
 	if done {
-		b.Finished = []string{id}
+		c.fin[0] = id
+		b.Finished = c.fin[:]
 		if err := r.closeCur(); err != nil {
 			return b, fmt.Errorf("file: close %s: %w", cur.sp.Path, err)
 		}
 	}
 	return b, nil
+}
+
+// fetchBatch fills c through the split's batchReader.
+func (r *splitReader[T]) fetchBatch(cur *openSplit[T], c *chunk[T]) (done bool, err error) {
+	c.vs, cur.off, err = cur.br.readBatch(c.vs, r.cfg.batchSize, cur.sp.End)
+	switch {
+	case errors.Is(err, io.EOF):
+		return true, nil
+	case err != nil:
+		return false, &RecordError{File: cur.sp.Path, Offset: cur.off, Err: err}
+	}
+	return false, nil
+}
+
+// fetchRecords fills c one record at a time.
+func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool, err error) {
+	// Skipped malformed records count too, so one call stays bounded.
+	n := r.cfg.batchSize
+	for tries := 0; len(c.vs) < n && tries < 4*n; tries++ {
+		if cur.sp.End >= 0 && cur.off >= cur.sp.End {
+			return true, nil
+		}
+		v, next, err := cur.rr.Read()
+		switch {
+		case err == nil:
+			c.vs = append(c.vs, v)
+		case errors.Is(err, io.EOF):
+			return true, nil
+		case errors.Is(err, ErrMalformed) && r.cfg.malformed == SkipMalformed:
+			r.errCount.Inc()
+		default:
+			return false, &RecordError{File: cur.sp.Path, Offset: cur.off, Err: err}
+		}
+		cur.off = next
+	}
+	return false, nil
 }
 
 // open opens a split at its position: it seeks (uncompressed) or
@@ -163,6 +245,7 @@ func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
 		return fail(err)
 	}
 	o.rr = rr
+	o.br, _ = rr.(batchReader[T])
 	for range sp.Skip {
 		_, next, err := rr.Read()
 		if err != nil && !errors.Is(err, ErrMalformed) {

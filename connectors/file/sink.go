@@ -22,6 +22,22 @@ type Committable struct {
 	Final string `json:"final"`
 	// Size is the file's length.
 	Size int64 `json:"size"`
+	// Compact marks a compaction candidate (see [CompactStrategy]): the
+	// committer leaves it hidden and the global committer merges it.
+	Compact bool `json:"compact,omitempty"`
+	// Closed is, for a candidate, the checkpoint at which the file became
+	// pending, or, with AtRestore, the checkpoint a restored writer
+	// finished it after (a compacting sink finishes the files that were
+	// open at the restored checkpoint instead of appending to them).
+	// Compaction concatenates candidates ordered by (Closed, AtRestore,
+	// subtask, counter), which keeps the records of every input split in
+	// order: a split moves to another writer only through a restore from
+	// some checkpoint r, and its records before the move are in files
+	// closed at r or before, or finished at the restore from r, while its
+	// records after the move are in files closed after r; within one
+	// writer, files of a bucket close in counter order.
+	Closed    int64 `json:"closed,omitempty"`
+	AtRestore bool  `json:"atRestore,omitempty"`
 }
 
 // WriterState is a sink writer's checkpointed state.
@@ -35,8 +51,13 @@ type WriterState struct {
 	NextCounter int64 `json:"next"`
 	// InProgress lists the row-format part files open at the checkpoint,
 	// with their synced length: recovery truncates them to it and goes on
-	// appending.
+	// appending (a compacting sink finishes them instead).
 	InProgress []InProgressFile `json:"inProgress,omitempty"`
+	// Held lists finished compaction candidates that the writer holds
+	// back until enough checkpoints passed (see
+	// CompactStrategy.CheckpointsBeforeCompaction): they are released as
+	// committables at a later checkpoint.
+	Held []Committable `json:"held,omitempty"`
 }
 
 // InProgressFile is an open part file in a [WriterState].
@@ -87,7 +108,7 @@ func NewRowSink[T any](dir string, format RowFormat[T], opts ...SinkOption) (sin
 	if err != nil {
 		return nil, err
 	}
-	return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+	return s.wrap(), nil
 }
 
 // NewBulkSink returns an exactly-once sink that writes part files with a
@@ -103,7 +124,16 @@ func NewBulkSink[T any](dir string, format BulkFormat[T], opts ...SinkOption) (s
 	if err != nil {
 		return nil, err
 	}
-	return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+	return s.wrap(), nil
+}
+
+// wrap presents s to the stream API, with a global committer if it
+// compacts.
+func (s *fileSink[T]) wrap() sink.Sink[T] {
+	if s.cfg.compact != nil {
+		return sink.NewStatefulTwoPhase[T, Committable, WriterState](compactingSink[T]{s})
+	}
+	return sink.NewStatefulTwoPhase[T, Committable, WriterState](s)
 }
 
 func buildSink[T any](dir string, row RowFormat[T], bulk BulkFormat[T], opts []SinkOption) (*fileSink[T], error) {
@@ -126,6 +156,11 @@ func buildSink[T any](dir string, row RowFormat[T], bulk BulkFormat[T], opts []S
 	default:
 		var zero T
 		errs = append(errs, fmt.Errorf("%w: WithBuckets got a %T, want a BucketAssigner[%T]", ErrInvalidConfig, a, zero))
+	}
+	if cp := cfg.compact; cp != nil && cp.Compactor == nil && bulk != nil {
+		if _, ok := bulk.(gzipBulk[T]); !ok {
+			errs = append(errs, fmt.Errorf("%w: Compact: bulk format %T needs CompactStrategy.Compactor (ConcatCompactor() if its files may be concatenated, RecordWiseCompactor otherwise)", ErrInvalidConfig, bulk))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -161,7 +196,7 @@ func (s *fileSink[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committa
 	if err != nil {
 		return nil, err
 	}
-	return &committer{root: root, dir: s.dir}, nil
+	return &committer{root: root, dir: s.dir, compacting: s.cfg.compact != nil}, nil
 }
 
 // bucketDir returns the directory of a bucket inside the root, checking

@@ -82,11 +82,11 @@ func (s *Source[T]) CreateReader(ctx source.ReaderContext) (source.Reader[T, Spl
 	} else {
 		errCount = new(metrics.Counter)
 	}
-	cfg := readerbase.Config[record[T], T, Split, *Split]{
-		NewSplitReader: func() (readerbase.SplitReader[record[T], Split], error) {
+	cfg := readerbase.Config[*chunk[T], T, Split, *Split]{
+		NewSplitReader: func() (readerbase.SplitReader[*chunk[T], Split], error) {
 			return &splitReader[T]{format: s.format, cfg: &s.cfg, errCount: errCount}, nil
 		},
-		Emitter:   readerbase.EmitterFunc[record[T], T, *Split](emit[T]),
+		Emitter:   readerbase.EmitterFunc[*chunk[T], T, *Split](emit[T]),
 		InitState: func(sp Split) *Split { return &sp },
 		ToSplit:   func(st *Split) Split { return *st },
 	}
@@ -104,10 +104,12 @@ func (s *Source[T]) SplitSerializer() serde.Versioned[Split] { return splitSerde
 // 1.
 func (s *Source[T]) EnumeratorStateSerializer() serde.Versioned[EnumState] { return enumSerde }
 
-// emit runs on the task goroutine: it emits the record and moves the
-// split's position past it.
-func emit[T any](r record[T], out source.Output[T], st *Split) error {
-	out.Collect(r.v)
-	st.Offset, st.Skip = r.next, 0
+// emit runs on the task goroutine: it emits the chunk's records and moves
+// the split's position past them.
+func emit[T any](c *chunk[T], out source.Output[T], st *Split) error {
+	for _, v := range c.vs {
+		out.Collect(v)
+	}
+	st.Offset, st.Skip = c.next, 0
 	return nil
 }

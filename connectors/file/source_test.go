@@ -27,6 +27,9 @@ func readSplit[T any](t *testing.T, f Format[T], sp Split, max int, opts ...Sour
 	t.Helper()
 	cfg := defaultSourceConfig()
 	cfg.batchSize = 7
+	if max >= 0 {
+		cfg.batchSize = 1 // positions are per batch
+	}
 	for _, o := range opts {
 		o.applySource(&cfg)
 	}
@@ -42,13 +45,16 @@ func readSplit[T any](t *testing.T, f Format[T], sp Split, max int, opts ...Sour
 			return out, sp, err
 		}
 		for _, g := range b.Records {
-			for _, rec := range g.Records {
+			for _, c := range g.Records {
 				if max >= 0 && len(out) == max {
 					return out, sp, nil
 				}
-				out = append(out, rec.v)
-				sp.Offset, sp.Skip = rec.next, 0
+				out = append(out, c.vs...)
+				sp.Offset, sp.Skip = c.next, 0
 			}
+		}
+		if b.Recycle != nil {
+			b.Recycle()
 		}
 		if len(b.Finished) > 0 {
 			return out, sp, nil
@@ -289,7 +295,7 @@ func TestFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(b.Records[0].Records); n != 2 || r.errCount.Value() != 1 {
+		if n := len(b.Records[0].Records[0].vs); n != 2 || r.errCount.Value() != 1 {
 			t.Fatalf("got %d records and %d errors, want 2 and 1", n, r.errCount.Value())
 		}
 	})
@@ -453,5 +459,42 @@ func TestSourceConfigErrors(t *testing.T) {
 				t.Fatalf("got %v, want ErrInvalidConfig naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTextLinesBatches reads, in batches of 1000, lines that share
+// strings of about 32 KiB (empty lines, "\r\n", lines longer than that):
+// every line comes back intact, also after later batches reused the
+// reader's buffers.
+func TestTextLinesBatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var lines []string
+	var b strings.Builder
+	for i := range 5000 {
+		l := fmt.Sprintf("%d:%s", i, strings.Repeat("y", rng.IntN(200)))
+		switch {
+		case i%97 == 0:
+			l = ""
+		case i%1000 == 1:
+			l = strings.Repeat("z", 40<<10)
+		}
+		lines = append(lines, l)
+		b.WriteString(l)
+		if i%3 == 0 {
+			b.WriteString("\r\n")
+		} else {
+			b.WriteString("\n")
+		}
+	}
+	p := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := readSplit(t, TextLines(), Split{Path: p, End: -1}, -1, ReadBatchSize(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, lines) {
+		t.Fatalf("read %d lines, want %d (first difference at %d)", len(got), len(lines), firstDiff(got, lines))
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/sink"
@@ -30,9 +29,14 @@ type writer[T any] struct {
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil
 	pending   []Committable // rolled since the last PrepareCommit
-	dirtyDirs map[string]bool
-	buf       []byte
-	closed    bool
+	held      []Committable // compaction candidates held back (CheckpointsBeforeCompaction)
+	heldSince int64         // the checkpoint since which files are held
+	// restoredID is the checkpoint the writer was restored from (0: none).
+	restoredID int64
+	ending     bool // Flush(true) was called: release everything held
+	dirtyDirs  map[string]bool
+	buf        []byte
+	closed     bool
 	// The processing-time clock is read every clockEvery records (and at
 	// every checkpoint), not for every record: time.Now costs as much as
 	// writing a short line.
@@ -101,7 +105,8 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 	}
 	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(),
 		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
-	_, restored := ctx.RestoredCheckpointID()
+	restoredID, restored := ctx.RestoredCheckpointID()
+	w.restoredID = restoredID
 	restored = restored || states != nil
 	if restored || ctx.Attempt() > 0 {
 		if err := w.removeStrays(states, restored); err != nil {
@@ -115,6 +120,8 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 		}
 	}
 	for _, st := range states {
+		w.held = append(w.held, st.Held...)
+		w.heldSince = restoredID
 		for _, ip := range st.InProgress {
 			if err := w.resume(ip); err != nil {
 				w.Close()
@@ -127,24 +134,7 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 
 // partName parses a hidden in-progress name into its subtask and counter.
 func (w *writer[T]) partName(name string) (sub int, counter int64, ok bool) {
-	rest, ok := strings.CutPrefix(name, "."+w.s.cfg.prefix+"-")
-	if !ok {
-		return 0, 0, false
-	}
-	rest, ok = strings.CutSuffix(rest, w.s.cfg.suffix+".inprogress")
-	if !ok {
-		return 0, 0, false
-	}
-	a, b, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, 0, false
-	}
-	s, err1 := strconv.Atoi(a)
-	c, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return s, c, true
+	return parsePartName(name, w.s.cfg.prefix, w.s.cfg.suffix)
 }
 
 // removeStrays removes the hidden part files that aborted attempts left
@@ -170,6 +160,10 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 			for _, ip := range st.InProgress {
 				d, _ := bucketDir(ip.Bucket)
 				keep[path.Join(d, ip.Temp)] = true
+			}
+			for _, h := range st.Held {
+				d, _ := bucketDir(h.Bucket)
+				keep[path.Join(d, h.Temp)] = true
 			}
 		}
 	} else {
@@ -233,6 +227,18 @@ func (w *writer[T]) resume(ip InProgressFile) error {
 	now := w.s.cfg.now()
 	p := w.newPart(f, name, ip.Temp, ip.Final, now)
 	p.cw.n = ip.Size
+	if w.s.cfg.compact != nil {
+		// A compacting sink finishes restored files rather than
+		// appending to them, so that no file mixes the records of two
+		// attempts (see Committable.Closed).
+		if err := w.closePart(ip.Bucket, dir, p); err != nil {
+			return err
+		}
+		if last := &w.pending[len(w.pending)-1]; last.Compact {
+			last.Closed, last.AtRestore = w.restoredID, true
+		}
+		return nil
+	}
 	b := w.buckets[ip.Bucket]
 	if b == nil {
 		b = &bucket[T]{name: ip.Bucket, dir: dir}
@@ -392,7 +398,11 @@ func (w *writer[T]) closePart(bucketName, dir string, p *partFile[T]) error {
 	if err != nil {
 		return fmt.Errorf("file sink: %s: %w", name, err)
 	}
-	w.pending = append(w.pending, Committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n})
+	cm := Committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n}
+	if cp := w.s.cfg.compact; cp != nil && cm.Size < cp.SizeThreshold {
+		cm.Compact = true
+	}
+	w.pending = append(w.pending, cm)
 	return nil
 }
 
@@ -413,6 +423,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 	if !endOfInput {
 		return nil
 	}
+	w.ending = true
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		if b := w.buckets[name]; b.part != nil {
 			if err := w.roll(b); err != nil {
@@ -425,8 +436,9 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 
 // PrepareCommit rolls the files the policy (or a bulk format) rolls at a
 // checkpoint, flushes and fsyncs the others, fsyncs the directories of new
-// files, and returns the files rolled since the last checkpoint.
-func (w *writer[T]) PrepareCommit(int64) ([]Committable, error) {
+// files, and returns the files rolled since the last checkpoint (holding
+// back compaction candidates, see [CompactStrategy]).
+func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 	w.sinceNow = 0
 	w.last = nil // buckets without an open file are dropped below
 	now := w.clock()
@@ -457,7 +469,61 @@ func (w *writer[T]) PrepareCommit(int64) ([]Committable, error) {
 	}
 	out := w.pending
 	w.pending = nil
-	return out, nil
+	for i := range out {
+		if out[i].Compact && !out[i].AtRestore {
+			out[i].Closed = checkpointID
+		}
+	}
+	return w.holdBack(out, checkpointID), nil
+}
+
+// holdBack moves the compaction candidates of out to the held files when
+// CheckpointsBeforeCompaction > 1, and releases held files: all of them at
+// the first checkpoint whose id is a multiple of it since files are held,
+// at the end of input, or when compaction is off (a restore without it);
+// those of a bucket whose held files reach the size threshold.
+func (w *writer[T]) holdBack(out []Committable, checkpointID int64) []Committable {
+	cp := w.s.cfg.compact
+	every := int64(0)
+	if cp != nil {
+		every = int64(cp.CheckpointsBeforeCompaction)
+	}
+	if every <= 1 && len(w.held) == 0 {
+		return out
+	}
+	if every > 1 && !w.ending {
+		keep := out[:0]
+		for _, c := range out {
+			if c.Compact {
+				if len(w.held) == 0 {
+					w.heldSince = checkpointID
+				}
+				w.held = append(w.held, c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		out = keep
+	}
+	sizes := map[string]int64{}
+	for _, h := range w.held {
+		sizes[h.Bucket] += h.Size
+	}
+	all := every <= 1 || w.ending || checkpointID/every != w.heldSince/every
+	keep := w.held[:0]
+	for _, h := range w.held {
+		switch {
+		case cp == nil:
+			h.Compact, h.Closed, h.AtRestore = false, 0, false
+			out = append(out, h)
+		case all || sizes[h.Bucket] >= cp.SizeThreshold:
+			out = append(out, h)
+		default:
+			keep = append(keep, h)
+		}
+	}
+	w.held = slices.Clip(keep)
+	return out
 }
 
 func syncDir(root *os.Root, dir string) error {
@@ -475,7 +541,7 @@ func syncDir(root *os.Root, dir string) error {
 // SnapshotState records the counter and the open files with their synced
 // lengths (PrepareCommit ran just before).
 func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
-	st := WriterState{Subtask: w.sub, Parallelism: w.par, NextCounter: w.next}
+	st := WriterState{Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		b := w.buckets[name]
 		if b.part != nil {

@@ -21,6 +21,14 @@ func init() {
 			{Name: "suffix", Type: String, Default: ".jsonl", Description: "part file name suffix"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
 				Description: "checkpoint: roll every part file at every checkpoint (output visible per checkpoint); size: Flink's default (128 MiB, 60 s)"},
+			{Name: "compact-below", Type: Int, Default: int64(0),
+				Description: "merge finished part files smaller than this many bytes into <prefix>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
+		},
+		Validate: func(o Options) error {
+			if o.Int("compact-below") < 0 {
+				return fmt.Errorf("compact-below: must be >= 0")
+			}
+			return nil
 		},
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			opts := []file.SinkOption{
@@ -30,6 +38,9 @@ func init() {
 			}
 			if c.Options.String("rolling") == "checkpoint" {
 				opts = append(opts, file.Rolling(file.OnCheckpointRolling()))
+			}
+			if n := c.Options.Int("compact-below"); n > 0 {
+				opts = append(opts, file.Compact(file.CompactStrategy{SizeThreshold: n}))
 			}
 			s, err := file.NewRowSink(c.Options.String("path"), file.JSONLinesFormat[Record](), opts...)
 			if err != nil {
