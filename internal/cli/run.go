@@ -105,9 +105,9 @@ func (a *App) cmdValidate(args []string) error {
 // outcome is how a run ended.
 type outcome struct {
 	res       *runtime.Result
-	err       error // the job's error
-	signalled bool  // a signal asked the job to end
-	stopped   bool  // ended by a clean stop (final checkpoint committed)
+	err       error  // the job's error
+	signalled bool   // a signal asked the job to end
+	stopped   bool   // ended by a clean stop (final checkpoint committed)
 	savepoint string // where the stop's savepoint was written
 	snap      jobstat.Snapshot
 }
