@@ -3,6 +3,10 @@ package runtime
 // MapNode adds an operator that applies fn to every record.
 func MapNode[T, U any](g *Graph, name string, fn func(T) U) *Node {
 	return g.add(&Node{name: name, kind: kindOperator, out: typedPort[U]{}, op: func(next any, _ func(error)) (any, error) {
+		if f, ok := next.(*filterOp[U]); ok {
+			// A map chained into a filter runs as one pass.
+			return Collector[T](&mapFilterOp[T, U]{fn: fn, keep: f.fn, next: f.next}), nil
+		}
 		m := &mapOp[T, U]{fn: fn}
 		return Collector[T](m), setCollector(&m.next, next)
 	}})
@@ -136,6 +140,34 @@ func (f *filterOp[T]) Collect(recs []elem[T]) {
 	}
 	clear(out)
 	f.out = out[:0]
+}
+
+// mapFilterOp is a map followed by a filter in one pass over the batch.
+type mapFilterOp[T, U any] struct {
+	fn   func(T) U
+	keep func(U) bool
+	next Collector[U]
+	out  []elem[U]
+}
+
+func (m *mapFilterOp[T, U]) Collect(recs []elem[T]) {
+	out := m.out[:0]
+	if cap(out) < len(recs) {
+		out = make([]elem[U], 0, len(recs))
+	}
+	out = out[:len(recs)]
+	fn, keep, n := m.fn, m.keep, 0
+	for i := range recs {
+		if u := fn(recs[i].v); keep(u) {
+			out[n] = elem[U]{u, recs[i].ts}
+			n++
+		}
+	}
+	if n > 0 {
+		m.next.Collect(out[:n])
+	}
+	clear(out[:n])
+	m.out = out[:0]
 }
 
 // flatMapFlush bounds the output batch of a flat map that emits much.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -471,6 +472,31 @@ func (f *fastOutput[T]) Collect(v T) {
 	o := f.out
 	o.buf = append(o.buf, elem[T]{v, watermark.NoTimestamp})
 }
+
+func (f *fastOutput[T]) CollectBatch(vs []T) {
+	o := f.out
+	buf := slices.Grow(o.buf, len(vs))
+	n := len(buf)
+	buf = buf[:n+len(vs)]
+	for i, v := range vs {
+		buf[n+i] = elem[T]{v, watermark.NoTimestamp}
+	}
+	o.buf = buf
+}
+
+func (s *splitOutput[T]) CollectBatch(vs []T) {
+	for _, v := range vs {
+		s.CollectAt(v, watermark.NoTimestamp)
+	}
+}
+
+func (o *sourceOutput[T]) CollectBatch(vs []T) { o.useMain().CollectBatch(vs) }
+
+var (
+	_ source.BatchCollector[int] = (*fastOutput[int])(nil)
+	_ source.BatchCollector[int] = (*splitOutput[int])(nil)
+	_ source.BatchCollector[int] = (*sourceOutput[int])(nil)
+)
 
 func (f *fastOutput[T]) CollectAt(v T, ts int64) {
 	o := f.out

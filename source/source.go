@@ -258,3 +258,13 @@ type Output[T any] interface {
 	// ReleaseSplit drops the per-split output of a finished split.
 	ReleaseSplit(splitID string)
 }
+
+// BatchCollector is an optional interface of the outputs the runtime hands
+// to readers (the reader's output and its per-split outputs). A reader that
+// produces records in slices may emit a whole slice with one call instead
+// of one Collect per record; each record is treated as by Collect (no
+// timestamp of its own). The output does not keep vs. Wrappers of an
+// Output that do not implement it make readers fall back to Collect.
+type BatchCollector[T any] interface {
+	CollectBatch(vs []T)
+}

@@ -39,6 +39,7 @@ type reader[T any] struct {
 	want    int // tokens to wait for when the bucket is empty
 	timer   ratelimit.Timer
 	paused  map[string]struct{} // split ids paused by watermark alignment
+	vals    []T                 // reused buffer for BatchCollector outputs
 }
 
 var _ source.SplitPauser = (*reader[int])(nil)
@@ -109,6 +110,16 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 				so.CollectAt(gen(idx), ts(idx))
 				idx += stride
 			}
+		} else if bc, ok := so.(source.BatchCollector[T]); ok {
+			// One call for the batch instead of one Collect per record.
+			vs := r.vals[:0]
+			for range n {
+				vs = append(vs, gen(idx))
+				idx += stride
+			}
+			bc.CollectBatch(vs)
+			clear(vs)
+			r.vals = vs[:0]
 		} else {
 			for range n {
 				so.Collect(gen(idx))
