@@ -45,7 +45,7 @@ func crashAndRestore(t *testing.T, b backend, before, after int) {
 	prefix := uniqueName("crash")
 	store := checkpoint.NewMemory()
 	run := func(par int, plan *faultinject.Plan, restore *checkpoint.Snapshot) error {
-		gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(6), datagen.RatePerSecond(count*2))
+		gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(6), datagen.RatePerSecond(count))
 		sk, err := NewSink(b.brokers, indexSerializer(gen), DefaultTopic(topic), DeliveryGuarantee(ExactlyOnce),
 			TransactionalIDPrefix(prefix), TransactionTimeout(time.Minute), SinkLogger(quiet))
 		if err != nil {
@@ -64,7 +64,10 @@ func crashAndRestore(t *testing.T, b backend, before, after int) {
 		_, err = env.Execute(ctx, "crash")
 		return err
 	}
-	plan := faultinject.NewPlan(faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 4})
+	// About a second of data, so that checkpoint 3 comes well before the
+	// end even when checkpoints are slow (the fault fires at the first
+	// commit at or after it, the final checkpoint's included).
+	plan := faultinject.NewPlan(faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 3})
 	if err := run(before, plan, nil); err == nil || len(plan.Fired()) != 1 {
 		t.Fatalf("first run: err %v, fired %v; want the injected failure", err, plan.Fired())
 	}
