@@ -30,8 +30,24 @@
 // goroutine of their own, and readers and enumerators are notified.
 //
 // A bounded job whose sources all ended takes a final checkpoint and ends
-// once its committables are committed. A failure of any task cancels all
-// of them; the restart strategy decides whether the job restarts from the
-// latest completed checkpoint (global failover), where committables of that
-// checkpoint are committed again and sinks abort anything newer.
+// once its committables are committed.
+//
+// # Failover
+//
+// A task failure restarts, if the restart strategy allows, only the failed
+// task's region — the subtasks connected to it by forward edges — from the
+// latest completed checkpoint, while other regions keep running; splits
+// assigned to its readers since that checkpoint go back to the enumerator
+// (see [FailoverRegion]). A job whose tasks exchange records over rebalance
+// or hash edges is one region, and coordinator-side failures restart the
+// whole job ([FailoverFull] forces that always). Either way committables of
+// the restore checkpoint are committed again and sinks abort anything
+// newer.
+//
+// # Savepoints
+//
+// [Handle.TriggerSavepoint] and [Handle.StopWithSavepoint] write
+// self-contained, relocatable snapshots that a job (at any parallelism)
+// resumes from with Config.RestoreFrom; an intermediate savepoint commits
+// nothing.
 package runtime
