@@ -112,9 +112,9 @@ func (r *reader[T]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 			}
 		} else if bc, ok := so.(source.BatchCollector[T]); ok {
 			// One call for the batch instead of one Collect per record.
-			vs := r.vals[:0]
-			for range n {
-				vs = append(vs, gen(idx))
+			vs := slices.Grow(r.vals[:0], n)[:n]
+			for i := range vs {
+				vs[i] = gen(idx)
 				idx += stride
 			}
 			bc.CollectBatch(vs)
