@@ -412,21 +412,8 @@ func TestStopResumeExactlyOnce(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
 	}
-	got := readOutput(t, filepath.Join(out, "output"), "order")
-	want := 0
-	for i := range int64(count) {
-		if registry.DatagenRecord(i)["amount"].(int64) < 500 {
-			continue
-		}
-		want++
-		if got[i] != 1 {
-			t.Errorf("order %d: committed %d times, want once", i, got[i])
-		}
-	}
-	if len(got) != want {
-		t.Errorf("got %d distinct orders, want %d", len(got), want)
-	}
-	t.Logf("stopped with %d of %d records committed; resumed to all %d", len(first), want, len(got))
+	got, want := checkOrdersOnce(t, out, count)
+	t.Logf("stopped with %d of %d records committed; resumed to all %d", len(first), want, got)
 }
 
 func TestFileToFile(t *testing.T) {
@@ -550,18 +537,26 @@ func TestSavepointsThroughTheBinary(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
 	}
-	got := readOutput(t, filepath.Join(out, "output"), "order")
-	want := 0
-	for i := range int64(count) {
+	checkOrdersOnce(t, out, count)
+}
+
+// checkOrdersOnce checks that the output of datagen-to-file.yaml under out
+// holds every large order (amount >= 500) of count once, and returns how
+// many distinct orders it holds and how many it should.
+func checkOrdersOnce(t *testing.T, out string, count int64) (got, want int) {
+	t.Helper()
+	seen := readOutput(t, filepath.Join(out, "output"), "order")
+	for i := range count {
 		if registry.DatagenRecord(i)["amount"].(int64) < 500 {
 			continue
 		}
 		want++
-		if got[i] != 1 {
-			t.Errorf("order %d: committed %d times, want once", i, got[i])
+		if seen[i] != 1 {
+			t.Errorf("order %d: committed %d times, want once", i, seen[i])
 		}
 	}
-	if len(got) != want {
-		t.Errorf("got %d distinct orders, want %d", len(got), want)
+	if len(seen) != want {
+		t.Errorf("got %d distinct orders, want %d", len(seen), want)
 	}
+	return len(seen), want
 }
