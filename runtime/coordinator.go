@@ -330,12 +330,8 @@ func (a *attempt) setup() error {
 			st := &sinkTrack{node: n, upTo: make([]int64, v.parallelism), globalDone: a.restoredID}
 			rerun := false
 			for i := range st.upTo {
-				st.upTo[i] = a.restoredID
-				if op := a.tasks[v][i].sinkOp; op != nil && op.committer != nil && len(op.pending) > 0 {
-					// Re-commits its restored committables, then reports.
-					st.upTo[i] = a.restoredID - 1
-					rerun = true
-				}
+				st.upTo[i] = a.tasks[v][i].sinkOp.committedUpTo(a.restoredID)
+				rerun = rerun || st.upTo[i] < a.restoredID
 			}
 			if a.restore != nil {
 				for _, ts := range a.restore.Tasks {
@@ -704,11 +700,8 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 
 func (a *attempt) checkpointFailed(id int64, cause error) error {
 	j := a.job
-	if req := a.savepointOf(id); req != nil {
-		a.sp, a.spID = nil, 0
-		err := fmt.Errorf("savepoint %d into %s: %w", id, req.dir, cause)
-		req.answer(checkpoint.Info{}, err)
-		return a.savepointFailed(id, req, err)
+	if handled, err := a.savepointFailed(id, cause); handled {
+		return err
 	}
 	j.stats.failed()
 	j.log.Warn("checkpoint failed", "id", id, "error", cause)

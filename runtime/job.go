@@ -211,11 +211,12 @@ type Result struct {
 func (r *Result) Counter(name string, match ...string) int64 { return r.Metrics.Sum(name, match...) }
 
 // Run runs the job until it finishes, fails beyond its restart strategy, or
-// ctx is cancelled. On failure the job restarts from its latest completed
-// checkpoint (global failover), as often as the restart strategy allows.
+// ctx is cancelled. A failure restarts the failed region or the whole job
+// from its latest completed checkpoint, as often as the restart strategy
+// allows.
 func (j *Job) Run(ctx context.Context) (*Result, error) {
 	start := time.Now()
-	restarts := j.metricRoot.Counter(metrics.NumRestarts)
+	j.metricRoot.Counter(metrics.NumRestarts) // exported as 0 before any restart
 	var err error
 	for global := 0; ; global++ {
 		j.mu.Lock()
@@ -238,12 +239,7 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 			err = fmt.Errorf("job %q cancelled: %w", j.name, ctx.Err())
 			break
 		}
-		j.mu.Lock()
-		j.failureCount++
-		failures := j.failureCount
-		restarted := j.restarts
-		j.mu.Unlock()
-		delay, again := j.cfg.Restart.Next(failures)
+		delay, again, restarted := j.nextRestart(err)
 		if !again {
 			j.setState(Failed)
 			if restarted > 0 {
@@ -253,12 +249,7 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 			}
 			break
 		}
-		j.mu.Lock()
-		j.restarts++
-		j.failures = append(j.failures, err)
-		j.state = Restarting
-		j.mu.Unlock()
-		restarts.Inc()
+		j.setState(Restarting)
 		j.log.Warn("job failed; restarting from the latest completed checkpoint", "restart", global+1, "delay", delay, "error", err)
 		t := time.NewTimer(delay)
 		select {
@@ -270,6 +261,24 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	return j.result(start), err
+}
+
+// nextRestart asks the restart strategy about one more failure (global or
+// regional; both count) and, if it allows a restart, records it. It also
+// returns how many restarts there were before.
+func (j *Job) nextRestart(cause error) (delay time.Duration, again bool, before int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	before = j.restarts
+	delay, again = j.cfg.Restart.Next(j.failureCount + 1)
+	if !again {
+		return delay, false, before
+	}
+	j.failureCount++
+	j.restarts++
+	j.failures = append(j.failures, cause)
+	j.metricRoot.Counter(metrics.NumRestarts).Inc()
+	return delay, true, before
 }
 
 func (j *Job) setState(s State) {

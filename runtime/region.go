@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/source"
 )
 
@@ -171,19 +169,10 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 	if j.cfg.Failover != FailoverRegion || len(j.regions[r]) == len(j.regionOf) || a.done {
 		return cause
 	}
-	j.mu.Lock()
-	n := j.failureCount + 1
-	j.mu.Unlock()
-	delay, again := j.cfg.Restart.Next(n)
+	delay, again, _ := j.nextRestart(cause)
 	if !again {
-		return cause // the attempt fails; Run counts the failure
+		return cause // the attempt fails, and so does the job
 	}
-	j.mu.Lock()
-	j.failureCount = n
-	j.restarts++
-	j.failures = append(j.failures, cause)
-	j.mu.Unlock()
-	j.metricRoot.Counter(metrics.NumRestarts).Inc()
 	j.log.Warn("task failed; restarting its region from the latest completed checkpoint",
 		"region", r, "tasks", len(j.regions[r]), "delay", delay, "error", cause)
 
@@ -201,17 +190,15 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 		}
 	}
 	if p := a.tr.pending; p != nil && !p.persisting {
-		err := fmt.Errorf("checkpoint %d aborted: %w", p.id, cause)
-		if req := a.savepointOf(p.id); req != nil {
-			a.sp, a.spID = nil, 0
-			req.answer(checkpoint.Info{}, fmt.Errorf("savepoint %d into %s: %w", p.id, req.dir, err))
-			if req.stop {
-				a.stopping = a.plainStop
-			}
+		// It cannot complete without the region's tasks; it is not
+		// counted as a failed checkpoint.
+		handled, err := a.savepointFailed(p.id, fmt.Errorf("aborted by a regional failover: %w", cause))
+		if !handled {
+			j.log.Info("checkpoint aborted by a regional failover", "id", p.id)
+			a.tr.discard(p.id, time.Now())
+			err = a.notifyAborted(p.id)
 		}
-		j.log.Info("checkpoint aborted by a regional failover", "id", p.id)
-		a.tr.discard(p.id, time.Now())
-		if err := a.notifyAborted(p.id); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -221,7 +208,12 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 	go func() {
 		defer a.wg.Done()
 		exited := make(chan struct{})
-		go func() { wg.Wait(); close(exited) }() // ends when the tasks do; teardown waits for them
+		a.wg.Add(1)
+		go func() { // ends when the tasks do, which teardown waits for
+			defer a.wg.Done()
+			wg.Wait()
+			close(exited)
+		}()
 		t := time.NewTimer(regionWaitBound)
 		defer t.Stop()
 		select {
@@ -280,8 +272,6 @@ func (a *attempt) restartRegion(r int) error {
 	rs.ctx, rs.cancel = context.WithCancel(a.ctx)
 	rs.wg = &sync.WaitGroup{}
 	keys := j.regions[r]
-	// Fresh channels for the region's unchained forward edges: the old ones
-	// may hold batches of the failed tasks.
 	// Fresh channels for the region's edges: the old ones may hold batches
 	// of the failed tasks. (A forward edge's new set is used only by the
 	// region's subtask; the others keep theirs.)
@@ -316,12 +306,8 @@ func (a *attempt) restartRegion(r int) error {
 		a.tasks[v][k.subtask] = t
 	}
 	for _, t := range built {
-		if t.sinkOp != nil && t.sinkOp.committer != nil {
-			st := a.sinks[t.sinkNode]
-			st.upTo[t.env.subtask] = restoredID
-			if len(t.sinkOp.pending) > 0 {
-				st.upTo[t.env.subtask] = restoredID - 1 // until it re-committed them
-			}
+		if t.sinkOp != nil {
+			a.sinks[t.sinkNode].upTo[t.env.subtask] = t.sinkOp.committedUpTo(restoredID)
 		}
 	}
 	rs.down, rs.ready = false, false
@@ -336,16 +322,15 @@ func (a *attempt) restartRegion(r int) error {
 		if ec == nil {
 			continue
 		}
-		var back []any
-		keep := a.assigned[k][:0]
-		for _, as := range a.assigned[k] {
-			if as.after >= restoredID {
-				back = append(back, as.splits)
+		// Assignments the restore checkpoint covers are in the restored
+		// reader state; the others go back.
+		back := a.assigned[k]
+		a.assigned[k] = nil
+		for _, as := range back {
+			if as.after < restoredID {
+				continue
 			}
-		}
-		a.assigned[k] = keep
-		for _, splits := range back {
-			if err := ec.enum.addSplitsBack(splits, k.subtask); err != nil {
+			if err := ec.enum.addSplitsBack(as.splits, k.subtask); err != nil {
 				return enumError(v, fmt.Sprintf("add splits back from reader %d", k.subtask), err)
 			}
 		}

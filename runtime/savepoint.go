@@ -137,14 +137,12 @@ func (a *attempt) savepointSaved(p *pendingCheckpoint, info checkpoint.Info, err
 	if req == nil {
 		return false, nil
 	}
+	if err != nil {
+		_, err = a.savepointFailed(p.id, err)
+		return true, err
+	}
 	a.sp, a.spID = nil, 0
-	if err != nil {
-		err = fmt.Errorf("savepoint %d into %s: %w", p.id, req.dir, err)
-	}
-	req.answer(info, err)
-	if err != nil {
-		return true, a.savepointFailed(p.id, req, err)
-	}
+	req.answer(info, nil)
 	if req.stop {
 		return false, nil // the final checkpoint's usual path follows
 	}
@@ -154,17 +152,25 @@ func (a *attempt) savepointSaved(p *pendingCheckpoint, info checkpoint.Info, err
 	return true, nil
 }
 
-// savepointFailed ends a failed savepoint: sinks and readers hear it was
+// savepointFailed ends checkpoint id as a failed savepoint, if it is one
+// (handled): the caller gets the error, sinks and readers hear it was
 // aborted (what the sinks prepared stays pending), and it does not count as
 // a failed checkpoint. After a failed stop with savepoint the job runs on:
 // the abort notice makes the sources read again.
-func (a *attempt) savepointFailed(id int64, req *savepointReq, cause error) error {
+func (a *attempt) savepointFailed(id int64, cause error) (handled bool, err error) {
+	req := a.savepointOf(id)
+	if req == nil {
+		return false, nil
+	}
+	a.sp, a.spID = nil, 0
+	cause = fmt.Errorf("savepoint %d into %s: %w", id, req.dir, cause)
+	req.answer(checkpoint.Info{}, cause)
 	a.job.log.Warn("savepoint failed", "id", id, "error", cause)
 	if req.stop {
 		a.stopping = a.plainStop
 	}
 	a.tr.discard(id, time.Now())
-	return a.notifyAborted(id)
+	return true, a.notifyAborted(id)
 }
 
 // dropSavepoints answers every request still waiting when the attempt ends.

@@ -203,6 +203,17 @@ func (op *sinkTailOp) open(ctx context.Context) {
 	}
 }
 
+// committedUpTo is how far a sink subtask restored from checkpoint
+// restoredID counts as committed before it runs: up to restoredID, or one
+// less while it still re-commits restored committables (it reports when
+// done).
+func (op *sinkTailOp) committedUpTo(restoredID int64) int64 {
+	if op.committer != nil && len(op.pending) > 0 {
+		return restoredID - 1
+	}
+	return restoredID
+}
+
 func (op *sinkTailOp) watermark(wm int64) error {
 	if sw, ok := op.typed.(interface{ setWatermark(int64) }); ok {
 		sw.setWatermark(wm)
