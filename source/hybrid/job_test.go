@@ -129,7 +129,7 @@ func TestExactlyOnceAcrossTheSwitch(t *testing.T) {
 			for i := range int64(n1) {
 				want = append(want, second+i)
 			}
-			expectOnce(t, got, want)
+			hybrid.ExpectOnce(t, got, want)
 			t.Logf("%d restarts, %d checkpoints, factory called %d times", res.Restarts, res.Checkpoints.Completed, calls.Load())
 		})
 	}
@@ -187,7 +187,7 @@ func TestExactlyOnceIntoUnbounded(t *testing.T) {
 			for i := range int64(n0) {
 				want = append(want, i)
 			}
-			expectOnce(t, got, want)
+			hybrid.ExpectOnce(t, got, want)
 			t.Logf("%d records of the second source at the stop; %d restarts, %d checkpoints", len(got)-n0, res.Restarts, res.Checkpoints.Completed)
 		})
 	}
@@ -299,7 +299,7 @@ func TestHandoverThroughRuntime(t *testing.T) {
 	for i := range want {
 		want[i] = int64(i)
 	}
-	expectOnce(t, got, want)
+	hybrid.ExpectOnce(t, got, want)
 	if handed.Load() < 1 || restored.Load() < 1 || res.Restarts != 2 || !enumFailed.Load() {
 		t.Fatalf("factory: %d hand-overs, %d restores; %d restarts (%v)", handed.Load(), restored.Load(), res.Restarts, res.Failures)
 	}
@@ -332,35 +332,4 @@ func (e *failingNotice) NotifyCheckpointComplete(id int64) error {
 		return fmt.Errorf("checkpoint %d: %w", id, errInjected)
 	}
 	return nil
-}
-
-// expectOnce checks that got holds every value of want once.
-func expectOnce(t *testing.T, got, want []int64) {
-	t.Helper()
-	seen := map[int64]int{}
-	for _, v := range got {
-		seen[v]++
-	}
-	var missing, dup []int64
-	for _, v := range want {
-		switch seen[v] {
-		case 0:
-			missing = append(missing, v)
-		case 1:
-		default:
-			dup = append(dup, v)
-		}
-		delete(seen, v)
-	}
-	if len(got) != len(want) || len(missing) > 0 || len(dup) > 0 || len(seen) > 0 {
-		first := func(vs []int64) string {
-			if len(vs) == 0 {
-				return "none"
-			}
-			slices.Sort(vs)
-			return fmt.Sprint(vs[0])
-		}
-		t.Fatalf("got %d records, want %d: %d missing (first %s), %d duplicated (first %s), %d unexpected",
-			len(got), len(want), len(missing), first(missing), len(dup), first(dup), len(seen))
-	}
 }

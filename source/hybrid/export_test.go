@@ -1,0 +1,4 @@
+package hybrid
+
+// ExpectOnce is expectOnce for the external tests.
+var ExpectOnce = expectOnce
