@@ -641,7 +641,7 @@ func (a *attempt) releaseHeld() {
 func (a *attempt) persist(p *pendingCheckpoint) {
 	j := a.job
 	snap := &checkpoint.Snapshot{ID: p.id, Kind: checkpoint.Checkpoint, JobName: j.name, Timestamp: p.started,
-		Enumerators: p.enumerators, Tasks: p.states, Properties: map[string]string{}}
+		Enumerators: p.enumerators, Tasks: p.states, Properties: map[string]string{JobIDProperty: j.id}}
 	for _, v := range j.vertices {
 		for _, n := range v.nodes {
 			snap.Properties["parallelism/"+n.name] = fmt.Sprint(v.parallelism)
@@ -843,6 +843,7 @@ func (c *coordInitContext) SubtaskIndex() int    { return 0 }
 func (c *coordInitContext) Parallelism() int     { return c.parallelism }
 func (c *coordInitContext) Attempt() int         { return c.att.number }
 func (c *coordInitContext) JobName() string      { return c.att.job.name }
+func (c *coordInitContext) JobID() string        { return c.att.job.id }
 func (c *coordInitContext) OperatorName() string { return c.node.name }
 func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
 	return c.att.restoredID, c.att.restoredID > 0

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +60,21 @@ type Config struct {
 	Metrics *metrics.Registry
 	// RestoreFrom is a checkpoint or savepoint to start from.
 	RestoreFrom *checkpoint.Snapshot
+	// JobID identifies the job across restarts and restores (see
+	// sink.InitContext.JobID). Default: the id stored in RestoreFrom, or a
+	// new random id when the job starts from scratch. Setting it for a job
+	// restored from a snapshot of another id is an error.
+	JobID string
+}
+
+// JobIDProperty is the snapshot property that holds the job's id.
+const JobIDProperty = "job.id"
+
+// NewJobID returns a new random job id: 16 lowercase hex digits.
+func NewJobID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 func (c *Config) setDefaults() {
@@ -114,6 +131,7 @@ func DiscardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // Job is a planned job graph, ready to run once.
 type Job struct {
 	name       string
+	id         string
 	cfg        Config
 	vertices   []*vertex
 	storage    checkpoint.Storage
@@ -163,9 +181,19 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
 	j.regions, j.regionOf = computeRegions(vs)
+	j.id = cfg.JobID
 	if cfg.RestoreFrom != nil {
 		j.latest = cfg.RestoreFrom
 		j.nextCheckpointID = cfg.RestoreFrom.ID + 1
+		if restored := cfg.RestoreFrom.Properties[JobIDProperty]; restored != "" {
+			if j.id != "" && j.id != restored {
+				return nil, fmt.Errorf("%w: job id %q was set, but the snapshot to restore (id %d) is of job id %q", ErrInvalidJob, j.id, cfg.RestoreFrom.ID, restored)
+			}
+			j.id = restored
+		}
+	}
+	if j.id == "" {
+		j.id = NewJobID()
 	}
 	// Checkpoint ids keep growing across runs that share a storage, so a
 	// resumed job never reuses the id (and the derived external names) of
@@ -179,6 +207,9 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	}
 	return j, nil
 }
+
+// ID returns the job's id (see Config.JobID).
+func (j *Job) ID() string { return j.id }
 
 // State is a job's state.
 type State string
@@ -195,6 +226,7 @@ const (
 // Result describes a job that ended.
 type Result struct {
 	JobName     string
+	JobID       string
 	State       State
 	Duration    time.Duration
 	Restarts    int
@@ -290,7 +322,7 @@ func (j *Job) setState(s State) {
 func (j *Job) result(start time.Time) *Result {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return &Result{JobName: j.name, State: j.state, Duration: time.Since(start), Restarts: j.restarts,
+	return &Result{JobName: j.name, JobID: j.id, State: j.state, Duration: time.Since(start), Restarts: j.restarts,
 		Failures: append([]error(nil), j.failures...), Checkpoints: j.stats.get(), Metrics: j.cfg.Metrics, Stopped: j.stoppedBy}
 }
 

@@ -45,7 +45,8 @@ func TestCancelAndResumeFromCheckpointDir(t *testing.T) {
 			}
 			waitCheckpoints(t, h, 4)
 			h.Cancel()
-			if _, err := h.Wait(); !errors.Is(err, context.Canceled) {
+			res1, err := h.Wait()
+			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled job returned %v, want context.Canceled", err)
 			}
 			first := len(store.Committed())
@@ -62,9 +63,15 @@ func TestCancelAndResumeFromCheckpointDir(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
+			if got := snap.Properties[runtime.JobIDProperty]; got != res1.JobID || len(got) != 16 {
+				t.Errorf("checkpoint holds job id %q, want the first run's %q (16 hex digits)", got, res1.JobID)
+			}
 			res, err := build(c.to, snap).Execute(ctx, "resume")
 			if err != nil {
 				t.Fatal(err)
+			}
+			if res.JobID != res1.JobID {
+				t.Errorf("resumed job has id %q, want the restored %q", res.JobID, res1.JobID)
 			}
 			if res.Checkpoints.LastID <= info.ID {
 				t.Errorf("resumed job's last checkpoint %d is not after the restored %d", res.Checkpoints.LastID, info.ID)
@@ -74,6 +81,9 @@ func TestCancelAndResumeFromCheckpointDir(t *testing.T) {
 				t.Errorf("transactions left staged: %v", staged)
 			}
 			t.Logf("first run committed %d, restored checkpoint %d", first, info.ID)
+			if other, err := build(1, nil). /* writes into the same store, after the check */ Execute(ctx, "resume"); err != nil || other.JobID == res1.JobID {
+				t.Errorf("a job started from scratch got id %q (err %v), want a new one (not %q)", other.JobID, err, res1.JobID)
+			}
 		})
 	}
 }

@@ -84,6 +84,7 @@ func (c *initContext) SubtaskIndex() int      { return c.env.subtask }
 func (c *initContext) Parallelism() int       { return c.env.v.parallelism }
 func (c *initContext) Attempt() int           { return c.env.attemptNo }
 func (c *initContext) JobName() string        { return c.env.att.job.name }
+func (c *initContext) JobID() string          { return c.env.att.job.id }
 func (c *initContext) OperatorName() string   { return c.node.name }
 func (c *initContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.node) }
 func (c *initContext) CheckpointInterval() time.Duration {
@@ -97,6 +98,7 @@ func (c *initContext) RestoredCheckpointID() (int64, bool) {
 type readerContext struct{ env *taskEnv }
 
 func (c *readerContext) SubtaskIndex() int { return c.env.subtask }
+func (c *readerContext) JobID() string     { return c.env.att.job.id }
 func (c *readerContext) Parallelism() int  { return c.env.v.parallelism }
 func (c *readerContext) Attempt() int      { return c.env.attemptNo }
 func (c *readerContext) SendSplitRequest() {

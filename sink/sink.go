@@ -167,8 +167,15 @@ type InitContext interface {
 	Parallelism() int
 	// Attempt counts restarts of the job: 0 on the first run.
 	Attempt() int
-	// JobName is the job's name, for deriving external names.
+	// JobName is the job's name, as the user gave it. Two jobs may share
+	// a name; derive external names from JobID instead.
 	JobName() string
+	// JobID identifies this job: created at its first start, stored in
+	// every checkpoint and savepoint, and the same after every restart and
+	// restore. Two independently started jobs never share it. Sinks derive
+	// the names of what they leave in external systems (transactional ids,
+	// file names) from it, so that two jobs never touch each other's.
+	JobID() string
 	// OperatorName is the sink operator's name.
 	OperatorName() string
 	// RestoredCheckpointID is the checkpoint the job was restored from.

@@ -228,6 +228,9 @@ type ReaderContext interface {
 	Parallelism() int
 	// Attempt counts restarts of the job: 0 on the first run.
 	Attempt() int
+	// JobID identifies the job across restarts and restores (see
+	// sink.InitContext.JobID).
+	JobID() string
 	// SendSplitRequest asks the enumerator for a split (pull assignment).
 	// It never blocks.
 	SendSplitRequest()

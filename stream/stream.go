@@ -130,6 +130,11 @@ func RestoreFrom(s *checkpoint.Snapshot) Option {
 	return func(e *Environment) { e.cfg.RestoreFrom = s }
 }
 
+// JobID sets the job's id (default: the id stored in the snapshot the job
+// is restored from, or a new random one). Sinks derive external names such
+// as Kafka transactional ids from it; see runtime.Config.JobID.
+func JobID(id string) Option { return func(e *Environment) { e.cfg.JobID = id } }
+
 // OpOption configures one operator.
 type OpOption func(*opConfig)
 

@@ -19,6 +19,7 @@ type ReaderContext struct {
 	Subtask      int
 	Parallel     int // 0 means 1
 	AttemptNum   int
+	ID           string         // JobID; "" means "0000000000000000"
 	SplitRequest int            // number of SendSplitRequest calls
 	Events       []source.Event // events sent to the enumerator
 	Registry     *metrics.Registry
@@ -30,6 +31,7 @@ func (c *ReaderContext) SubtaskIndex() int { return c.Subtask }
 func (c *ReaderContext) Parallelism() int  { return max(c.Parallel, 1) }
 func (c *ReaderContext) Attempt() int      { return c.AttemptNum }
 func (c *ReaderContext) SendSplitRequest() { c.SplitRequest++ }
+func (c *ReaderContext) JobID() string     { return jobID(c.ID) }
 func (c *ReaderContext) SendEventToEnumerator(e source.Event) {
 	c.Events = append(c.Events, e)
 }
@@ -250,6 +252,7 @@ type InitContext struct {
 	Parallel    int // 0 means 1
 	AttemptNum  int
 	Job         string // "" means "job"
+	ID          string // JobID; "" means "0000000000000000"
 	Operator    string // "" means "sink"
 	Restored    int64
 	HasRestored bool
@@ -268,6 +271,15 @@ func (c *InitContext) JobName() string {
 	}
 	return c.Job
 }
+func (c *InitContext) JobID() string { return jobID(c.ID) }
+
+func jobID(id string) string {
+	if id == "" {
+		return "0000000000000000"
+	}
+	return id
+}
+
 func (c *InitContext) OperatorName() string {
 	if c.Operator == "" {
 		return "sink"

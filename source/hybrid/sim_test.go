@@ -135,6 +135,8 @@ type simReaderCtx struct {
 func (c *simReaderCtx) SubtaskIndex() int { return c.sub }
 func (c *simReaderCtx) Parallelism() int  { return c.s.p }
 func (c *simReaderCtx) Attempt() int      { return c.s.attempt }
+func (c *simReaderCtx) JobID() string     { return "sim" }
+
 func (c *simReaderCtx) SendSplitRequest() {
 	c.s.inbox = append(c.s.inbox, coordMsg{sub: c.sub, request: true})
 }

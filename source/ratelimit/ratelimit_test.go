@@ -160,6 +160,7 @@ func (c readerCtx) SubtaskIndex() int                  { return c.subtask }
 func (c readerCtx) Parallelism() int                   { return c.parallelism }
 func (c readerCtx) Attempt() int                       { return 0 }
 func (c readerCtx) SendSplitRequest()                  {}
+func (c readerCtx) JobID() string                      { return "job" }
 func (c readerCtx) SendEventToEnumerator(source.Event) {}
 func (c readerCtx) Metrics() metrics.Group             { return metrics.Discard() }
 

@@ -164,5 +164,6 @@ func (benchContext) SubtaskIndex() int                  { return 0 }
 func (benchContext) Parallelism() int                   { return 1 }
 func (benchContext) Attempt() int                       { return 0 }
 func (benchContext) SendSplitRequest()                  {}
+func (benchContext) JobID() string                      { return "bench" }
 func (benchContext) SendEventToEnumerator(source.Event) {}
 func (benchContext) Metrics() metrics.Group             { return metrics.Discard() }

@@ -72,6 +72,7 @@ func (exampleContext) SubtaskIndex() int                  { return 0 }
 func (exampleContext) Parallelism() int                   { return 1 }
 func (exampleContext) Attempt() int                       { return 0 }
 func (exampleContext) SendSplitRequest()                  {}
+func (exampleContext) JobID() string                      { return "example" }
 func (exampleContext) SendEventToEnumerator(source.Event) {}
 func (exampleContext) Metrics() metrics.Group             { return metrics.Discard() }
 

@@ -262,6 +262,7 @@ func (c *fakeContext) SubtaskIndex() int                  { return 0 }
 func (c *fakeContext) Parallelism() int                   { return 1 }
 func (c *fakeContext) Attempt() int                       { return 0 }
 func (c *fakeContext) SendSplitRequest()                  { c.requests++ }
+func (c *fakeContext) JobID() string                      { return "job" }
 func (c *fakeContext) SendEventToEnumerator(source.Event) {}
 func (c *fakeContext) Metrics() metrics.Group             { return c.reg.Root() }
 
