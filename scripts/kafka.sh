@@ -27,22 +27,24 @@
 # start. client.json (mode 0600) holds what a client needs:
 #   {"brokers": ["127.0.0.1:<port>"], "ca_file": "<run dir>/ca.pem",
 #    "admin": {"user": "admin", "password": "…"}, "client": {"user": "client", "password": "…"}}
-# Its run dir is $SLUICE_KAFKA_SECURE_RUN (default ${TMPDIR:-/tmp}/sluice-kafka-secure),
-# its heap KAFKA_SECURE_HEAP_OPTS (default -Xmx384m -Xms128m).
+# Its run dir is $SLUICE_KAFKA_SECURE_RUN (start makes a new one when it is
+# unset and prints SLUICE_KAFKA_SECURE_RUN=<dir>), its heap KAFKA_SECURE_HEAP_OPTS (default -Xmx384m -Xms128m).
 #
 # The jars (org.apache.kafka:kafka_2.13 and its runtime dependencies) come from
 # Maven Central through `mvn dependency:copy-dependencies` and are cached in
 # $SLUICE_KAFKA_CACHE (default $HOME/.cache/sluice/kafka-$SLUICE_KAFKA_VERSION).
-# The broker's config, data, PID and logs live in $SLUICE_KAFKA_RUN (default
-# ${TMPDIR:-/tmp}/sluice-kafka). The heap is small (KAFKA_HEAP_OPTS, default
+# The broker's config, data, PID and logs live in its run dir,
+# $SLUICE_KAFKA_RUN: start makes a new one (mktemp) when it is unset and
+# prints SLUICE_KAFKA_RUN=<dir>; status, stop, kill9 and restart need it set
+# and touch only the broker of that run dir. The heap is small (KAFKA_HEAP_OPTS, default
 # -Xmx512m -Xms256m) because the machine is shared.
 #
 # Usage in a test script:
+#   export SLUICE_KAFKA_RUN=$(mktemp -d)
+#   trap 'scripts/kafka.sh stop' EXIT
 #   eval "$(scripts/kafka.sh start | grep '^SLUICE_KAFKA_BROKERS=')"
 #   export SLUICE_KAFKA_BROKERS
-#   trap 'scripts/kafka.sh stop' EXIT
-#   eval "$(scripts/kafka.sh start-secure | grep '^SLUICE_KAFKA_SECURE=')"
-#   export SLUICE_KAFKA_SECURE
+# or, by hand:  eval "$(scripts/kafka.sh start)"; export SLUICE_KAFKA_BROKERS SLUICE_KAFKA_RUN
 set -euo pipefail
 
 VERSION="${SLUICE_KAFKA_VERSION:-4.4.0}"
@@ -52,12 +54,25 @@ case "${1:-}" in
   *-secure) SECURE=1 ;;
 esac
 if ((SECURE)); then
-  RUN="${SLUICE_KAFKA_SECURE_RUN:-${TMPDIR:-/tmp}/sluice-kafka-secure}"
+  RUNVAR=SLUICE_KAFKA_SECURE_RUN
   HEAP="${KAFKA_SECURE_HEAP_OPTS:--Xmx384m -Xms128m}"
 else
-  RUN="${SLUICE_KAFKA_RUN:-${TMPDIR:-/tmp}/sluice-kafka}"
+  RUNVAR=SLUICE_KAFKA_RUN
   HEAP="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 fi
+# Every broker has a run dir of its own: start makes a new one unless the
+# caller names one, and every other command acts only on the run dir it is
+# given, so two invocations never stop or delete each other's broker.
+RUN="${!RUNVAR:-}"
+case "${1:-}" in
+  fetch) ;;
+  start | start-secure)
+    if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka.XXXXXX"); fi
+    ;;
+  *)
+    [[ -n "$RUN" ]] || { echo "kafka.sh: set $RUNVAR to the run dir that start printed" >&2; exit 2; }
+    ;;
+esac
 START_TIMEOUT="${SLUICE_KAFKA_START_TIMEOUT:-120}" # seconds
 
 log() { echo "kafka.sh: $*" >&2; }
@@ -222,6 +237,7 @@ address() {
   else
     echo "SLUICE_KAFKA_BROKERS=127.0.0.1:$(cat "$RUN/port")"
   fi
+  echo "$RUNVAR=$RUN"
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -21,19 +21,36 @@ echo "== go vet"
 go vet ./...
 
 echo "== staticcheck"
-STATICCHECK_VERSION=2025.1.1
+# A semver tag: the module proxy serves v0.6.1 (= staticcheck 2025.1.1) but
+# not the "2025.1.1" form from an empty module cache.
+STATICCHECK_VERSION=v0.6.1
 go run "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}" ./...
 
 # The Kafka connector's exactly-once claims are proven against a real Apache
 # Kafka broker (fetched from Maven Central into a cache, started on
-# 127.0.0.1, stopped on exit). The quick subset runs against kfake only.
-if [[ -z "$short" && -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
-  echo "== Kafka broker"
+# 127.0.0.1, stopped on exit); the security tests against a second broker
+# with a SASL_SSL listener, SASL PLAIN/SCRAM users and ACL authorization.
+# Each invocation runs its own brokers in run dirs of its own and stops
+# only those, so two runs at once never touch each other's. The quick
+# subset runs against kfake only.
+cleanup=()
+on_exit() {
+  local c
+  for c in "${cleanup[@]}"; do eval "$c" || true; done
+}
+trap on_exit EXIT
+need_java() {
   if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
     echo "installing Java and Maven from Debian's packages"
     apt-get update -qq && apt-get install -y -qq default-jre-headless maven >/dev/null
   fi
-  trap 'scripts/kafka.sh stop || true' EXIT
+}
+if [[ -z "$short" && -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
+  echo "== Kafka broker"
+  need_java
+  SLUICE_KAFKA_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka.XXXXXX")
+  export SLUICE_KAFKA_RUN
+  cleanup+=("SLUICE_KAFKA_RUN=$SLUICE_KAFKA_RUN scripts/kafka.sh stop")
   brokers=$(scripts/kafka.sh start | grep '^SLUICE_KAFKA_BROKERS=') || {
     echo "the Kafka broker did not start; see scripts/kafka.sh output above" >&2
     exit 1
@@ -41,21 +58,12 @@ if [[ -z "$short" && -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
   export "${brokers?}"
   echo "$brokers"
 fi
-
-# A second broker with a SASL_SSL listener, SASL PLAIN/SCRAM users and ACL
-# authorization, for the Kafka connector's security tests (its own ports,
-# run dir and pid file; stopped on exit together with the broker above).
 if [[ -z "$short" && -z "${SLUICE_KAFKA_SECURE:-}" ]]; then
   echo "== Kafka broker with TLS, SASL and ACLs"
-  if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
-    echo "installing Java and Maven from Debian's packages"
-    apt-get update -qq && apt-get install -y -qq default-jre-headless maven >/dev/null
-  fi
-  if [[ -n "${brokers:-}" ]]; then
-    trap 'scripts/kafka.sh stop || true; scripts/kafka.sh stop-secure || true' EXIT
-  else
-    trap 'scripts/kafka.sh stop-secure || true' EXIT
-  fi
+  need_java
+  SLUICE_KAFKA_SECURE_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka-secure.XXXXXX")
+  export SLUICE_KAFKA_SECURE_RUN
+  cleanup+=("SLUICE_KAFKA_SECURE_RUN=$SLUICE_KAFKA_SECURE_RUN scripts/kafka.sh stop-secure")
   secure=$(scripts/kafka.sh start-secure | grep '^SLUICE_KAFKA_SECURE=') || {
     echo "the secured Kafka broker did not start; see scripts/kafka.sh output above" >&2
     exit 1
