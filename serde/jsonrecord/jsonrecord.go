@@ -204,12 +204,6 @@ func (p *parser) top(wantObject, noNull bool) error {
 		return p.fail(p.i, ErrSyntax, "empty input")
 	}
 	start := p.i
-	switch c := p.data[p.i]; {
-	case wantObject && c != '{':
-		return p.fail(start, ErrNotObject, "top-level value is %s, want an object", kindOf(c))
-	case noNull && c == 'n':
-		return p.fail(start, ErrNotObject, "top-level value is null, want a record")
-	}
 	v, err := p.value()
 	if err != nil {
 		return err
@@ -217,6 +211,12 @@ func (p *parser) top(wantObject, noNull bool) error {
 	p.ws()
 	if p.i < len(p.data) {
 		return p.fail(p.i, ErrSyntax, "unexpected %s after the top-level value", quoteByte(p.data[p.i]))
+	}
+	switch c := p.data[start]; {
+	case wantObject && c != '{':
+		return p.fail(start, ErrNotObject, "top-level value is %s, want an object", kindOf(c))
+	case noNull && c == 'n':
+		return p.fail(start, ErrNotObject, "top-level value is null, want a record")
 	}
 	p.val = v
 	return nil
