@@ -24,7 +24,7 @@ func TestRenameOverwrite(t *testing.T) {
 		t.Errorf("swap: got %v, %v", got, err)
 	}
 	for yaml, want := range map[string]string{
-		"  - filter: id > 1\n    overwrite: true\n": "p.yaml:7: transforms[0].overwrite: only a rename takes overwrite",
+		"  - filter: id > 1\n    overwrite: true\n":  "p.yaml:7: transforms[0].overwrite: only a rename takes overwrite",
 		"  - rename: {a: b}\n    overwrite: maybe\n": `p.yaml:7: transforms[0].overwrite: want true or false, got "maybe"`,
 	} {
 		_, err := Parse("p.yaml", []byte(base+yaml), registry.Default(), env(nil))
