@@ -76,7 +76,7 @@ func Compile(s Step) (*Compiled, error) {
 		if s.Expr == "" {
 			return nil, errors.New("empty expression")
 		}
-		opts := []expr.Option{expr.Env(map[string]any{}), expr.AllowUndefinedVariables()}
+		opts := append([]expr.Option{expr.Env(map[string]any{}), expr.AllowUndefinedVariables()}, numberOptions()...)
 		if s.Kind == Filter {
 			opts = append(opts, expr.AsBool())
 		}

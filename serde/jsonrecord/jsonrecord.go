@@ -634,11 +634,7 @@ func appendFloat(b []byte, f float64) []byte {
 // [ErrInexact]; an invalid literal one wrapping [ErrSyntax].
 func Value(n json.Number) (any, error) {
 	lit := string(n)
-	p := parser{data: []byte(lit)}
-	if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
-		return nil, &SyntaxError{Msg: fmt.Sprintf("%q is not a number", lit), Err: ErrSyntax}
-	}
-	if _, err := p.number(); err != nil || p.i != len(lit) {
+	if !validNumber(lit) {
 		return nil, &SyntaxError{Msg: fmt.Sprintf("%q is not a number", lit), Err: ErrSyntax}
 	}
 	if i, err := strconv.ParseInt(lit, 10, 64); err == nil {
@@ -688,13 +684,16 @@ func normalize(s string) decimal {
 	}
 	exp := 0
 	if expPart != "" {
-		e, err := strconv.Atoi(expPart)
+		e, err := strconv.ParseInt(expPart, 10, 64)
 		if err != nil {
-			// An exponent beyond int: keep it distinct from everything
-			// float64 prints.
-			return decimal{neg: d.neg, digits: "inf:" + s}
+			// Beyond int64: clamp far beyond anything the literal's
+			// digits can offset.
+			e = math.MaxInt64 / 4
+			if expPart[0] == '-' {
+				e = -e
+			}
 		}
-		exp = e
+		exp = int(max(min(e, math.MaxInt64/4), -math.MaxInt64/4))
 	}
 	intPart, frac := mant, ""
 	for i := range len(mant) {
@@ -721,4 +720,72 @@ func normalize(s string) decimal {
 	}
 	d.digits, d.exp = digits, exp
 	return d
+}
+
+// Compare compares two number literals by their exact decimal values: -1
+// if a < b, 0 if equal, +1 if a > b. It works for numbers of any size
+// without allocating big numbers. An invalid literal is an error wrapping
+// [ErrSyntax].
+func Compare(a, b json.Number) (int, error) {
+	for _, n := range [2]json.Number{a, b} {
+		if !validNumber(string(n)) {
+			return 0, &SyntaxError{Msg: fmt.Sprintf("%q is not a number", string(n)), Err: ErrSyntax}
+		}
+	}
+	da, db := normalize(string(a)), normalize(string(b))
+	sign := func(d decimal) int {
+		switch {
+		case d.digits == "":
+			return 0
+		case d.neg:
+			return -1
+		}
+		return 1
+	}
+	sa, sb := sign(da), sign(db)
+	if sa != sb || sa == 0 {
+		return cmpInt(sa, sb), nil
+	}
+	// Same sign, both non-zero: compare magnitudes, then apply the sign.
+	m := cmpInt(da.exp, db.exp)
+	if m == 0 {
+		m = cmpDigits(da.digits, db.digits)
+	}
+	return sa * m, nil
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// cmpDigits compares two digit strings as fractions 0.a and 0.b.
+func cmpDigits(a, b string) int {
+	for i := range max(len(a), len(b)) {
+		var ca, cb byte = '0', '0'
+		if i < len(a) {
+			ca = a[i]
+		}
+		if i < len(b) {
+			cb = b[i]
+		}
+		if ca != cb {
+			return cmpInt(int(ca), int(cb))
+		}
+	}
+	return 0
+}
+
+func validNumber(lit string) bool {
+	if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
+		return false
+	}
+	p := parser{data: []byte(lit)}
+	_, err := p.number()
+	return err == nil && p.i == len(lit)
 }

@@ -301,3 +301,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestCompare(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"1", "1.0", 0},
+		{"0", "-0.0e5", 0},
+		{"1e3", "1000", 0},
+		{"12345678901234567891", "12345678901234567892", -1},
+		{"12345678901234567891", "1.2345678901234567168e19", 1},
+		{"-12345678901234567891", "-12345678901234567892", 1},
+		{"-1", "0", -1},
+		{"0.1", "0.10000000000000000001", -1},
+		{"1e999999999999999999999", "1e400", 1},
+		{"-1e999999999999999999999", "-1e400", -1},
+		{"1e-999999999999999999999", "0", 1},
+		{"2", "10", -1},
+	} {
+		got, err := Compare(json.Number(c.a), json.Number(c.b))
+		if err != nil || got != c.want {
+			t.Errorf("Compare(%s, %s) = %d, %v; want %d", c.a, c.b, got, err, c.want)
+		}
+		if back, _ := Compare(json.Number(c.b), json.Number(c.a)); back != -c.want {
+			t.Errorf("Compare(%s, %s) = %d, want %d", c.b, c.a, back, -c.want)
+		}
+	}
+	if _, err := Compare("1", "x"); !errors.Is(err, ErrSyntax) {
+		t.Errorf("Compare with an invalid literal: got %v", err)
+	}
+}
