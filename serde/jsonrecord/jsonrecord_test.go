@@ -332,3 +332,24 @@ func TestCompare(t *testing.T) {
 		t.Errorf("Compare with an invalid literal: got %v", err)
 	}
 }
+
+var benchLine = []byte(`{"id":123456,"amount":731,"user":"user-6","ts":1733011200000,"tags":["a","b"],"price":12.5,"note":"caf\u00e9 ok"}`)
+
+// BenchmarkDecodeObject against encoding/json decoding the same line into
+// a map: run both with -bench Decode and compare.
+func BenchmarkDecodeObject(b *testing.B) {
+	for b.Loop() {
+		if _, err := DecodeObject(benchLine); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeEncodingJSON(b *testing.B) {
+	for b.Loop() {
+		var m map[string]any
+		if err := json.Unmarshal(benchLine, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
