@@ -173,9 +173,9 @@ func substrings(dst []string, acc []byte, ends []int) []string {
 // map or a struct. Decoded into map[string]any or any, numbers are exact:
 // int64, float64, or json.Number where a float64 would change them
 // (12345678901234567891, 1.0), so writing the records back with
-// [JSONLinesFormat] keeps every number's bytes. The error of a malformed
-// line names its line number when the reader started at the beginning of
-// the file, and always the byte position in the line. It is splittable.
+// [JSONLinesFormat] keeps every number's bytes. The source's error for a
+// malformed line names its line number and the byte position in the line.
+// It is splittable.
 func JSONLines[T any]() Format[T] { return jsonLines[T]{} }
 
 type jsonLines[T any] struct{}
@@ -183,39 +183,23 @@ type jsonLines[T any] struct{}
 func (jsonLines[T]) Splittable() bool { return true }
 
 func (jsonLines[T]) NewReader(r io.Reader, offset int64) (RecordReader[T], error) {
-	jr := &jsonReader[T]{s: newLineScanner(r, offset)}
-	if offset == 0 {
-		jr.line = 1
-	}
-	return jr, nil
+	return jsonReader[T]{newLineScanner(r, offset)}, nil
 }
 
-type jsonReader[T any] struct {
-	s *lineScanner
-	// line is the number of the next line (from 1), or 0 when the
-	// reader started inside the file and does not know it.
-	line int64
-}
+type jsonReader[T any] struct{ s *lineScanner }
 
-func (j *jsonReader[T]) Read() (T, int64, error) {
+func (j jsonReader[T]) Read() (T, int64, error) {
 	var v T
 	for {
 		line, next, err := j.s.next()
 		if err != nil {
 			return v, next, err
 		}
-		n := j.line
-		if n > 0 {
-			j.line++
-		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		if err := jsonrecord.Unmarshal(line, &v); err != nil {
 			var zero T
-			if n > 0 {
-				return zero, next, fmt.Errorf("%w: line %d: %w", ErrMalformed, n, err)
-			}
 			return zero, next, fmt.Errorf("%w: JSON line: %w", ErrMalformed, err)
 		}
 		return v, next, nil

@@ -44,8 +44,8 @@ func TestJSONLinesStrict(t *testing.T) {
 			if wantOff := int64(len(good) + 1); re.File != p || re.Offset != wantOff {
 				t.Errorf("error names %s at %d, want %s at %d", re.File, re.Offset, p, wantOff)
 			}
-			if msg := err.Error(); !strings.Contains(msg, p) || !strings.Contains(msg, "line 2:") {
-				t.Errorf("message %q does not name the file and line 2", msg)
+			if re.Line != 2 || !strings.Contains(err.Error(), p+" line 2 (offset ") {
+				t.Errorf("error %q names line %d, want %s line 2", err, re.Line, p)
 			}
 
 			got, _, err := readSplit(t, JSONLines[map[string]any](), Split{Path: p, End: -1}, -1, OnMalformed(SkipMalformed))
@@ -61,25 +61,40 @@ func TestJSONLinesStrict(t *testing.T) {
 			}
 		})
 	}
-	t.Run("line-numbers-count-blank-lines", func(t *testing.T) {
-		p := filepath.Join(dir, "blank.jsonl")
-		if err := os.WriteFile(p, []byte("\n\r\n{}\n  \nnull\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, _, err := readSplit(t, JSONLines[map[string]any](), Split{Path: p, End: -1}, -1)
-		if err == nil || !strings.Contains(err.Error(), "line 5:") {
-			t.Fatalf("got %v, want an error naming line 5", err)
-		}
-	})
-	t.Run("resumed-inside-the-file", func(t *testing.T) {
-		p := filepath.Join(dir, "resumed.jsonl")
-		if err := os.WriteFile(p, []byte(good+"\nnull\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, _, err := readSplit(t, JSONLines[map[string]any](), Split{Path: p, Offset: int64(len(good) + 1), End: -1}, -1)
-		var re *RecordError
-		if !errors.As(err, &re) || !errors.Is(err, jsonrecord.ErrNotObject) || re.Offset != int64(len(good)+1) {
-			t.Fatalf("got %v, want a *RecordError at offset %d wrapping ErrNotObject", err, len(good)+1)
+	t.Run("line-numbers", func(t *testing.T) {
+		// Blank lines count; so do lines before the split's start
+		// (a block split, or a split resumed after a restore), and in
+		// compressed files.
+		content := "\n\r\n{}\n  \n" + good + "\n\n\n{\"a\":1,\"a\":1}"
+		badAt := int64(strings.LastIndex(content, "\n") + 1)
+		for _, c := range []struct {
+			name string
+			data []byte
+			sp   Split
+		}{
+			{"from the start", []byte(content), Split{End: -1}},
+			{"resumed", []byte(content), Split{Offset: int64(len("\n\r\n{}\n  \n")), End: -1}},
+			{"block", []byte(content), Split{Start: 12, Offset: 12, End: -1}},
+			{"terminated", []byte(content + "\n"), Split{Offset: badAt, End: -1}},
+			{"gzip", compress(t, "gz", []byte(content)), Split{End: -1}},
+			{"zstd resumed", compress(t, "zst", []byte(content)), Split{Offset: badAt - 1, End: -1}},
+		} {
+			p := filepath.Join(dir, "lines-"+strings.ReplaceAll(c.name, " ", "-")+".jsonl")
+			switch {
+			case strings.HasPrefix(c.name, "gzip"):
+				p += ".gz"
+			case strings.HasPrefix(c.name, "zstd"):
+				p += ".zst"
+			}
+			if err := os.WriteFile(p, c.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c.sp.Path = p
+			_, _, err := readSplit(t, JSONLines[map[string]any](), c.sp, -1)
+			var re *RecordError
+			if !errors.As(err, &re) || !errors.Is(err, jsonrecord.ErrDuplicateKey) || re.Line != 8 {
+				t.Errorf("%s: got %v, want a *RecordError for line 8 wrapping ErrDuplicateKey", c.name, err)
+			}
 		}
 	})
 }
