@@ -69,7 +69,10 @@ func (numberPatcher) Visit(node *ast.Node) {
 	case *ast.BinaryNode:
 		switch n.Operator {
 		case "==", "!=", "<", ">", "<=", ">=":
-			if literal(n.Left) && literal(n.Right) {
+			// A json.Number compares with a string, bool or nil
+			// literal as expr compares it already (never equal, not
+			// ordered).
+			if literal(n.Left) && literal(n.Right) || nonNumber(n.Left) || nonNumber(n.Right) {
 				return
 			}
 			ast.Patch(node, &ast.CallNode{
@@ -103,6 +106,15 @@ func (numberPatcher) Visit(node *ast.Node) {
 func literal(n ast.Node) bool {
 	switch n.(type) {
 	case *ast.IntegerNode, *ast.FloatNode, *ast.StringNode, *ast.BoolNode, *ast.NilNode:
+		return true
+	}
+	return false
+}
+
+// nonNumber reports whether n is a literal that is not a number.
+func nonNumber(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.StringNode, *ast.BoolNode, *ast.NilNode:
 		return true
 	}
 	return false

@@ -104,3 +104,21 @@ func asFloat(x any) float64 {
 	}
 	return 0
 }
+
+// TestNonNumberLiterals: comparisons with string, bool and nil literals
+// are left to expr and mean what they meant.
+func TestNonNumberLiterals(t *testing.T) {
+	r := Record{"n": json.Number("1.0"), "s": "1.0", "b": true}
+	for e, want := range map[string]bool{
+		`n == "1.0"`: false, // a number is not a string
+		`s == "1.0"`: true,
+		`n != nil`:   true,
+		`b == true`:  true,
+		`n == 1`:     true,
+	} {
+		got, err := mustCompile(t, Step{Kind: Filter, Expr: e}).Keep(r)
+		if err != nil || got != want {
+			t.Errorf("%s: got %v, %v; want %v", e, got, err, want)
+		}
+	}
+}
