@@ -674,3 +674,50 @@ func TestEmptyReaderEndsAndAvailable(t *testing.T) {
 		t.Fatalf("after no-more-splits: %v", st)
 	}
 }
+
+// TestUnboundedMoreSplitsThanReaders: an unbounded source with more splits
+// than readers hands out every split, pulled or pushed, and every split
+// produces records. Unbounded splits never end, so a pulling reader that
+// asked only after finishing a split never got a second one (issue 11:
+// splits 2 and 3 of 4 unassigned at parallelism 2).
+func TestUnboundedMoreSplitsThanReaders(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		for _, tc := range []struct{ splits, p int }{{4, 2}, {5, 2}, {7, 3}, {3, 1}} {
+			t.Run(fmt.Sprintf("push=%v/splits=%d/p=%d", push, tc.splits, tc.p), func(t *testing.T) {
+				opts := []Option{Splits(tc.splits)}
+				if push {
+					opts = append(opts, PushAssignment())
+				}
+				h := newHarness(t, New(ident, opts...), tc.p, false)
+				for range 4 * tc.splits {
+					h.deliver()
+					for _, r := range h.readers {
+						if _, err := r.PollNext(h.out); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				st, _ := h.enum.SnapshotState(1)
+				if len(st.Unassigned) != 0 {
+					t.Errorf("enumerator still holds %v", nums(st.Unassigned))
+				}
+				per := map[string]int{}
+				for _, r := range h.out.Records {
+					per[r.Split]++
+				}
+				for i := range tc.splits {
+					if id := fmt.Sprintf("split-%d", i); per[id] == 0 {
+						t.Errorf("%s produced no records (records per split: %v)", id, per)
+					}
+				}
+				held := 0
+				for _, r := range h.readers {
+					held += len(mustSnapshot(t, r))
+				}
+				if held != tc.splits {
+					t.Errorf("readers hold %d splits, want %d", held, tc.splits)
+				}
+			})
+		}
+	}
+}
