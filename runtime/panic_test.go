@@ -360,6 +360,7 @@ func TestPanicsInConnectorCode(t *testing.T) {
 				if !errors.Is(err, runtime.ErrPanic) {
 					t.Fatalf("job error %v does not wrap runtime.ErrPanic", err)
 				}
+				t.Logf("job error: %v", err)
 				var te *runtime.TaskError
 				if !errors.As(err, &te) {
 					t.Fatalf("job error %v is not a *runtime.TaskError", err)
