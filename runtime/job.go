@@ -361,6 +361,7 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 			return j.result(start), fmt.Errorf("job %q: %w", j.name, err)
 		}
 	}
+	j.log.Info("job starting", "job_id", j.id)
 	j.metricRoot.Counter(metrics.NumRestarts) // exported as 0 before any restart
 	var err error
 	for global := 0; ; global++ {
