@@ -262,6 +262,13 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	for _, in := range infos {
 		j.nextCheckpointID = max(j.nextCheckpointID, in.ID+1)
 	}
+	// A completed checkpoint whose _metadata is gone is not listed, but
+	// its id was used: the directory's record of the latest one counts.
+	if l, ok := cfg.Storage.(*checkpoint.Local); ok {
+		if id, ok, err := checkpoint.LatestCompleted(l.Dir()); err == nil && ok {
+			j.nextCheckpointID = max(j.nextCheckpointID, id+1)
+		}
+	}
 	return j, nil
 }
 
