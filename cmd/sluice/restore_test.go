@@ -259,7 +259,9 @@ func TestDamagedNewestCheckpointThroughTheBinary(t *testing.T) {
 			}
 			return os.Truncate(filepath.Join(chk, "state"), fi.Size()/2)
 		}},
-		{"bad _metadata", func(chk string) error { return os.WriteFile(filepath.Join(chk, "_metadata"), []byte("{\"formatVersion\": 1,"), 0o644) }},
+		{"bad _metadata", func(chk string) error {
+			return os.WriteFile(filepath.Join(chk, "_metadata"), []byte("{\"formatVersion\": 1,"), 0o644)
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A copy of the job's output and checkpoints per case.
