@@ -845,6 +845,7 @@ func (c *coordInitContext) Attempt() int         { return c.att.number }
 func (c *coordInitContext) JobName() string      { return c.att.job.name }
 func (c *coordInitContext) JobID() string        { return c.att.job.id }
 func (c *coordInitContext) OperatorName() string { return c.node.name }
+func (c *coordInitContext) OperatorUID() string  { return c.node.UID() }
 func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
 	return c.att.restoredID, c.att.restoredID > 0
 }

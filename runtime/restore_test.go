@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -283,5 +284,45 @@ func TestCheckpointIDsPassDamagedLatest(t *testing.T) {
 	_, _ = h.Wait()
 	if first <= 3 {
 		t.Errorf("first checkpoint after the restore has id %d, want > 3 (checkpoint 3 completed before its _metadata was lost)", first)
+	}
+}
+
+// uidSink records the operator uid its writers see.
+type uidSink struct{ seen chan string }
+
+func (s uidSink) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
+	select {
+	case s.seen <- sink.OperatorUID(ctx) + "/" + ctx.OperatorName():
+	default:
+	}
+	return discardWriter{}, nil
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(int64, sink.Context) error { return nil }
+func (discardWriter) Flush(bool) error                { return nil }
+func (discardWriter) Close() error                    { return nil }
+
+// TestSinkSeesOperatorUID: sink.OperatorUID gives a sink its operator's
+// uid (the name by default), for the names it derives.
+func TestSinkSeesOperatorUID(t *testing.T) {
+	for _, c := range []struct {
+		o    []stream.OpOption
+		want string
+	}{{nil, "out/out"}, {[]stream.OpOption{stream.UID("stable")}, "stable/out"}} {
+		env := stream.New(stream.Logger(runtime.DiscardLogger()))
+		gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(10))
+		s := uidSink{seen: make(chan string, 1)}
+		stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sink.Sink[int64](s), "out", c.o...)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		_, err := env.Execute(ctx, "uid")
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-s.seen; got != c.want {
+			t.Errorf("uid/name seen by the sink: %q, want %q", got, c.want)
+		}
 	}
 }

@@ -86,6 +86,7 @@ func (c *initContext) Attempt() int           { return c.env.attemptNo }
 func (c *initContext) JobName() string        { return c.env.att.job.name }
 func (c *initContext) JobID() string          { return c.env.att.job.id }
 func (c *initContext) OperatorName() string   { return c.node.name }
+func (c *initContext) OperatorUID() string    { return c.node.UID() }
 func (c *initContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.node) }
 func (c *initContext) CheckpointInterval() time.Duration {
 	return c.env.att.job.cfg.CheckpointInterval
