@@ -295,3 +295,33 @@ func TestDamagedNewestCheckpointThroughTheBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestFromIntoDirOfAnotherJob: --from a snapshot of job A into a
+// checkpoint dir that belongs to job B (B was killed before its first
+// checkpoint, so the dir holds only B's id) is refused, naming both ids.
+func TestFromIntoDirOfAnotherJob(t *testing.T) {
+	outA, outB := t.TempDir(), t.TempDir()
+	file := restorePipeline(t, "orders", "", "order-files", "", "100ms")
+	a := start(t, []string{"OUT=" + outA, "COUNT=1000000", "RATE=2000"}, "run", "--progress", "off", file)
+	idA := a.waitLine(t, jobIDRE)
+	waitCompleted(t, a, filepath.Join(outA, "checkpoints"), 1)
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(t); code != 0 {
+		t.Fatalf("job A: exit %d\n%s", code, a.stderr())
+	}
+	b := start(t, []string{"OUT=" + outB, "COUNT=1000000", "RATE=2000"}, "run", "--progress", "off", file)
+	idB := b.waitLine(t, jobIDRE)
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.wait(t)
+	r := run(t, []string{"OUT=" + outB, "COUNT=1000000", "RATE=0"}, "run", "--progress", "off", "--from", filepath.Join(outA, "checkpoints"), file)
+	if r.code == 0 || !strings.Contains(r.stderr, "belongs to job id "+idB) || !strings.Contains(r.stderr, idA) {
+		t.Fatalf("--from job A into job B's dir: exit %d, want a refusal naming %s and %s\n%s", r.code, idB, idA, r.stderr)
+	}
+	if got, _ := checkpoint.ReadJobID(filepath.Join(outB, "checkpoints")); got != idB {
+		t.Errorf("job B's dir now records %q, want %q", got, idB)
+	}
+}
