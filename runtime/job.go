@@ -259,15 +259,26 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
+	newest := int64(-1) // the storage's newest completed checkpoint
 	for _, in := range infos {
 		j.nextCheckpointID = max(j.nextCheckpointID, in.ID+1)
+		if in.Kind == checkpoint.Checkpoint {
+			newest = max(newest, in.ID)
+		}
 	}
 	// A completed checkpoint whose _metadata is gone is not listed, but
 	// its id was used: the directory's record of the latest one counts.
 	if l, ok := cfg.Storage.(*checkpoint.Local); ok {
 		if id, ok, err := checkpoint.LatestCompleted(l.Dir()); err == nil && ok {
 			j.nextCheckpointID = max(j.nextCheckpointID, id+1)
+			newest = max(newest, id)
 		}
+	}
+	if r := cfg.RestoreFrom; r != nil && r.ID < newest {
+		// An explicit choice (the newest may be damaged), but not a free
+		// one: sinks committed the output of the newer checkpoints.
+		j.log.Warn("restoring an older snapshot than the newest completed checkpoint in the job's checkpoint storage: output committed after it may be written again (duplicates)",
+			"restoring", fmt.Sprintf("%s %d", r.Kind, r.ID), "newest_completed", newest)
 	}
 	return j, nil
 }

@@ -326,3 +326,44 @@ func TestSinkSeesOperatorUID(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreOlderWarns: restoring a checkpoint older than the newest
+// completed one in the job's storage (the explicit choice when the newest
+// is damaged) logs a warning that output may be duplicated; restoring the
+// newest does not.
+func TestRestoreOlderWarns(t *testing.T) {
+	dir := t.TempDir()
+	l, err := checkpoint.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		if _, err := l.Save(t.Context(), &checkpoint.Snapshot{ID: id, JobName: "w", Properties: map[string]string{runtime.JobIDProperty: "00000000000000dd"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, "chk-3", "_metadata")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Latest(t.Context()); !errors.Is(err, checkpoint.ErrDamaged) {
+		t.Fatalf("Latest: %v, want ErrDamaged", err)
+	}
+	for _, c := range []struct {
+		id   int64
+		warn bool
+	}{{2, true}, {3, false}} {
+		snap := &checkpoint.Snapshot{ID: c.id, JobName: "w", Properties: map[string]string{runtime.JobIDProperty: "00000000000000dd"}}
+		if c.id == 2 {
+			if snap, _, err = l.Get(t.Context(), checkpoint.Checkpoint, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var logs strings.Builder
+		if _, err := slowJob(dir, stream.RestoreFrom(snap), stream.Logger(newTextLogger(&logs))).Build("w"); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "restoring an older snapshot"); got != c.warn || c.warn && !strings.Contains(logs.String(), "newest_completed=3") {
+			t.Errorf("restoring %d: warning logged %t, want %t (newest 3)\n%s", c.id, got, c.warn, logs.String())
+		}
+	}
+}

@@ -266,7 +266,9 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		if err != nil {
 			return nil, usageError{err}
 		}
-		warnIfOlder(ctx, log, info)
+		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs {
+			warnIfOlder(ctx, log, info) // the runtime warns about its own checkpoint dir
+		}
 		if s.JobName != spec.Name {
 			log.Warn("resuming a snapshot of another job name; state is matched by operator uid", "snapshot_job", s.JobName, "job", spec.Name)
 		}
