@@ -20,6 +20,7 @@
 //	  delay: 1s
 //	source:
 //	  type: datagen
+//	  uid: orders-in             # stable id keying its state (default: the name)
 //	  options: {count: 1000}
 //	transforms:
 //	  - filter: amount > 100
@@ -89,6 +90,7 @@ func (es Errors) Is(target error) bool { return target == ErrInvalid }
 type Connector struct {
 	Type    string
 	Name    string // operator name (default: the type, "-sink" added for sinks named like the source)
+	UID     string // stable operator id keying checkpoint state ("" = the name)
 	Options registry.Options
 	Line    int
 }
@@ -420,6 +422,9 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	if s.Sink.Name == s.Source.Name && s.Sink.Name != "" {
 		s.Sink.Name += "-sink"
 	}
+	if s.Source.UID != "" && s.Source.UID == s.Sink.UID {
+		p.errorf(vals["sink"], "sink.uid", "the source has the same uid %q; uids must be unique (they key checkpoint state)", s.Sink.UID)
+	}
 
 	switch d := registry.Delivery(jo.String("delivery")); {
 	case d == "" && sinkEO, d == registry.ExactlyOnce && sinkEO:
@@ -437,7 +442,7 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 }
 
 func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Connector {
-	_, vals, ok := p.mapping(n, field, []string{"type", "name", "options"})
+	_, vals, ok := p.mapping(n, field, []string{"type", "name", "uid", "options"})
 	if !ok {
 		return Connector{}
 	}
@@ -459,6 +464,11 @@ func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Conne
 	c.Name = c.Type
 	if nn, ok := vals["name"]; ok {
 		c.Name, _, _ = p.scalar(nn, field+".name")
+	}
+	if un, ok := vals["uid"]; ok {
+		if c.UID, _, ok = p.scalar(un, field+".uid"); ok && c.UID == "" {
+			p.errorf(un, field+".uid", "must not be empty (leave it out to use the name)")
+		}
 	}
 	opts, good := p.options(vals["options"], n, field+".options", reg.Options, string(kind)+" "+c.Type)
 	c.Options = opts

@@ -46,7 +46,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			stream.SinkTo(in, s, c.Name)
+			stream.SinkTo(in, s, c.Name, stream.UID(c.UID))
 			return nil
 		},
 	})
@@ -77,7 +77,7 @@ func init() {
 			if err := src.Err(); err != nil {
 				return stream.DataStream[Record]{}, err
 			}
-			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name), nil
+			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name, stream.UID(c.UID)), nil
 		},
 	})
 }

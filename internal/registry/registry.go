@@ -129,8 +129,12 @@ const (
 
 // BuildContext is what a factory gets to add its operator to a job.
 type BuildContext struct {
-	Env      *stream.Environment
-	Name     string // operator name: unique and stable, it keys checkpoint state
+	Env  *stream.Environment
+	Name string // operator name: unique; it labels metrics and logs
+	// UID is the operator's stable id (stream.UID), from the pipeline's
+	// uid field; "" means the name. Checkpoint state is keyed by it, so
+	// factories pass stream.UID(c.UID) to FromSource/SinkTo.
+	UID      string
 	Options  Options
 	Delivery Delivery
 	Stdout   io.Writer // where a print sink writes
