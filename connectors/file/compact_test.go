@@ -13,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/internal/fakes"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/source"
 )
 
 // byFirstLetter buckets a line by its first byte.
@@ -888,8 +890,9 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 }
 
 // TestCompactionGlobalCommitterBehind fails the global committer's first
-// call with candidates, but only after a subtask has committed a
-// checkpoint three later (or the final one): the job restores from a
+// call with candidates, but only once a checkpoint whose barrier every
+// writer took after that call started has completed (or, at the end of
+// the input, once the last checkpoint completed): the job restores from a
 // checkpoint taken after the subtasks had committed (and dropped) the
 // committables the global committer never handled. Every line must still
 // end up visible exactly once and nothing may stay hidden.
@@ -900,9 +903,12 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 func TestCompactionGlobalCommitterBehind(t *testing.T) {
 	in, out := t.TempDir(), t.TempDir()
 	want := writeInput(t, in, 40, 4000)
-	gs := &globalCrashSink{seen: make(chan struct{})}
-	res, err := runCopy(t, in, out, jobOpts{parallelism: 2, restarts: 3,
+	gs := &globalCrashSink{seen: make(chan struct{}), ended: map[int]bool{}}
+	res, err := runCopy(t, in, out, jobOpts{parallelism: 2, restarts: 3, interval: 5 * time.Millisecond,
 		sinkOpts: []SinkOption{Rolling(OnCheckpointRolling()), Compact(CompactStrategy{SizeThreshold: 1 << 30})},
+		srcWrap: func(s *Source[string]) source.Source[string, Split, EnumState] {
+			return completionSource{s, gs.completed}
+		},
 		wrap: func(s sink.Sink[string]) sink.Sink[string] {
 			gs.Erased = sink.Erase(s)
 			return gs
@@ -913,8 +919,9 @@ func TestCompactionGlobalCommitterBehind(t *testing.T) {
 	if !gs.crashed.Load() {
 		t.Fatal("the global committer never failed")
 	}
-	t.Logf("global committer failed at checkpoint %d after checkpoint %d was committed (final %d); %d restarts, %d checkpoints",
-		gs.target.Load(), gs.later.Load(), gs.final.Load(), res.Restarts, res.Checkpoints.Completed)
+	target, after, later := gs.report()
+	t.Logf("global committer failed at checkpoint %d after checkpoint %d completed (barriers after it started from %d on); %d restarts, %d checkpoints",
+		target, later, after+1, res.Restarts, res.Checkpoints.Completed)
 	if h := hiddenFiles(t, out); len(h) > 0 {
 		t.Errorf("hidden files left behind (%d), never made visible: %v", len(h), h)
 	}
@@ -922,17 +929,83 @@ func TestCompactionGlobalCommitterBehind(t *testing.T) {
 }
 
 // globalCrashSink wraps a sink's erased view: its global committer's first
-// call with committables waits until a subtask committer commits a
-// checkpoint three later, or the final checkpoint, then fails without
-// doing anything.
+// call with committables, for checkpoint t, notes the highest checkpoint
+// any writer has prepared so far, x, and waits until checkpoint x+1 or a
+// later one has completed — every writer took that checkpoint's barrier
+// after the call started, that is after every subtask had committed t and
+// dropped t's committables from its state — or, when every writer has
+// reached the end of its input, until the last checkpoint they prepared
+// has completed (no later one may come). Then it fails without doing
+// anything.
+//
+// An earlier version waited for a subtask committer's Commit call with a
+// checkpoint three later than t, or the final one, counted only from the
+// moment the global call started. It hung (until the test's deadline) in
+// most runs without the race detector, where the input is read in one or
+// two checkpoints: the runtime starts the global commit of t only after
+// every subtask committed t, so when t was the final checkpoint its
+// commits were already over; and a checkpoint without committables (a
+// writer whose files were all rolled earlier) has no Commit call at all.
+// Checkpoint completions (seen by the source's enumerator) come for every
+// checkpoint, committables or not.
 type globalCrashSink struct {
 	sink.Erased[string]
-	target  atomic.Int64 // checkpoint of the failing global commit
-	later   atomic.Int64 // the later checkpoint committed before it failed
-	final   atomic.Int64 // the final checkpoint, once a writer prepared it
-	seen    chan struct{}
-	once    sync.Once
-	crashed atomic.Bool
+	mu       sync.Mutex
+	target   int64        // checkpoint of the failing global commit (0: not yet)
+	after    int64        // the highest checkpoint prepared when it started
+	prepared int64        // the highest checkpoint a writer prepared
+	ended    map[int]bool // writers that prepared a checkpoint after their end of input
+	writers  int          // the sink's parallelism
+	done     int64        // the highest completed checkpoint
+	later    int64        // the completed checkpoint that released the failure
+	seen     chan struct{}
+	fired    bool
+	crashed  atomic.Bool
+}
+
+// check releases the waiting global committer once its condition holds;
+// s.mu is held.
+func (s *globalCrashSink) check() {
+	if s.fired || s.target == 0 {
+		return
+	}
+	allEnded := s.writers > 0 && len(s.ended) == s.writers
+	if s.done > s.after || (allEnded && s.done >= s.prepared) {
+		s.fired = true
+		s.later = s.done
+		close(s.seen)
+	}
+}
+
+func (s *globalCrashSink) completed(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = max(s.done, id)
+	s.check()
+}
+
+func (s *globalCrashSink) preparing(sub, parallelism int, id int64, ending bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prepared = max(s.prepared, id)
+	s.writers = parallelism
+	if ending {
+		s.ended[sub] = true
+	}
+	s.check()
+}
+
+func (s *globalCrashSink) start(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target, s.after = id, s.prepared
+	s.check()
+}
+
+func (s *globalCrashSink) report() (target, after, later int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.target, s.after, s.later
 }
 
 func (s *globalCrashSink) CreateWriter(ctx sink.InitContext) (sink.Writer[string], error) {
@@ -944,35 +1017,26 @@ func (s *globalCrashSink) NewWriter(ctx sink.InitContext, restored [][]byte) (si
 	if err != nil || w == nil {
 		return w, err
 	}
-	return &finalWatcher{ErasedWriter: w, s: s}, nil
+	return &endWatcher{ErasedWriter: w, s: s, sub: ctx.SubtaskIndex(), par: ctx.Parallelism()}, nil
 }
 
-// finalWatcher records the id of the final checkpoint (the one prepared
-// after the end of input).
-type finalWatcher struct {
+// endWatcher reports every checkpoint its writer prepares, and whether the
+// writer had reached the end of its input by then.
+type endWatcher struct {
 	sink.ErasedWriter[string]
-	s      *globalCrashSink
-	ending bool
+	s        *globalCrashSink
+	sub, par int
+	ending   bool
 }
 
-func (w *finalWatcher) Flush(endOfInput bool) error {
+func (w *endWatcher) Flush(endOfInput bool) error {
 	w.ending = w.ending || endOfInput
 	return w.ErasedWriter.Flush(endOfInput)
 }
 
-func (w *finalWatcher) PrepareCommit(id int64) ([][]byte, error) {
-	if w.ending {
-		w.s.final.Store(id)
-	}
+func (w *endWatcher) PrepareCommit(id int64) ([][]byte, error) {
+	w.s.preparing(w.sub, w.par, id, w.ending)
 	return w.ErasedWriter.PrepareCommit(id)
-}
-
-func (s *globalCrashSink) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.Erased.NewCommitter(ctx)
-	if err != nil || c == nil {
-		return c, err
-	}
-	return &laterCommitObserver{ErasedCommitter: c, s: s}, nil
 }
 
 func (s *globalCrashSink) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
@@ -981,25 +1045,6 @@ func (s *globalCrashSink) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedG
 		return g, err
 	}
 	return &behindGlobal{ErasedGlobalCommitter: g, s: s}, nil
-}
-
-type laterCommitObserver struct {
-	sink.ErasedCommitter
-	s *globalCrashSink
-}
-
-func (c *laterCommitObserver) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
-	if t := c.s.target.Load(); t > 0 {
-		for _, r := range reqs {
-			if f := c.s.final.Load(); r.CheckpointID >= t+3 || (f > 0 && r.CheckpointID >= f) {
-				c.s.once.Do(func() {
-					c.s.later.Store(r.CheckpointID)
-					close(c.s.seen)
-				})
-			}
-		}
-	}
-	return c.ErasedCommitter.Commit(ctx, reqs)
 }
 
 type behindGlobal struct {
@@ -1011,12 +1056,45 @@ func (g *behindGlobal) CommitGlobal(ctx context.Context, id int64, committed [][
 	if len(committed) == 0 || g.s.crashed.Load() {
 		return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
 	}
-	g.s.target.Store(id)
+	g.s.start(id)
 	select {
 	case <-g.s.seen:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	g.s.crashed.Store(true)
-	return fmt.Errorf("injected: global committer failed at checkpoint %d after a later checkpoint was committed", id)
+	return fmt.Errorf("injected: global committer failed at checkpoint %d after a later checkpoint completed", id)
+}
+
+// completionSource is a file source whose enumerator reports every
+// completed checkpoint to done.
+type completionSource struct {
+	*Source[string]
+	done func(id int64)
+}
+
+func (s completionSource) CreateEnumerator(ctx source.EnumeratorContext[Split]) (source.Enumerator[Split, EnumState], error) {
+	e, err := s.Source.CreateEnumerator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return completionEnum{e, s.done}, nil
+}
+
+func (s completionSource) RestoreEnumerator(ctx source.EnumeratorContext[Split], st EnumState) (source.Enumerator[Split, EnumState], error) {
+	e, err := s.Source.RestoreEnumerator(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return completionEnum{e, s.done}, nil
+}
+
+type completionEnum struct {
+	source.Enumerator[Split, EnumState]
+	done func(id int64)
+}
+
+func (e completionEnum) NotifyCheckpointComplete(id int64) error {
+	e.done(id)
+	return nil
 }

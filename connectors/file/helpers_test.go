@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"go.uber.org/goleak"
@@ -168,6 +169,8 @@ type jobOpts struct {
 	wrap func(sink.Sink[string]) sink.Sink[string]
 	// failover is the failover strategy (default: the runtime's).
 	failover runtime.Failover
+	// srcWrap, if set, wraps the file source (inside the fault injection).
+	srcWrap func(*Source[string]) source.Source[string, Split, EnumState]
 }
 
 // runCopy runs a bounded job that copies the text lines under in to a row
@@ -183,7 +186,11 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Minute
 	}
-	src := NewSource(TextLines(), []string{in}, o.srcOpts...)
+	fsrc := NewSource(TextLines(), []string{in}, o.srcOpts...)
+	var src source.Source[string, Split, EnumState] = fsrc
+	if o.srcWrap != nil {
+		src = o.srcWrap(fsrc)
+	}
 	sk, err := NewRowSink(out, LinesFormat(), append([]SinkOption{WithBuckets(BasePathBuckets[string]())}, o.sinkOpts...)...)
 	if err != nil {
 		t.Fatal(err)
