@@ -28,11 +28,14 @@ var byFirstLetter = WithBuckets(BucketFunc[string](func(v string, _ BucketContex
 }))
 
 // writeCheckpoint has subtask sub of par write lines and prepare
-// checkpoint id; it returns the committables.
+// checkpoint id; it returns the committables. The writer counts as
+// restored from checkpoint id-1 (with states, possibly none) unless id is
+// 1: a writer that is not restored removes the in-progress files of its
+// subtask.
 func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []WriterState, lines ...string) ([]Committable, []WriterState) {
 	t.Helper()
 	ctx := &fakes.InitContext{Subtask: sub, Parallel: par}
-	if states != nil {
+	if states != nil || id > 1 {
 		ctx.AttemptNum, ctx.Restored, ctx.HasRestored = 1, id-1, true
 	}
 	w, err := s.newWriter(ctx, states)
@@ -105,7 +108,7 @@ func newCompactingSink(t *testing.T, dir string, cs CompactStrategy, opts ...Sin
 
 func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []Committable) {
 	t.Helper()
-	g, err := s.newCompactor()
+	g, err := s.newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func TestCompactionMergesSmallFiles(t *testing.T) {
 	}
 	globalCommit(t, s, 1, all)
 	got := finishedFiles(t, dir)
-	wantFiles := []string{"a/part-compacted-1-0", "b/part-compacted-1-0", filepath.Join("c", large.Final)}
+	wantFiles := []string{"a/part-0000000000000000-compacted-1-0", "b/part-0000000000000000-compacted-1-0", filepath.Join("c", large.Final)}
 	if !slices.Equal(got, wantFiles) {
 		t.Fatalf("visible files %v, want %v", got, wantFiles)
 	}
@@ -165,9 +168,9 @@ func TestCompactionMergesSmallFiles(t *testing.T) {
 		t.Fatalf("visible lines differ from the written ones: %d vs %d", len(got), len(want))
 	}
 	// Within the compacted file, subtask 0's lines come first, in order.
-	a := readOutput(t, dir)["a/part-compacted-1-0"]
+	a := readOutput(t, dir)["a/part-0000000000000000-compacted-1-0"]
 	if want := append(append(lines("a0-", 20), lines("a1-", 20)...), lines("a2-", 20)...); !slices.Equal(a, want) {
-		t.Fatalf("a/part-compacted-1-0 holds %v, want the subtasks' lines in order", a)
+		t.Fatalf("a/part-0000000000000000-compacted-1-0 holds %v, want the subtasks' lines in order", a)
 	}
 	// The committables seen again (a restore): nothing changes.
 	for _, r := range commitAll(t, s, all) {
@@ -205,12 +208,12 @@ func TestCompactionGroups(t *testing.T) {
 	commitAll(t, s, cs)
 	globalCommit(t, s, 8, cs)
 	got := finishedFiles(t, dir)
-	wantFiles := []string{"a/part-compacted-8-0", "a/part-compacted-8-1", filepath.Join("b", lone[0].Final)}
+	wantFiles := []string{"a/part-0000000000000000-compacted-8-0", "a/part-0000000000000000-compacted-8-1", filepath.Join("b", lone[0].Final)}
 	if !slices.Equal(got, wantFiles) {
 		t.Fatalf("visible files %v, want %v (groups of 2 and 3 files, the lone file renamed)", got, wantFiles)
 	}
 	out := readOutput(t, dir)
-	if n0, n1 := len(out["a/part-compacted-8-0"]), len(out["a/part-compacted-8-1"]); n0 != 20 || n1 != 30 {
+	if n0, n1 := len(out["a/part-0000000000000000-compacted-8-0"]), len(out["a/part-0000000000000000-compacted-8-1"]); n0 != 20 || n1 != 30 {
 		t.Fatalf("groups hold %d and %d lines, want 20 and 30", n0, n1)
 	}
 	if got, want := visibleLines(t, dir), sorted(want); !slices.Equal(got, want) {
@@ -329,7 +332,7 @@ func crashAt(t *testing.T, step, recovery, redeliver string) {
 		}
 		return crash
 	}
-	g, err := s.newCompactor()
+	g, err := s.newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +343,7 @@ func crashAt(t *testing.T, step, recovery, redeliver string) {
 	checkNoDuplicates(t, dir, want)
 	if recovery == "restart" {
 		g.Close()
-		if g, err = s.newCompactor(); err != nil {
+		if g, err = s.newCompactor(testJob); err != nil {
 			t.Fatal(err)
 		}
 		checkNoDuplicates(t, dir, want)
@@ -408,7 +411,7 @@ func TestCompactionManifestInconsistent(t *testing.T) {
 		}
 		return nil
 	}
-	g, err := s.newCompactor()
+	g, err := s.newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,8 +423,8 @@ func TestCompactionManifestInconsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.cfg.compactHook = nil
-	_, err = s.newCompactor()
-	if err == nil || !strings.Contains(err.Error(), ".part-compacted-1-0"+manifestSuffix) || !strings.Contains(err.Error(), "missing") {
+	_, err = s.newCompactor(testJob)
+	if err == nil || !strings.Contains(err.Error(), ".part-0000000000000000-compacted-1-0"+manifestSuffix) || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("got %v, want an error naming the manifest", err)
 	}
 }
@@ -567,7 +570,7 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 	globalCommit(t, s, 3, cs)
 	got := readOutput(t, dir)
 	want := append(append(lines("y", 5), lines("x", 5)...), "x5", "x6", "x7", "x8", "x9")
-	if len(got) != 1 || !slices.Equal(got["part-compacted-3-0"], want) {
+	if len(got) != 1 || !slices.Equal(got["part-0000000000000000-compacted-3-0"], want) {
 		t.Fatalf("output %v, want part-compacted-3-0 holding %v", got, want)
 	}
 }
@@ -628,7 +631,7 @@ func TestCompactionKeepsSplitOrderRegionalFailover(t *testing.T) {
 	globalCommit(t, s, 3, cs)
 	got := readOutput(t, dir)
 	var s5 []string
-	for _, l := range got["part-compacted-3-0"] {
+	for _, l := range got["part-0000000000000000-compacted-3-0"] {
 		if strings.HasPrefix(l, "s") {
 			s5 = append(s5, l)
 		}
@@ -729,7 +732,7 @@ func TestCompactionBulkFormats(t *testing.T) {
 		}
 		compactAll(t, s.CreateCommitter, s.newCompactor, cs)
 		files := finishedFiles(t, dir)
-		if len(files) != 1 || files[0] != "part-compacted-2-0.csv" {
+		if len(files) != 1 || files[0] != "part-0000000000000000-compacted-2-0.csv" {
 			t.Fatalf("files %v, want one compacted file", files)
 		}
 		if n := strings.Count(readFile(t, filepath.Join(dir, files[0])), "key,value\n"); n != 1 {
@@ -761,7 +764,7 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 	}
 	compactAll(t, s.CreateCommitter, s.newCompactor, cs)
 	files := finishedFiles(t, dir)
-	if len(files) != 1 || files[0] != "part-compacted-2-0.gz" {
+	if len(files) != 1 || files[0] != "part-0000000000000000-compacted-2-0.gz" {
 		t.Fatalf("files %v, want one compacted file", files)
 	}
 	got := readBack(t, dir, TextLines(), func(s string) string { return s })
@@ -772,7 +775,7 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 
 // compactAll commits cs with a subtask committer and then the global
 // committer, at checkpoint 2, and checks nothing is left hidden.
-func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committer[Committable], error), newCompactor func() (*compactCommitter, error), cs []Committable) {
+func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committer[Committable], error), newCompactor func(string) (*compactCommitter, error), cs []Committable) {
 	t.Helper()
 	c, err := newCommitter(&fakes.InitContext{})
 	if err != nil {
@@ -787,7 +790,7 @@ func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committe
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newCompactor()
+	g, err := newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -862,7 +865,7 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 				got := readOutput(t, out)
 				compacted := 0
 				for f := range got {
-					if strings.HasPrefix(filepath.Base(f), "part-compacted-") {
+					if strings.Contains(filepath.Base(f), "-compacted-") {
 						compacted++
 					}
 				}

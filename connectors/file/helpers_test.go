@@ -29,11 +29,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // under dir and returns every line.
 func writeInput(t testing.TB, dir string, files, lines int) []string {
 	t.Helper()
+	return writeInputNamed(t, dir, "f", files, lines)
+}
+
+// writeInputNamed is writeInput with another first letter than "f".
+func writeInputNamed(t testing.TB, dir, name string, files, lines int) []string {
+	t.Helper()
 	var all []string
 	for i := range files {
 		var b strings.Builder
 		for j := range lines {
-			l := fmt.Sprintf("f%03d:%d", i, j)
+			l := fmt.Sprintf("%s%03d:%d", name, i, j)
 			b.WriteString(l)
 			b.WriteByte('\n')
 			all = append(all, l)
@@ -42,7 +48,7 @@ func writeInput(t testing.TB, dir string, files, lines int) []string {
 		if err := os.MkdirAll(sub, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.txt", i)), []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("%s%03d.txt", name, i)), []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,6 +177,10 @@ type jobOpts struct {
 	failover runtime.Failover
 	// srcWrap, if set, wraps the file source (inside the fault injection).
 	srcWrap func(*Source[string]) source.Source[string, Split, EnumState]
+	// jobID is the job's id (default: a new one).
+	jobID string
+	// ctx, if set, is the job's context (default: the test's).
+	ctx context.Context
 }
 
 // runCopy runs a bounded job that copies the text lines under in to a row
@@ -197,7 +207,7 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 	}
 	env := stream.New(stream.Parallelism(o.parallelism), stream.CheckpointEvery(o.interval),
 		stream.Restart(restart.FixedDelay(o.restarts, 0)), stream.Logger(runtime.DiscardLogger()),
-		stream.TolerableCheckpointFailures(o.tolerable), stream.Failover(o.failover))
+		stream.TolerableCheckpointFailures(o.tolerable), stream.Failover(o.failover), stream.JobID(o.jobID))
 	var s sink.Sink[string] = sk
 	if o.wrap != nil {
 		s = o.wrap(s)
@@ -206,7 +216,13 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 		s = faultinject.WrapSink(sk, o.plan)
 	}
 	stream.SinkTo(stream.FromSource(env, faultinject.WrapSource(src, o.plan), watermark.None[string](), "files"), s, "out")
-	ctx, cancel := context.WithTimeout(t.Context(), o.timeout)
+	if o.ctx == nil {
+		o.ctx = t.Context()
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
 	defer cancel()
 	return env.Execute(ctx, "copy")
 }
+
+// testJob is the job id of fakes.InitContext.
+const testJob = "0000000000000000"

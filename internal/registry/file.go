@@ -13,16 +13,16 @@ func init() {
 	MustRegisterSink(Sink{
 		Name: "file",
 		Description: "Exactly-once JSON-lines part files under a directory (connectors/file). A part file is hidden " +
-			"(.part-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
+			"(.part-<job id>-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
 		ExactlyOnce: true,
 		Options: []Option{
 			{Name: "path", Type: String, Required: true, Description: "base directory of the part files"},
-			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<subtask>-<counter><suffix>"},
+			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<job id>-<subtask>-<counter><suffix>"},
 			{Name: "suffix", Type: String, Default: ".jsonl", Description: "part file name suffix"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
 				Description: "checkpoint: roll every part file at every checkpoint (output visible per checkpoint); size: Flink's default (128 MiB, 60 s)"},
 			{Name: "compact-below", Type: Int, Default: int64(0),
-				Description: "merge finished part files smaller than this many bytes into <prefix>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
+				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
 		},
 		Validate: func(o Options) error {
 			if o.Int("compact-below") < 0 {
