@@ -120,6 +120,10 @@ type Spec struct {
 
 	HTTPListen string // "" = no endpoint unless the command line asks
 	HTTPToken  string // secret: never print it
+
+	// Warnings are problems that do not stop the pipeline (see
+	// registry.Sink.CheckSource), one line each.
+	Warnings []string
 }
 
 // Load reads and parses a pipeline file. Relative paths in it (checkpoint
@@ -419,6 +423,15 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	}
 	if s.Sink.Name == s.Source.Name && s.Sink.Name != "" {
 		s.Sink.Name += "-sink"
+	}
+	if sk, ok := p.reg.Sink(s.Sink.Type); ok && sk.CheckSource != nil && s.Source.Type != "" && len(p.errs) == 0 {
+		warning, err := sk.CheckSource(s.Source.Type, s.Source.Options, s.Sink.Options)
+		if err != nil {
+			p.errorf(&yaml.Node{Line: s.Sink.Line}, "sink", "%v", err)
+		}
+		if warning != "" {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: sink: %s", p.file, s.Sink.Line, warning))
+		}
 	}
 
 	switch d := registry.Delivery(jo.String("delivery")); {

@@ -156,6 +156,11 @@ type Sink struct {
 	// ExactlyOnce says the sink commits with the checkpoints (two-phase).
 	ExactlyOnce bool
 	Validate    func(Options) error
+	// CheckSource checks the sink's options against the pipeline's source
+	// (optional), e.g. a file sink writing where a file source reads. An
+	// error refuses the pipeline; a warning is shown by `sluice validate`
+	// and logged by `sluice run`.
+	CheckSource func(sourceType string, source, sink Options) (warning string, err error)
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }
