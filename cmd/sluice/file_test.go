@@ -159,12 +159,31 @@ sink:
 			}
 		}
 	}
+	// Values from the environment are never shown; the fields name them.
+	envFile := writePipeline(t, work, "env.yaml", fmt.Sprintf(`name: loop
+checkpoint:
+  interval: 100ms
+  dir: %s
+source:
+  type: file
+  options:
+    paths: ["${SLUICE_TEST_IN}"]
+    discovery: 100ms
+sink:
+  type: file
+  options:
+    path: ${SLUICE_TEST_IN}/out
+`, filepath.Join(work, "checkpoints-env")))
+	r := run(t, []string{"SLUICE_TEST_IN=" + in}, "validate", envFile)
+	if r.code != 2 || strings.Contains(r.stderr, in) || !strings.Contains(r.stderr, "sink.options.path (value from the environment not shown)") {
+		t.Fatalf("validate with paths from the environment: exit %d, want 2 naming the fields, not the values\n%s", r.code, r.stderr)
+	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("a refused pipeline created its output directory (%v)", err)
 	}
 
 	file := pipeline("once.yaml", "0s", in)
-	r := run(t, nil, "validate", file)
+	r = run(t, nil, "validate", file)
 	if r.code != 0 || !strings.Contains(r.stderr, "warning:") || !strings.Contains(r.stderr, fmt.Sprintf("%q", in)) {
 		t.Fatalf("validate without discovery: exit %d, want 0 with a warning naming %q\n%s%s", r.code, in, r.stdout, r.stderr)
 	}

@@ -24,4 +24,10 @@ func TestSinkChecksSource(t *testing.T) {
 	if len(spec.Warnings) != 1 || !strings.HasPrefix(spec.Warnings[0], `p.yaml:7: sink: the file sink's path "data/out"`) {
 		t.Fatalf("warnings %q, want one at the sink", spec.Warnings)
 	}
+	// Paths from the environment are not shown.
+	withEnv := strings.Replace(strings.Replace(loop, "%s", "1s", 1), "path: data/out", "path: ${OUT}", 1)
+	_, err = Parse("p.yaml", []byte(withEnv), registry.Default(), env(map[string]string{"OUT": "data/secret-out"}))
+	if err == nil || strings.Contains(err.Error(), "secret-out") || !strings.Contains(err.Error(), "sink.options.path (value from the environment not shown)") {
+		t.Fatalf("got %v, want the sink path named by its field, not its value", err)
+	}
 }

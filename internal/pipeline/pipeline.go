@@ -250,6 +250,19 @@ func (p *parser) scalar(n *yaml.Node, field string) (val string, fromEnv bool, o
 	return v, sub, true
 }
 
+// usesEnv reports whether a value node (or an element of a list) takes
+// anything from the environment.
+func (p *parser) usesEnv(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.SequenceNode {
+		return slices.ContainsFunc(n.Content, p.usesEnv)
+	}
+	_, sub, err := interpolate(n.Value, p.lookup)
+	return sub || err != nil
+}
+
 // value converts a node to an option's type.
 func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool) {
 	if o.Type == registry.Strings && n.Kind == yaml.SequenceNode {
@@ -314,12 +327,16 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		}
 		ok = ok && len(p.errs) == before
 	}
+	var fromEnv []string
 	for _, o := range schema {
 		if v, set := vals[o.Name]; set {
 			val, good := p.value(v, join(field, o.Name), o)
 			ok = ok && good
 			if good {
 				m[o.Name] = val
+				if p.usesEnv(v) {
+					fromEnv = append(fromEnv, o.Name)
+				}
 			}
 			continue
 		}
@@ -332,7 +349,7 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 			m[o.Name] = o.Default
 		}
 	}
-	return registry.NewOptions(m), ok
+	return registry.NewOptions(m).MarkFromEnvironment(fromEnv...), ok
 }
 
 var (

@@ -103,17 +103,27 @@ func checkFileLoop(sourceType string, source, sink Options) (string, error) {
 		sink.String("prefix") + "-0123456789abcdef-0-0" + sink.String("suffix"),
 		sink.String("prefix") + "-fedcba9876543210-compacted-1-0" + sink.String("suffix"),
 	}
+	// Values from the environment are never shown (docs/cli.md): the
+	// field names them instead.
+	sinkDesc := fmt.Sprintf("%q (%s)", base, absPath(base))
+	if sink.FromEnvironment("path") {
+		sinkDesc = "sink.options.path (value from the environment not shown)"
+	}
 	for _, p := range source.Strings("paths") {
 		if !readsOutput(p, base, outputs) {
 			continue
 		}
-		if d := source.Duration("discovery"); d > 0 {
-			return "", fmt.Errorf("the file sink's path %q (%s) is under the file source's path %q, which is listed again every %s (discovery): "+
-				"the job would read its own output again and again; write the output elsewhere, or read without discovery",
-				base, absPath(base), p, d)
+		srcDesc := fmt.Sprintf("%q", p)
+		if source.FromEnvironment("paths") {
+			srcDesc = "in source.options.paths (value from the environment not shown)"
 		}
-		return fmt.Sprintf("the file sink's path %q (%s) is under the file source's path %q: this run reads only the files there when it starts, "+
-			"but a later run of this pipeline reads this run's output as input", base, absPath(base), p), nil
+		if d := source.Duration("discovery"); d > 0 {
+			return "", fmt.Errorf("the file sink's path %s is under the file source's path %s, which is listed again every %s (discovery): "+
+				"the job would read its own output again and again; write the output elsewhere, or read without discovery",
+				sinkDesc, srcDesc, d)
+		}
+		return fmt.Sprintf("the file sink's path %s is under the file source's path %s: this run reads only the files there when it starts, "+
+			"but a later run of this pipeline reads this run's output as input", sinkDesc, srcDesc), nil
 	}
 	return "", nil
 }

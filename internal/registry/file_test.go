@@ -82,6 +82,13 @@ func TestFileSourceReadsSinkOutput(t *testing.T) {
 			}
 		})
 	}
+	// Values from the environment are not shown; the fields name them.
+	src := NewOptions(map[string]any{"paths": []string{"data"}, "discovery": time.Second}).MarkFromEnvironment("paths")
+	snk := NewOptions(map[string]any{"path": "data/out"}).MarkFromEnvironment("path")
+	_, err := checkFileLoop("file", src, snk)
+	if err == nil || strings.Contains(err.Error(), "data") || !strings.Contains(err.Error(), "sink.options.path") || !strings.Contains(err.Error(), "source.options.paths") {
+		t.Errorf("paths from the environment: got %v, want an error naming the fields, not the values", err)
+	}
 	if w, err := checkFileLoop("datagen", NewOptions(nil), NewOptions(map[string]any{"path": "data/out"})); w != "" || err != nil {
 		t.Errorf("another source: %q %v", w, err)
 	}

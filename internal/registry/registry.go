@@ -79,7 +79,28 @@ type Option struct {
 // Options are a connector's validated option values, with defaults filled
 // in. The getters panic on a name the connector did not declare with that
 // type, which is a bug in the connector's registration.
-type Options struct{ m map[string]any }
+type Options struct {
+	m   map[string]any
+	env map[string]bool // options whose value came from the environment
+}
+
+// FromEnvironment reports whether the option's value came from an
+// environment variable (${VAR}). Such values are never shown in errors or
+// logs (docs/cli.md).
+func (o Options) FromEnvironment(name string) bool { return o.env[name] }
+
+// MarkFromEnvironment returns o with the named options marked as coming
+// from the environment.
+func (o Options) MarkFromEnvironment(names ...string) Options {
+	env := maps.Clone(o.env)
+	if env == nil {
+		env = map[string]bool{}
+	}
+	for _, n := range names {
+		env[n] = true
+	}
+	return Options{m: o.m, env: env}
+}
 
 // NewOptions returns Options holding m (tests and programmatic pipelines).
 func NewOptions(m map[string]any) Options { return Options{m: maps.Clone(m)} }
