@@ -14,12 +14,54 @@ import (
 // records, until release. Readers check the gate between PollNext calls, so
 // they overshoot by at most one call's records. A gate is shared by the
 // attempts and jobs of one case and is safe for concurrent use.
+//
+// With perCheckpoint set, a reader also emits at most perCheckpoint records
+// more than (completed checkpoints + 1) × perCheckpoint, so that the data
+// spreads over many checkpoints however slow checkpoints are (a loaded
+// machine, a slow broker) and faults planned at checkpoint N find data
+// around it.
 type gate struct {
-	rate    float64 // records per second per reader; 0 = unlimited
-	emitted atomic.Int64
-	pauseAt atomic.Int64 // 0 = never
-	mu      sync.Mutex
-	open    chan struct{} // closed by release
+	rate          float64 // records per second per reader; 0 = unlimited
+	perCheckpoint int64   // records per reader per completed checkpoint; 0 = unlimited
+	emitted       atomic.Int64
+	pauseAt       atomic.Int64 // 0 = never
+	completed     atomic.Int64 // checkpoints completed (highest id seen by a reader)
+	mu            sync.Mutex
+	open          chan struct{} // closed by release
+	progress      chan struct{} // closed and replaced when a checkpoint completes
+}
+
+// paced returns a gate that lets each reader emit about share records in a
+// second and spreads them over at least chunks checkpoints.
+func paced(share float64, chunks int64) *gate {
+	g := newGate(share)
+	g.perCheckpoint = max(1, int64(share)/chunks)
+	return g
+}
+
+// checkpointed records that checkpoint id completed and wakes readers that
+// wait for one.
+func (g *gate) checkpointed(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id <= g.completed.Load() {
+		return
+	}
+	g.completed.Store(id)
+	if g.progress != nil {
+		close(g.progress)
+		g.progress = nil
+	}
+}
+
+// nextCheckpoint returns a channel closed when the next checkpoint completes.
+func (g *gate) nextCheckpoint() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.progress == nil {
+		g.progress = make(chan struct{})
+	}
+	return g.progress
 }
 
 func newGate(ratePerReader float64) *gate {
@@ -117,6 +159,13 @@ func (r *gatedReader[T, S]) PollNext(out source.Output[T]) (source.InputStatus, 
 		r.wait = r.g.open
 		return source.NothingAvailable, nil
 	}
+	if pc := r.g.perCheckpoint; pc > 0 {
+		wait := r.g.nextCheckpoint()
+		if r.n >= (r.g.completed.Load()+1)*pc {
+			r.wait = wait
+			return source.NothingAvailable, nil
+		}
+	}
 	if r.g.rate > 0 {
 		due := r.start.Add(time.Duration(float64(r.n) / r.g.rate * float64(time.Second)))
 		if d := time.Until(due); d > 0 {
@@ -141,6 +190,7 @@ func (r *gatedReader[T, S]) Available() <-chan struct{} {
 }
 
 func (r *gatedReader[T, S]) NotifyCheckpointComplete(id int64) error {
+	r.g.checkpointed(id)
 	if l, ok := r.Reader.(source.CheckpointListener); ok {
 		return l.NotifyCheckpointComplete(id)
 	}

@@ -232,7 +232,7 @@ func (s *sinkSuite[T]) failure(t tb, g Guarantee, faults func(n int64) []faultin
 	plan := faultinject.NewPlan(faults(s.c.records)...)
 	// Each reader emits its share in about a second, so that checkpoints
 	// complete between the faults.
-	gt := newGate(float64(count(want)) / parallelism)
+	gt := paced(float64(count(want))/parallelism, 15)
 	spy := &commitSpy{}
 	run(t, s.c, s.pipeline(sc, want, nil, spy), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt})
 	if len(plan.Fired()) == 0 && !spy.committed() && needsCommitter(plan) {
@@ -328,7 +328,7 @@ func (s *sinkSuite[T]) cleanup(t tb) {
 		faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 7},
 		faultinject.Fault{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 10},
 	)
-	gt := newGate(float64(count(want)) / parallelism)
+	gt := paced(float64(count(want))/parallelism, 15)
 	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt})
 	requireFired(t, plan)
 	s.verify(t, sc, want, g)

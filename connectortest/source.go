@@ -168,9 +168,9 @@ func (s *sourceSuite[T, S, E]) failureRecovery(t tb) {
 		faultinject.Fault{Kind: faultinject.AfterRecords, Subtask: faultinject.AnySubtask, Records: n},
 	)
 	store := testsink.NewStore[Record]()
-	// Each reader reads its share in about a second, so that checkpoints
-	// complete between the faults.
-	g := newGate(float64(count(want)) / parallelism)
+	// Each reader reads its share in about a second and over at least 12
+	// checkpoints, so that checkpoints complete between the faults.
+	g := paced(float64(count(want))/parallelism, 12)
 	run(t, s.c, s.pipeline(sc, store), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: g})
 	requireFired(t, plan)
 	s.verify(t, store, want, s.c.strongest())

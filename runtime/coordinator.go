@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,8 +220,14 @@ func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler f
 			} else if a.ctx.Err() != nil {
 				return
 			}
-			res, err := fn(a.ctx)
+			res, err, perr := c.callAsync(fn)
 			if a.ctx.Err() != nil {
+				return
+			}
+			if perr != nil {
+				// fn panicked: the job fails (naming the source's
+				// enumerator); a periodic call is not repeated.
+				a.inbox.Put(coordMsg{kind: cmAsync, v: c.v, err: perr})
 				return
 			}
 			a.inbox.Put(coordMsg{kind: cmAsync, v: c.v, fn: func() { handler(res, err) }})
@@ -231,6 +237,17 @@ func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler f
 			wait = period
 		}
 	}()
+}
+
+// callAsync runs a CallAsync function, turning a panic into perr.
+func (c *enumContext) callAsync(fn func(context.Context) (any, error)) (res any, err, perr error) {
+	defer recoverTo(&perr, c.log(), "CallAsync function")
+	res, err = fn(c.att.ctx)
+	return res, err, nil
+}
+
+func (c *enumContext) log() *slog.Logger {
+	return c.att.job.log.With("operator", c.v.head().name, "subtask", "coordinator")
 }
 
 func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
@@ -265,7 +282,7 @@ func (a *attempt) run(ctx context.Context) error {
 func (a *attempt) guard(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &TaskError{Operator: "coordinator", Subtask: -1, Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+			err = &TaskError{Operator: "coordinator", Subtask: -1, Err: panicError(a.job.log, "", r)}
 		}
 	}()
 	return fn()
@@ -523,7 +540,10 @@ func (a *attempt) handle(m coordMsg) error {
 			return enumError(m.v, "handle source event", err)
 		}
 	case cmAsync:
-		if err := safeCall(m.fn); err != nil {
+		if m.err != nil {
+			return enumError(m.v, "async call", m.err)
+		}
+		if err := callSafely(a.enums[m.v].log(), "CallAsync handler", func() error { m.fn(); return nil }); err != nil {
 			return enumError(m.v, "async handler", err)
 		}
 	case cmAck:
@@ -576,16 +596,6 @@ func (a *attempt) handle(m coordMsg) error {
 		st.globalDone = max(st.globalDone, m.id)
 		a.startGlobal(st)
 	}
-	return nil
-}
-
-func safeCall(fn func()) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	fn()
 	return nil
 }
 
@@ -655,12 +665,15 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 	go func() {
 		defer a.wg.Done()
 		var info checkpoint.Info
-		var err error
-		if sp != nil {
-			info, err = checkpoint.SaveSavepoint(a.ctx, sp.dir, snap)
-		} else {
-			info, err = j.storage.Save(a.ctx, snap)
-		}
+		// The storage is pluggable: a panic in it fails the checkpoint.
+		err := callSafely(j.log, "checkpoint storage", func() (err error) {
+			if sp != nil {
+				info, err = checkpoint.SaveSavepoint(a.ctx, sp.dir, snap)
+			} else {
+				info, err = j.storage.Save(a.ctx, snap)
+			}
+			return err
+		})
 		if err == nil && info.Warning != nil {
 			j.log.Warn("checkpoint saved with a warning", "id", snap.ID, "warning", info.Warning)
 		}
@@ -762,7 +775,8 @@ func (a *attempt) startGlobal(st *sinkTrack) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		err := st.gc.CommitGlobal(a.ctx, upTo, batch)
+		log := a.job.log.With("operator", st.node.name, "subtask", "global committer")
+		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, upTo, batch) })
 		a.inbox.Put(coordMsg{kind: cmGlobalDone, node: st.node, id: upTo, err: err})
 	}()
 }
@@ -825,7 +839,8 @@ func (a *attempt) teardown() error {
 	}
 	for _, st := range a.sinks {
 		if st.gc != nil {
-			if err := st.gc.Close(); err != nil {
+			log := a.job.log.With("operator", st.node.name, "subtask", "global committer")
+			if err := callSafely(log, "GlobalCommitter.Close", st.gc.Close); err != nil {
 				a.job.log.Warn("close global committer", "operator", st.node.name, "error", err)
 			}
 		}

@@ -44,6 +44,13 @@
 // the restore checkpoint are committed again and sinks abort anything
 // newer.
 //
+// A panic in connector or user code — on a task goroutine, a committer or
+// global committer goroutine, a readerbase fetcher, an enumerator call or
+// one of its CallAsync functions — is recovered and fails the task (or,
+// coordinator-side, the job) like an error: a [*TaskError] naming the
+// operator and subtask wraps [ErrPanic] and the panic value; the stack is
+// logged, not put in the error. It goes through the restart strategy.
+//
 // # Savepoints
 //
 // [Handle.TriggerSavepoint] and [Handle.StopWithSavepoint] write

@@ -166,7 +166,10 @@ func TestRegionalFailoverAfterFinalCheckpoint(t *testing.T) {
 			store := testsink.NewStore[int64]()
 			// No periodic checkpoints: the final checkpoint is checkpoint 1.
 			env := stream.New(stream.Parallelism(2), stream.Restart(restart.FixedDelay(2, 0)), stream.Logger(runtime.DiscardLogger()))
-			gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(2))
+			// Pushed splits: subtask 1 surely gets one (pulled, subtask 0
+			// could read both before subtask 1 asks, and subtask 1 would
+			// have nothing to commit).
+			gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(2), datagen.PushAssignment())
 			stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), faultinject.WrapSink(testsink.NewTwoPhase(store), plan), "sink")
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()

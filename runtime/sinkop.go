@@ -317,10 +317,11 @@ func (op *sinkTailOp) close() error {
 		op.stop()
 		op.wg.Wait()
 	}
+	log := op.env.log()
 	if op.committer != nil {
-		errs = append(errs, op.committer.Close())
+		errs = append(errs, callSafely(log, "Committer.Close", op.committer.Close))
 	}
-	errs = append(errs, op.writer.Close())
+	errs = append(errs, callSafely(log, "Writer.Close", op.writer.Close))
 	return errors.Join(errs...)
 }
 
@@ -350,10 +351,13 @@ func (op *sinkTailOp) commitLoop(ctx context.Context) {
 }
 
 // commitJob commits the items checkpoint by checkpoint, in order, retrying
-// requests that ask for it.
-func (op *sinkTailOp) commitJob(ctx context.Context, job commitJob) commitResult {
-	res := commitResult{upTo: job.upTo}
+// requests that ask for it. A panic in the committer fails the task with
+// an error wrapping ErrPanic (and goes through the restart strategy), as a
+// panic on the task goroutine does.
+func (op *sinkTailOp) commitJob(ctx context.Context, job commitJob) (res commitResult) {
+	res = commitResult{upTo: job.upTo}
 	log := op.env.log()
+	defer recoverTo(&res.failed, log, "Committer.Commit")
 	fails := op.env.metrics.Counter(metrics.NumCommittablesFailure)
 	for start := 0; start < len(job.items); {
 		end := start

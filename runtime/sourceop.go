@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -102,48 +103,67 @@ func (f *sourceFact[T, S, E]) newEnumerator(ctx *enumContext, state []byte) (enu
 	if e == nil {
 		return nil, errors.New("source returned a nil enumerator")
 	}
-	return &typedEnum[S, E]{e: e, ser: f.src.EnumeratorStateSerializer()}, nil
+	return &typedEnum[S, E]{e: e, ser: f.src.EnumeratorStateSerializer(), log: ctx.log()}, nil
 }
 
+// typedEnum calls the enumerator on the coordinator goroutine. A panic in
+// a call becomes its error (wrapping ErrPanic), so the job fails naming the
+// source's enumerator.
 type typedEnum[S source.Split, E any] struct {
 	e   source.Enumerator[S, E]
 	ser serde.Versioned[E]
+	log *slog.Logger
 }
 
-func (t *typedEnum[S, E]) start(ctx context.Context) error { return t.e.Start(ctx) }
-func (t *typedEnum[S, E]) handleSplitRequest(subtask int, loc string) error {
+func (t *typedEnum[S, E]) start(ctx context.Context) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.Start")
+	return t.e.Start(ctx)
+}
+func (t *typedEnum[S, E]) handleSplitRequest(subtask int, loc string) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.HandleSplitRequest")
 	return t.e.HandleSplitRequest(subtask, loc)
 }
-func (t *typedEnum[S, E]) addReader(subtask int) error { return t.e.AddReader(subtask) }
-func (t *typedEnum[S, E]) addSplitsBack(splits any, subtask int) error {
+func (t *typedEnum[S, E]) addReader(subtask int) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.AddReader")
+	return t.e.AddReader(subtask)
+}
+func (t *typedEnum[S, E]) addSplitsBack(splits any, subtask int) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.AddSplitsBack")
 	return t.e.AddSplitsBack(splits.([]S), subtask)
 }
-func (t *typedEnum[S, E]) snapshot(id int64) ([]byte, error) {
+func (t *typedEnum[S, E]) snapshot(id int64) (_ []byte, err error) {
+	defer recoverTo(&err, t.log, "Enumerator.SnapshotState")
 	st, err := t.e.SnapshotState(id)
 	if err != nil {
 		return nil, err
 	}
 	return serde.Marshal(t.ser, st)
 }
-func (t *typedEnum[S, E]) handleEvent(subtask int, e source.Event) error {
+func (t *typedEnum[S, E]) handleEvent(subtask int, e source.Event) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.HandleSourceEvent")
 	if h, ok := t.e.(source.EnumeratorEventHandler); ok {
 		return h.HandleSourceEvent(subtask, e)
 	}
 	return nil
 }
-func (t *typedEnum[S, E]) notifyComplete(id int64) error {
+func (t *typedEnum[S, E]) notifyComplete(id int64) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.NotifyCheckpointComplete")
 	if l, ok := t.e.(source.CheckpointListener); ok {
 		return l.NotifyCheckpointComplete(id)
 	}
 	return nil
 }
-func (t *typedEnum[S, E]) notifyAborted(id int64) error {
+func (t *typedEnum[S, E]) notifyAborted(id int64) (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.NotifyCheckpointAborted")
 	if l, ok := t.e.(source.CheckpointAbortListener); ok {
 		return l.NotifyCheckpointAborted(id)
 	}
 	return nil
 }
-func (t *typedEnum[S, E]) close() error { return t.e.Close() }
+func (t *typedEnum[S, E]) close() (err error) {
+	defer recoverTo(&err, t.log, "Enumerator.Close")
+	return t.e.Close()
+}
 
 // typedEnumContext adds the typed AssignSplits to the shared context.
 type typedEnumContext[S source.Split] struct{ *enumContext }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/sluice-io/sluice/metrics"
@@ -130,8 +129,11 @@ type task struct {
 	lastIn   int64
 }
 
-// build instantiates the chain of v for one subtask, tail first.
-func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.TaskState) error {
+// build instantiates the chain of v for one subtask, tail first. It runs
+// connector code (CreateReader, CreateWriter, …) on the coordinator
+// goroutine: a panic there fails the job naming this subtask.
+func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.TaskState) (err error) {
+	defer recoverTo(&err, t.env.log(), "")
 	env, v := t.env, t.env.v
 	// Tail: network outputs or a sink.
 	var next any
@@ -201,7 +203,7 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 func (t *task) run() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			err = panicError(t.env.log(), "", r)
 		}
 		if t.env.att.finishing.Load() && errors.Is(err, context.Canceled) {
 			err = nil // the job is done; the cancel only released this task
@@ -489,7 +491,7 @@ func (t *task) endOfInput() error {
 func (t *task) close() error {
 	var errs []error
 	if t.src != nil {
-		if err := t.src.close(); err != nil {
+		if err := callSafely(t.env.log(), "Reader.Close", t.src.close); err != nil {
 			errs = append(errs, fmt.Errorf("close reader: %w", err))
 		}
 	}

@@ -80,7 +80,7 @@ go test -race -count=1 $short -timeout 30m ./... 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -c '^ok ' "$log" || true)
-failed=$(grep -c '^FAIL' "$log" || true)
+failed=$(grep -c $'^FAIL\t' "$log" || true)
 rm -f "$log"
 echo "packages: $passed passed, $failed failed"
 exit "$status"

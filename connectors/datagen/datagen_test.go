@@ -674,3 +674,128 @@ func TestEmptyReaderEndsAndAvailable(t *testing.T) {
 		t.Fatalf("after no-more-splits: %v", st)
 	}
 }
+
+// TestUnboundedMoreSplitsThanReaders: an unbounded source with more splits
+// than readers hands out every split, pulled or pushed, and every split
+// produces records. Unbounded splits never end, so a pulling reader that
+// asked only after finishing a split never got a second one (issue 11:
+// splits 2 and 3 of 4 unassigned at parallelism 2).
+func TestUnboundedMoreSplitsThanReaders(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		for _, tc := range []struct{ splits, p int }{{4, 2}, {5, 2}, {7, 3}, {3, 1}} {
+			t.Run(fmt.Sprintf("push=%v/splits=%d/p=%d", push, tc.splits, tc.p), func(t *testing.T) {
+				opts := []Option{Splits(tc.splits)}
+				if push {
+					opts = append(opts, PushAssignment())
+				}
+				h := newHarness(t, New(ident, opts...), tc.p, false)
+				for range 4 * tc.splits {
+					h.deliver()
+					for _, r := range h.readers {
+						if _, err := r.PollNext(h.out); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				st, _ := h.enum.SnapshotState(1)
+				if len(st.Unassigned) != 0 {
+					t.Errorf("enumerator still holds %v", nums(st.Unassigned))
+				}
+				per := map[string]int{}
+				for _, r := range h.out.Records {
+					per[r.Split]++
+				}
+				for i := range tc.splits {
+					if id := fmt.Sprintf("split-%d", i); per[id] == 0 {
+						t.Errorf("%s produced no records (records per split: %v)", id, per)
+					}
+				}
+				held := 0
+				for _, r := range h.readers {
+					held += len(mustSnapshot(t, r))
+				}
+				if held != tc.splits {
+					t.Errorf("readers hold %d splits, want %d", held, tc.splits)
+				}
+			})
+		}
+	}
+}
+
+// TestUnboundedResumeStrandedSplits: a checkpoint written before the fix of
+// TestUnboundedMoreSplitsThanReaders holds splits 0 and 1 in the readers
+// and 2 and 3 unassigned in the enumerator. Resumed from it (pulled, at
+// parallelism 1, 2 and 3), every split is read again. (Readers ask once at
+// Start, so at parallelism 2 and 3 this worked before the fix too; at 1 a
+// split stayed unassigned.)
+func TestUnboundedResumeStrandedSplits(t *testing.T) {
+	for _, p := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint("p=", p), func(t *testing.T) {
+			src := New(ident, Splits(4))
+			all := src.InitialSplits()
+			held := []Split{all[0], all[1]}
+			held[0].Next, held[1].Next = 400, 401 // some progress
+			h := &harness{t: t, src: src, ectx: &fakes.EnumeratorContext[Split]{Parallel: p},
+				out: &fakes.Output[int64]{}, done: make([]bool, p), sent: map[int]int{}, noMore: map[int]int{}}
+			for i := range p {
+				h.ectx.Register(i)
+			}
+			var err error
+			if h.enum, err = src.RestoreEnumerator(h.ectx, EnumState{Unassigned: []Split{all[2], all[3]}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.enum.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for i := range p {
+				if err := h.enum.AddReader(i); err != nil {
+					t.Fatal(err)
+				}
+				c := &fakes.ReaderContext{Subtask: i, Parallel: p}
+				r, err := src.CreateReader(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				// The runtime spreads restored splits round-robin and adds
+				// them before Start.
+				var mine []Split
+				for j, sp := range held {
+					if j%p == i {
+						mine = append(mine, sp)
+					}
+				}
+				if len(mine) > 0 {
+					if err := r.AddSplits(mine); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := r.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				h.rctx, h.readers = append(h.rctx, c), append(h.readers, r)
+			}
+			for range 16 {
+				h.deliver()
+				for _, r := range h.readers {
+					if _, err := r.PollNext(h.out); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			st, _ := h.enum.SnapshotState(1)
+			if len(st.Unassigned) != 0 {
+				t.Errorf("enumerator still holds %v", nums(st.Unassigned))
+			}
+			per := map[string]int{}
+			for _, r := range h.out.Records {
+				per[r.Split]++
+			}
+			for i := range 4 {
+				if id := fmt.Sprintf("split-%d", i); per[id] == 0 {
+					t.Errorf("%s produced no records (records per split: %v)", id, per)
+				}
+			}
+		})
+	}
+}

@@ -10,7 +10,9 @@
 // exactly-once delivery as "every index once, in order per split".
 //
 // Splits are pulled by default: a reader asks for one when it starts and
-// each time it finishes one. With [PushAssignment] the enumerator hands split
+// each time it finishes one; the splits of an unbounded source never
+// finish, so there a reader asks again each time it gets one (it keeps one
+// request open), and every split is read whatever the parallelism. With [PushAssignment] the enumerator hands split
 // i to subtask i%parallelism as soon as that reader registers. A bounded
 // source tells every reader when no split is left, so readers without splits
 // finish; an unbounded source keeps such readers idle (they mark their output

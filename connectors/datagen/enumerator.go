@@ -15,7 +15,9 @@ import (
 // Pull: each split request gets the lowest-numbered unassigned split. With
 // nothing left a bounded source answers SignalNoMoreSplits; an unbounded one
 // remembers the reader and serves it when splits come back (AddSplitsBack),
-// so readers without splits stay idle instead of finishing.
+// so readers without splits stay idle instead of finishing. Readers of an
+// unbounded source ask again after each split they get (their splits never
+// finish), so all splits are handed out when there are more than readers.
 //
 // Push: split i goes to subtask i%parallelism once that reader is
 // registered — at Start for the readers registered by then, at AddReader

@@ -27,6 +27,7 @@ type reader[T any] struct {
 	ts      func(int64) int64
 	ctx     source.ReaderContext
 	pull    bool
+	endless bool // unbounded source: its splits never finish
 	splits  []Split
 	ids     []string // SplitID of splits[i], computed once
 	cur     int      // index into splits of the split to emit from next
@@ -46,10 +47,11 @@ var _ source.SplitPauser = (*reader[int])(nil)
 
 func newReader[T any](s *Source[T], ctx source.ReaderContext) *reader[T] {
 	r := &reader[T]{
-		gen:  s.gen,
-		ts:   s.cfg.ts,
-		ctx:  ctx,
-		pull: !s.cfg.push,
+		gen:     s.gen,
+		ts:      s.cfg.ts,
+		ctx:     ctx,
+		pull:    !s.cfg.push,
+		endless: s.cfg.count == 0,
 	}
 	if s.cfg.rate > 0 {
 		per := s.cfg.rate / float64(max(ctx.Parallelism(), 1))
@@ -211,6 +213,13 @@ func (r *reader[T]) AddSplits(splits []Split) error {
 		r.ids = append(r.ids, sp.SplitID())
 	}
 	r.asked = false
+	// A split of an unbounded source never finishes, so a pulling reader
+	// that asked only after finishing one would never get a second: it
+	// keeps one request open instead, and the enumerator serves it when
+	// it has a split to spare (issue 11).
+	if r.endless && len(splits) > 0 {
+		r.requestSplit()
+	}
 	r.wake()
 	return nil
 }

@@ -68,7 +68,8 @@ func RatePerSecond(r float64) Option {
 // waiting for their requests: split i goes to subtask i%parallelism as soon
 // as that reader is registered (round-robin). The default is pull
 // assignment: a reader asks for a split when it starts and again each time
-// it finishes one.
+// it finishes one (unbounded: each time it gets one, since unbounded splits
+// never finish).
 func PushAssignment() Option { return func(c *config) { c.push = true } }
 
 // Timestamps attaches the event timestamp fn(index), in milliseconds since

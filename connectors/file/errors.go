@@ -24,10 +24,17 @@ var ErrBucketEscapes = errors.New("file: bucket path escapes the base directory"
 type RecordError struct {
 	File   string
 	Offset int64
-	Err    error
+	// Line is the number (from 1) of the line that holds a malformed
+	// record of a line-based format (JSON lines, text lines); 0 when
+	// unknown.
+	Line int64
+	Err  error
 }
 
 func (e *RecordError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("file: %s line %d (offset %d): %v", e.File, e.Line, e.Offset, e.Err)
+	}
 	return fmt.Sprintf("file: %s at offset %d: %v", e.File, e.Offset, e.Err)
 }
 

@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sluice-io/sluice/serde/jsonrecord"
 )
 
 // Format decodes the records of one file for a [Source]. T is the record
@@ -164,8 +165,17 @@ func substrings(dst []string, acc []byte, ends []int) []string {
 }
 
 // JSONLines is the format of files with one JSON value per line, decoded
-// with encoding/json into a T. Blank lines are skipped. A line that is not
-// valid JSON for T is malformed (see [ErrMalformed]). It is splittable.
+// with [jsonrecord.Unmarshal] into a T (the Kafka JSON deserializer uses the
+// same decoder). Blank lines are skipped. A line that is not valid JSON for
+// T is malformed (see [ErrMalformed]), and so is a line that
+// encoding/json would rewrite silently: invalid UTF-8, a key repeated in
+// one object, a null line, or a line that is not an object where T is a
+// map or a struct. Decoded into map[string]any or any, numbers are exact:
+// int64, float64, or json.Number where a float64 would change them
+// (12345678901234567891, 1.0), so writing the records back with
+// [JSONLinesFormat] keeps every number's bytes. The source's error for a
+// malformed line names its line number and the byte position in the line.
+// It is splittable.
 func JSONLines[T any]() Format[T] { return jsonLines[T]{} }
 
 type jsonLines[T any] struct{}
@@ -181,7 +191,6 @@ type jsonReader[T any] struct{ s *lineScanner }
 func (j jsonReader[T]) Read() (T, int64, error) {
 	var v T
 	for {
-		start := j.s.off
 		line, next, err := j.s.next()
 		if err != nil {
 			return v, next, err
@@ -189,8 +198,9 @@ func (j jsonReader[T]) Read() (T, int64, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if err := json.Unmarshal(line, &v); err != nil {
-			return v, next, fmt.Errorf("%w: JSON line at offset %d: %w", ErrMalformed, start, err)
+		if err := jsonrecord.Unmarshal(line, &v); err != nil {
+			var zero T
+			return zero, next, fmt.Errorf("%w: JSON line: %w", ErrMalformed, err)
 		}
 		return v, next, nil
 	}

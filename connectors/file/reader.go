@@ -177,6 +177,8 @@ func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool
 			return true, nil
 		case errors.Is(err, ErrMalformed) && r.cfg.malformed == SkipMalformed:
 			r.errCount.Inc()
+		case errors.Is(err, ErrMalformed) && r.format.Splittable():
+			return false, &RecordError{File: cur.sp.Path, Offset: cur.off, Line: lineEndingAt(cur.sp.Path, next), Err: err}
 		default:
 			return false, &RecordError{File: cur.sp.Path, Offset: cur.off, Err: err}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/sluice-io/sluice/serde/jsonrecord"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -95,12 +96,21 @@ func StringDeserializer() Deserializer[string] {
 	return DeserializerFunc[string](func(r *kgo.Record) (string, error) { return string(r.Value), nil })
 }
 
-// JSONDeserializer decodes record values as JSON into T.
+// JSONDeserializer decodes record values as JSON into T with
+// [jsonrecord.Unmarshal], the decoder of the file connector's JSON lines:
+// into map[string]any or any numbers are exact (int64, float64, or
+// json.Number where a float64 would change them, so [JSONSerializer] writes
+// them back byte for byte), and a value that encoding/json would rewrite
+// silently — invalid UTF-8, a key repeated in one object, null, or a
+// non-object where T is a map or a struct — is malformed like invalid JSON:
+// the source's [ErrorPolicy] applies, and the error names topic, partition
+// and offset.
 func JSONDeserializer[T any]() Deserializer[T] {
 	return DeserializerFunc[T](func(r *kgo.Record) (T, error) {
 		var v T
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			return v, fmt.Errorf("json: %w", err)
+		if err := jsonrecord.Unmarshal(r.Value, &v); err != nil {
+			var zero T
+			return zero, fmt.Errorf("json: %w", err)
 		}
 		return v, nil
 	})

@@ -514,13 +514,13 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 	var out []*transform.Compiled
 	for i, item := range n.Content {
 		field := fmt.Sprintf("transforms[%d]", i)
-		keys, vals, ok := p.mapping(item, field, append([]string{"name"}, transformKinds...))
+		keys, vals, ok := p.mapping(item, field, append([]string{"name", "overwrite"}, transformKinds...))
 		if !ok {
 			continue
 		}
 		var kindKey *yaml.Node
 		for _, k := range keys {
-			if k.Value == "name" {
+			if k.Value == "name" || k.Value == "overwrite" {
 				continue
 			}
 			if kindKey != nil {
@@ -564,6 +564,17 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 				good = good && ok
 				step.Renames = append(step.Renames, [2]string{k.Value, to})
 			}
+		}
+		if ov, ok := vals["overwrite"]; ok {
+			if step.Kind != transform.Rename {
+				p.errorf(ov, join(field, "overwrite"), "only a rename takes overwrite")
+				continue
+			}
+			val, ok := p.value(ov, join(field, "overwrite"), registry.Option{Type: registry.Bool})
+			if !ok {
+				continue
+			}
+			step.Overwrite = val.(bool)
 		}
 		if !good {
 			continue

@@ -61,7 +61,7 @@ func init() {
 		Options: []Option{
 			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
 			{Name: "discovery", Type: Duration, Default: time.Duration(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
-			{Name: "on-malformed", Type: Enum, Values: []string{"fail", "skip"}, Default: "fail", Description: "a line that is not a JSON object fails the job, or is skipped and counted in numRecordsInErrors"},
+			{Name: "on-malformed", Type: Enum, Values: []string{"fail", "skip"}, Default: "fail", Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key) fails the job naming file and line, or is skipped and counted in numRecordsInErrors"},
 		},
 		Validate: func(o Options) error {
 			if o.Duration("discovery") < 0 {

@@ -6,8 +6,9 @@
 // connectors` prints them.
 //
 // Records flowing through CLI pipelines are [Record]s: JSON objects decoded
-// into map[string]any (numbers from JSON are float64, numbers from datagen
-// are int64). Sources produce them, transforms rewrite them, sinks encode
+// into map[string]any by serde/jsonrecord (numbers from JSON are int64,
+// float64 or json.Number, whichever writes them back byte for byte; numbers
+// from datagen are int64). Sources produce them, transforms rewrite them, sinks encode
 // them (usually as one JSON object per line).
 //
 // Adding a connector takes one file in this package, e.g. kafka.go:

@@ -14,9 +14,11 @@
 package transform
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
@@ -45,7 +47,16 @@ type Step struct {
 	Expr    string
 	Fields  []string
 	Renames [][2]string
+	// Overwrite lets a Rename replace an existing field that is not
+	// itself renamed away (default false: such a record fails the job
+	// with an error wrapping ErrRenameOverwrite).
+	Overwrite bool
 }
+
+// ErrRenameOverwrite is wrapped by the error of a rename whose target
+// field exists in the record, is not renamed away by the same step, and
+// the step does not allow overwriting.
+var ErrRenameOverwrite = errors.New("rename would overwrite an existing field")
 
 // Compiled is a step ready to run. It is immutable and safe for concurrent
 // use.
@@ -53,6 +64,7 @@ type Compiled struct {
 	Step
 	prog *vm.Program
 	vms  *sync.Pool
+	from map[string]bool // a Rename's source fields
 }
 
 // Compile checks and compiles a step. Its error describes the problem
@@ -64,7 +76,7 @@ func Compile(s Step) (*Compiled, error) {
 		if s.Expr == "" {
 			return nil, errors.New("empty expression")
 		}
-		opts := []expr.Option{expr.Env(map[string]any{}), expr.AllowUndefinedVariables()}
+		opts := append([]expr.Option{expr.Env(map[string]any{}), expr.AllowUndefinedVariables()}, numberOptions()...)
 		if s.Kind == Filter {
 			opts = append(opts, expr.AsBool())
 		}
@@ -82,16 +94,20 @@ func Compile(s Step) (*Compiled, error) {
 		if len(s.Renames) == 0 {
 			return nil, errors.New("rename needs at least one field")
 		}
-		to := map[string]bool{}
+		from, to := map[string]bool{}, map[string]bool{}
 		for _, r := range s.Renames {
 			if r[0] == "" || r[1] == "" {
 				return nil, errors.New("rename: field names must not be empty")
 			}
+			if from[r[0]] {
+				return nil, fmt.Errorf("rename: field %q renamed twice", r[0])
+			}
 			if to[r[1]] {
 				return nil, fmt.Errorf("rename: two fields renamed to %q", r[1])
 			}
-			to[r[1]] = true
+			from[r[0]], to[r[1]] = true, true
 		}
+		c.from = from
 	default:
 		return nil, fmt.Errorf("unknown transform %q (want filter, map, select or rename)", s.Kind)
 	}
@@ -165,19 +181,55 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 		}
 		return out, nil
 	case Rename:
-		out := make(Record, len(r))
-		for k, v := range r {
-			out[k] = v
-		}
-		for _, rn := range c.Renames {
-			if v, ok := r[rn[0]]; ok {
-				delete(out, rn[0])
-				out[rn[1]] = v
-			}
-		}
-		return out, nil
+		return c.rename(r)
 	}
 	return nil, &Error{c.Step, fmt.Errorf("%s is not a record-to-record transform", c.Kind)}
+}
+
+// rename applies all renames of the step at once: every source field
+// present is removed, then every target is set from the input record. So
+// {a: b, b: a} swaps and {a: b, b: c} moves a to b and b to c. A target
+// that exists in the input and is not itself renamed away is an error
+// unless the step allows overwriting.
+func (c *Compiled) rename(r Record) (Record, error) {
+	out := make(Record, len(r))
+	for k, v := range r {
+		if !c.from[k] {
+			out[k] = v
+		}
+	}
+	for _, rn := range c.Renames {
+		v, ok := r[rn[0]]
+		if !ok {
+			continue
+		}
+		if _, exists := out[rn[1]]; exists && !c.Overwrite {
+			return nil, &Error{c.Step, fmt.Errorf("%w: renaming %q to %q, but the record already has a field %q "+
+				"(set overwrite: true on the rename to replace it); record: %s",
+				ErrRenameOverwrite, rn[0], rn[1], rn[1], preview(r))}
+		}
+		out[rn[1]] = v
+	}
+	return out, nil
+}
+
+// previewMax bounds the part of a record an error shows.
+const previewMax = 256
+
+// preview renders r as JSON for an error message, cut to previewMax bytes.
+func preview(r Record) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Sprintf("(not JSON: %v)", err)
+	}
+	if len(b) > previewMax {
+		cut := previewMax
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		return string(b[:cut]) + "…"
+	}
+	return string(b)
 }
 
 // AddTo appends the steps to a stream as operators (named by Step.Name).

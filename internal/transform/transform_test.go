@@ -2,7 +2,9 @@ package transform
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +105,69 @@ func TestInJob(t *testing.T) {
 			t.Fatalf("bad or repeated record %v", r)
 		}
 		seen[id] = true
+	}
+}
+
+// TestRename: renames are simultaneous (swaps and chains keep every
+// value), and replacing an existing field that is not renamed away needs
+// Overwrite.
+func TestRename(t *testing.T) {
+	rn := func(overwrite bool, pairs ...string) *Compiled {
+		s := Step{Kind: Rename, Name: "rn", Where: "p.yaml:9", Overwrite: overwrite}
+		for i := 0; i < len(pairs); i += 2 {
+			s.Renames = append(s.Renames, [2]string{pairs[i], pairs[i+1]})
+		}
+		return mustCompile(t, s)
+	}
+	for _, c := range []struct {
+		name string
+		step *Compiled
+		in   Record
+		want Record
+	}{
+		{"swap", rn(false, "id", "user", "user", "id"), Record{"id": 1, "user": "u", "x": 3}, Record{"user": 1, "id": "u", "x": 3}},
+		{"chain", rn(false, "a", "b", "b", "c"), Record{"a": 1, "b": 2}, Record{"b": 1, "c": 2}},
+		{"chain in the other order", rn(false, "b", "c", "a", "b"), Record{"a": 1, "b": 2}, Record{"b": 1, "c": 2}},
+		{"rotation", rn(false, "a", "b", "b", "c", "c", "a"), Record{"a": 1, "b": 2, "c": 3}, Record{"b": 1, "c": 2, "a": 3}},
+		{"chain with the middle field missing", rn(false, "a", "b", "b", "c"), Record{"a": 1}, Record{"b": 1}},
+		{"source missing, target kept", rn(false, "a", "b"), Record{"b": 2}, Record{"b": 2}},
+		{"to itself", rn(false, "a", "a"), Record{"a": 1}, Record{"a": 1}},
+		{"overwrite allowed", rn(true, "id", "user"), Record{"id": 1, "user": "u"}, Record{"user": 1}},
+		{"nil value is a value", rn(false, "a", "b"), Record{"a": nil}, Record{"b": nil}},
+	} {
+		got, err := c.step.Apply(c.in)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v → %v, %v; want %v", c.name, c.in, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		step *Compiled
+		in   Record
+	}{
+		{"overwrite", rn(false, "id", "user"), Record{"id": 1, "user": "u"}},
+		{"overwrite by a chain's end", rn(false, "a", "b", "b", "c"), Record{"a": 1, "b": 2, "c": 3}},
+		{"overwrite of a nil field", rn(false, "a", "b"), Record{"a": 1, "b": nil}},
+	} {
+		_, err := c.step.Apply(c.in)
+		var te *Error
+		if !errors.Is(err, ErrRenameOverwrite) || !errors.As(err, &te) || te.Step.Where != "p.yaml:9" {
+			t.Errorf("%s: %v: got %v, want an *Error wrapping ErrRenameOverwrite", c.name, c.in, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, `"rn"`) || !strings.Contains(msg, "overwrite: true") {
+			t.Errorf("%s: message %q does not name the step and the option", c.name, msg)
+		}
+	}
+	if _, err := Compile(Step{Kind: Rename, Renames: [][2]string{{"a", "x"}, {"a", "y"}}}); err == nil {
+		t.Error("one field renamed twice: got no error")
+	}
+	big := Record{"id": 1, "user": "u"}
+	for i := range 100 {
+		big[fmt.Sprintf("field-%03d", i)] = "é"
+	}
+	_, err := rn(false, "id", "user").Apply(big)
+	if err == nil || !strings.Contains(err.Error(), "…") || len(err.Error()) > 600 {
+		t.Errorf("a large record is not cut in the message: %v", err)
 	}
 }

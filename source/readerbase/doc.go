@@ -55,7 +55,11 @@
 // SplitReader that implements [source.SplitPauser].
 //
 // Errors from Fetch, AddSplits or PauseOrResumeSplits fail the reader: the
-// next PollNext returns them, naming the fetcher and its splits. The Reader
+// next PollNext returns them, naming the fetcher and its splits. A panic in
+// a SplitReader does not crash the process from the fetcher goroutine: the
+// fetcher recovers, ends, and the next PollNext re-raises the panic on the
+// task goroutine as a *[PanicError] (value, fetcher, splits, and the
+// fetcher's stack), where the runtime fails the task with it. The Reader
 // counts numRecordsFetched (elements handed to the emitter) once per batch
 // in the ReaderContext's metric group; the runtime counts numRecordsIn.
 package readerbase

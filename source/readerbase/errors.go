@@ -1,6 +1,10 @@
 package readerbase
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Sentinel errors. Returned errors wrap them with details; test with
 // errors.Is.
@@ -22,3 +26,36 @@ var (
 	// records for, or finished, a split the reader does not hold.
 	ErrUnknownSplit = errors.New("readerbase: batch names a split the reader does not hold")
 )
+
+// PanicError is the value PollNext panics with after a SplitReader
+// panicked on a fetcher goroutine. The fetcher recovers (so it ends and
+// Close still waits for every fetcher) and hands the panic to the task
+// goroutine, where PollNext re-raises it, as golang.org/x/sync/errgroup
+// re-raises a panic in Wait: a panic in connector code is still a panic
+// in the reader, and the runtime turns it into a task failure (wrapping
+// runtime.ErrPanic) that goes through the restart strategy. Once PollNext
+// has panicked, later calls return the PanicError as their error.
+type PanicError struct {
+	// Fetcher is the fetcher's number, and Splits the splits it held.
+	Fetcher int
+	Splits  []string
+	// In names the method that panicked ("SplitReader" for Fetch,
+	// AddSplits or PauseOrResumeSplits; "SplitReader.Close").
+	In string
+	// Value is the value the SplitReader panicked with.
+	Value any
+	stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("readerbase: fetcher %d (splits %s): %s panicked: %v", e.Fetcher, strings.Join(e.Splits, ", "), e.In, e.Value)
+}
+
+// Unwrap returns Value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// Stack returns the fetcher goroutine's stack at the panic.
+func (e *PanicError) Stack() []byte { return e.stack }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -87,13 +88,19 @@ func (f *fetcher[E, S]) newFetchContext(ctx context.Context) (context.Context, c
 // run is the fetcher goroutine. It returns when ctx is done, when the
 // SplitReader fails, or (exitWhenIdle) when its splits are finished; then
 // it closes the SplitReader.
+//
+// A panic in the SplitReader (Fetch, AddSplits, PauseOrResumeSplits, Close)
+// is recovered here and handed to the task goroutine, where PollNext
+// re-raises it as a *PanicError: the fetcher goroutine ends normally and
+// Close still waits for it.
 func (f *fetcher[E, S]) run(ctx context.Context) {
 	fctx, cancel := f.newFetchContext(ctx)
 	defer func() {
-		cancel()
-		if err := f.sr.Close(); err != nil {
-			f.h.closeFailed(fmt.Errorf("readerbase: fetcher %d: close split reader: %w", f.id, err))
+		if r := recover(); r != nil {
+			f.panicked("SplitReader", r, debug.Stack())
 		}
+		cancel()
+		f.closeSplitReader()
 	}()
 	for {
 		if fctx.Err() != nil {
@@ -213,6 +220,24 @@ func (f *fetcher[E, S]) fetchable() bool {
 		}
 	}
 	return false
+}
+
+// closeSplitReader closes the SplitReader, recording an error or a panic.
+func (f *fetcher[E, S]) closeSplitReader() {
+	defer func() {
+		if r := recover(); r != nil {
+			f.panicked("SplitReader.Close", r, debug.Stack())
+		}
+	}()
+	if err := f.sr.Close(); err != nil {
+		f.h.closeFailed(fmt.Errorf("readerbase: fetcher %d: close split reader: %w", f.id, err))
+	}
+}
+
+// panicked records a panic of the SplitReader, naming the fetcher and its
+// splits.
+func (f *fetcher[E, S]) panicked(where string, v any, stack []byte) {
+	f.h.panicked(&PanicError{Fetcher: f.id, Splits: slices.Sorted(maps.Keys(f.assigned)), In: where, Value: v, stack: stack})
 }
 
 // fail records err, naming the fetcher and its splits.

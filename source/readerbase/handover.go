@@ -21,7 +21,8 @@ import (
 // it. fetcher.mu is never held while calling into handover.
 type handover[E any] struct {
 	queue chan Batch[E]
-	err   atomic.Pointer[error] // first fetcher error; never reset
+	err   atomic.Pointer[error]      // first fetcher error; never reset
+	panc  atomic.Pointer[PanicError] // first fetcher panic; never reset
 
 	mu       sync.Mutex
 	armed    chan struct{} // closed on notify; nil when not armed
@@ -64,6 +65,13 @@ func (h *handover[E]) notify() {
 // goroutine.
 func (h *handover[E]) fail(err error) {
 	h.err.CompareAndSwap(nil, &err)
+	h.notify()
+}
+
+// panicked records p if it is the first fetcher panic and wakes the task
+// goroutine.
+func (h *handover[E]) panicked(p *PanicError) {
+	h.panc.CompareAndSwap(nil, p)
 	h.notify()
 }
 

@@ -108,6 +108,7 @@ type memReader struct {
 	st        *stats
 	gate      <-chan struct{} // if set, AddSplits of split "a" waits for it
 	failAfter int             // if > 0, the failAfter-th Fetch fails
+	panicIn   string          // "fetch" (second call), "add" or "close": that method panics
 	closeErr  error
 
 	cursors []*split
@@ -119,6 +120,9 @@ type memReader struct {
 var errBoom = fmt.Errorf("boom")
 
 func (m *memReader) AddSplits(ss []split) error {
+	if m.panicIn == "add" {
+		panic(errBoom)
+	}
 	for _, s := range ss {
 		if s.ID == "a" && m.gate != nil {
 			<-m.gate
@@ -133,6 +137,9 @@ func (m *memReader) AddSplits(ss []split) error {
 
 func (m *memReader) Fetch(ctx context.Context) (readerbase.Batch[rec], error) {
 	m.calls++
+	if m.panicIn == "fetch" && m.calls == 2 {
+		panic("fetch went wrong")
+	}
 	if m.failAfter > 0 && m.calls >= m.failAfter {
 		return readerbase.Batch[rec]{}, errBoom
 	}
@@ -168,6 +175,9 @@ func (m *memReader) Fetch(ctx context.Context) (readerbase.Batch[rec], error) {
 
 func (m *memReader) Close() error {
 	m.st.closed.Add(1)
+	if m.panicIn == "close" {
+		panic(errBoom)
+	}
 	return m.closeErr
 }
 
@@ -194,6 +204,7 @@ type fixture struct {
 	st        *stats
 	gate      <-chan struct{}
 	failAfter int
+	panicIn   string
 	closeErr  error
 	pausable  bool
 	rctx      *fakeContext
@@ -208,7 +219,7 @@ func (f *fixture) config() readerbase.Config[rec, rec, split, *state] {
 	return readerbase.Config[rec, rec, split, *state]{
 		NewSplitReader: func() (readerbase.SplitReader[rec, split], error) {
 			f.st.created.Add(1)
-			m := &memReader{data: f.data, batchSize: f.batchSize, st: f.st, gate: f.gate, failAfter: f.failAfter, closeErr: f.closeErr}
+			m := &memReader{data: f.data, batchSize: f.batchSize, st: f.st, gate: f.gate, failAfter: f.failAfter, panicIn: f.panicIn, closeErr: f.closeErr}
 			if f.pausable {
 				return pausableReader{m}, nil
 			}

@@ -135,7 +135,8 @@ func (r *Reader[E, T, S, SS]) Start(ctx context.Context) error {
 // ready when a batch arrives or the state changes. An error from a fetcher
 // (wrapped with the fetcher and its splits), the emitter or
 // OnSplitFinished is returned by this and every later call; the status is
-// then meaningless.
+// then meaningless. A panic in a SplitReader on a fetcher goroutine is
+// re-raised here as a *[PanicError].
 func (r *Reader[E, T, S, SS]) PollNext(out source.Output[T]) (source.InputStatus, error) {
 	if r.closed {
 		return source.NothingAvailable, ErrClosed
@@ -143,6 +144,7 @@ func (r *Reader[E, T, S, SS]) PollNext(out source.Output[T]) (source.InputStatus
 	if r.err != nil {
 		return source.NothingAvailable, r.err
 	}
+	r.repanic()
 	if err := r.h.failure(); err != nil {
 		return source.NothingAvailable, err
 	}
@@ -160,6 +162,15 @@ func (r *Reader[E, T, S, SS]) PollNext(out source.Output[T]) (source.InputStatus
 	return r.idle()
 }
 
+// repanic re-raises a fetcher's panic on the calling goroutine (see
+// PanicError); later calls return it as their error.
+func (r *Reader[E, T, S, SS]) repanic() {
+	if p := r.h.panc.Load(); p != nil {
+		r.err = p
+		panic(p)
+	}
+}
+
 // idle decides the status when the queue looked empty.
 func (r *Reader[E, T, S, SS]) idle() (source.InputStatus, error) {
 	r.maybeRequestSplit()
@@ -171,6 +182,7 @@ func (r *Reader[E, T, S, SS]) idle() (source.InputStatus, error) {
 	// Arm first, then look again: a batch put after this look closes the
 	// armed channel (see handover).
 	r.h.arm()
+	r.repanic()
 	if err := r.h.failure(); err != nil {
 		return source.NothingAvailable, err
 	}
@@ -453,6 +465,10 @@ func (r *Reader[E, T, S, SS]) Close() error {
 	}
 	r.fetchers.Wait()
 	r.closeErr = r.h.firstCloseErr()
+	if p := r.h.panc.Load(); p != nil && r.err != error(p) {
+		// A panic PollNext did not re-raise (in Close, say) is not lost.
+		r.closeErr = errors.Join(r.closeErr, p)
+	}
 	r.h.notify()
 	return r.closeErr
 }

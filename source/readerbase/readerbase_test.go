@@ -846,3 +846,92 @@ func TestAddSplitsErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestSplitReaderPanic: a panic in a SplitReader on a fetcher goroutine
+// does not crash the process: the fetcher recovers, PollNext re-raises it
+// on the caller's goroutine as a *PanicError naming the fetcher, its splits
+// and the value (the stack is kept aside), later calls return it as an
+// error, and Close still closes every SplitReader and waits for every
+// fetcher (TestMain checks for leaked goroutines). A panic in Close comes
+// back from Close as an error.
+func TestSplitReaderPanic(t *testing.T) {
+	data := makeData(map[string]int{"a": 10, "b": 10})
+	for _, m := range modes {
+		for _, where := range []string{"fetch", "add"} {
+			t.Run(m.name+"/"+where, func(t *testing.T) {
+				f := newFixture(data, 2)
+				f.panicIn = where
+				r := f.newReader(t, m.opt)
+				if err := r.AddSplits(data.splits()); err != nil {
+					t.Fatal(err)
+				}
+				r.NotifyNoMoreSplits()
+				out := newFakeOutput()
+				var pe *readerbase.PanicError
+				func() {
+					defer func() {
+						v := recover()
+						var ok bool
+						if pe, ok = v.(*readerbase.PanicError); !ok {
+							t.Fatalf("PollNext panicked with %T %v, want a *readerbase.PanicError", v, v)
+						}
+					}()
+					st, err := pollUntil(t, r, out, func(source.InputStatus) bool { return false })
+					t.Fatalf("PollNext returned %v, %v; want a panic", st, err)
+				}()
+				if !strings.Contains(pe.Error(), "fetcher") || !strings.Contains(pe.Error(), "panicked") || len(pe.Splits) == 0 {
+					t.Errorf("panic error %q does not name the fetcher, its splits and the panic", pe)
+				}
+				if where == "fetch" && pe.Value != "fetch went wrong" {
+					t.Errorf("panic value %v, want the SplitReader's", pe.Value)
+				}
+				if where == "add" && !errors.Is(pe, errBoom) {
+					t.Errorf("panic error %v does not wrap the panic value %v", pe, errBoom)
+				}
+				if !strings.Contains(string(pe.Stack()), "memReader") {
+					t.Errorf("stack does not show the SplitReader:\n%s", pe.Stack())
+				}
+				if _, err := r.PollNext(out); !errors.Is(err, pe) {
+					t.Errorf("PollNext after the panic: %v, want the PanicError", err)
+				}
+				closeWithin(t, r)
+				if got, want := f.st.closed.Load(), f.st.created.Load(); got != want {
+					t.Errorf("closed %d split readers, created %d", got, want)
+				}
+			})
+		}
+		t.Run(m.name+"/close", func(t *testing.T) {
+			f := newFixture(data, 2)
+			f.panicIn = "close"
+			r := f.newReader(t, m.opt)
+			if err := r.AddSplits(data.splits()); err != nil {
+				t.Fatal(err)
+			}
+			r.NotifyNoMoreSplits()
+			out := newFakeOutput()
+			var raised any
+			func() {
+				defer func() { raised = recover() }()
+				if st, err := pollUntil(t, r, out, func(source.InputStatus) bool { return false }); err != nil || st != source.EndOfInput {
+					t.Errorf("PollNext = %v, %v; want EndOfInput", st, err)
+				}
+			}()
+			var pe *readerbase.PanicError
+			if m.name == "perSplit" {
+				// A fetcher per split closes its SplitReader when the
+				// split ends, so PollNext re-raises the panic.
+				if pe, _ = raised.(*readerbase.PanicError); pe == nil || pe.In != "SplitReader.Close" {
+					t.Fatalf("PollNext panicked with %v, want the PanicError of SplitReader.Close", raised)
+				}
+				closeWithin(t, r)
+				return
+			}
+			if raised != nil {
+				t.Fatalf("PollNext panicked with %v", raised)
+			}
+			if err := r.Close(); !errors.As(err, &pe) || !errors.Is(err, errBoom) || pe.In != "SplitReader.Close" {
+				t.Fatalf("Close = %v, want a PanicError of SplitReader.Close wrapping %v", err, errBoom)
+			}
+		})
+	}
+}
