@@ -31,7 +31,7 @@ func hiddenIn(t *testing.T, dir string) []string {
 	return out
 }
 
-func writePipeline(t *testing.T, dir, name, yaml string) string {
+func writeNamedPipeline(t *testing.T, dir, name, yaml string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
@@ -50,7 +50,7 @@ func TestFileKill9BeforeFirstCheckpoint(t *testing.T) {
 	work := t.TempDir()
 	out := filepath.Join(work, "out")
 	const count = 20000
-	file := writePipeline(t, work, "p.yaml", fmt.Sprintf(`name: kill-before-checkpoint
+	file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`name: kill-before-checkpoint
 parallelism: 2
 checkpoint:
   interval: 1h
@@ -125,7 +125,7 @@ func TestFileSourceOverSinkOutput(t *testing.T) {
 	}
 	out := filepath.Join(in, "out")
 	pipeline := func(name, discovery, srcPath string) string {
-		return writePipeline(t, work, name, fmt.Sprintf(`name: loop
+		return writeNamedPipeline(t, work, name, fmt.Sprintf(`name: loop
 checkpoint:
   interval: 100ms
   dir: %s
@@ -160,7 +160,7 @@ sink:
 		}
 	}
 	// Values from the environment are never shown; the fields name them.
-	envFile := writePipeline(t, work, "env.yaml", fmt.Sprintf(`name: loop
+	envFile := writeNamedPipeline(t, work, "env.yaml", fmt.Sprintf(`name: loop
 checkpoint:
   interval: 100ms
   dir: %s
