@@ -218,7 +218,8 @@ func Rolling(p RollingPolicy) SinkOption {
 }
 
 // PartPrefix sets the part file name prefix (default "part"): files are
-// named <prefix>-<subtask>-<counter><suffix>.
+// named <prefix>-<job>-<subtask>-<counter><suffix>, where <job> is the
+// job's id (sink.InitContext.JobID).
 func PartPrefix(p string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.prefix = p }) }
 
 // PartSuffix sets the part file name suffix, such as ".jsonl" (default

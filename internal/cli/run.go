@@ -95,6 +95,9 @@ func (a *App) cmdValidate(args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range spec.Warnings {
+		fmt.Fprintln(a.Stderr, "warning:", w)
+	}
 	names := make([]string, 0, len(spec.Transforms)+2)
 	names = append(names, "source "+spec.Source.Type)
 	for _, t := range spec.Transforms {
@@ -235,6 +238,9 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range spec.Warnings {
+		log.Warn(w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

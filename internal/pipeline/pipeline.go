@@ -122,6 +122,10 @@ type Spec struct {
 
 	HTTPListen string // "" = no endpoint unless the command line asks
 	HTTPToken  string // secret: never print it
+
+	// Warnings are problems that do not stop the pipeline (see
+	// registry.Sink.CheckSource), one line each.
+	Warnings []string
 }
 
 // Load reads and parses a pipeline file. Relative paths in it (checkpoint
@@ -248,6 +252,19 @@ func (p *parser) scalar(n *yaml.Node, field string) (val string, fromEnv bool, o
 	return v, sub, true
 }
 
+// usesEnv reports whether a value node (or an element of a list) takes
+// anything from the environment.
+func (p *parser) usesEnv(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.SequenceNode {
+		return slices.ContainsFunc(n.Content, p.usesEnv)
+	}
+	_, sub, err := interpolate(n.Value, p.lookup)
+	return sub || err != nil
+}
+
 // value converts a node to an option's type.
 func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool) {
 	if o.Type == registry.Strings && n.Kind == yaml.SequenceNode {
@@ -312,12 +329,16 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		}
 		ok = ok && len(p.errs) == before
 	}
+	var fromEnv []string
 	for _, o := range schema {
 		if v, set := vals[o.Name]; set {
 			val, good := p.value(v, join(field, o.Name), o)
 			ok = ok && good
 			if good {
 				m[o.Name] = val
+				if p.usesEnv(v) {
+					fromEnv = append(fromEnv, o.Name)
+				}
 			}
 			continue
 		}
@@ -330,7 +351,7 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 			m[o.Name] = o.Default
 		}
 	}
-	return registry.NewOptions(m), ok
+	return registry.NewOptions(m).MarkFromEnvironment(fromEnv...), ok
 }
 
 var (
@@ -424,6 +445,15 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	}
 	if s.Source.UID != "" && s.Source.UID == s.Sink.UID {
 		p.errorf(vals["sink"], "sink.uid", "the source has the same uid %q; uids must be unique (they key checkpoint state)", s.Sink.UID)
+	}
+	if sk, ok := p.reg.Sink(s.Sink.Type); ok && sk.CheckSource != nil && s.Source.Type != "" && len(p.errs) == 0 {
+		warning, err := sk.CheckSource(s.Source.Type, s.Source.Options, s.Sink.Options)
+		if err != nil {
+			p.errorf(&yaml.Node{Line: s.Sink.Line}, "sink", "%v", err)
+		}
+		if warning != "" {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: sink: %s", p.file, s.Sink.Line, warning))
+		}
 	}
 
 	switch d := registry.Delivery(jo.String("delivery")); {

@@ -80,7 +80,28 @@ type Option struct {
 // Options are a connector's validated option values, with defaults filled
 // in. The getters panic on a name the connector did not declare with that
 // type, which is a bug in the connector's registration.
-type Options struct{ m map[string]any }
+type Options struct {
+	m   map[string]any
+	env map[string]bool // options whose value came from the environment
+}
+
+// FromEnvironment reports whether the option's value came from an
+// environment variable (${VAR}). Such values are never shown in errors or
+// logs (docs/cli.md).
+func (o Options) FromEnvironment(name string) bool { return o.env[name] }
+
+// MarkFromEnvironment returns o with the named options marked as coming
+// from the environment.
+func (o Options) MarkFromEnvironment(names ...string) Options {
+	env := maps.Clone(o.env)
+	if env == nil {
+		env = map[string]bool{}
+	}
+	for _, n := range names {
+		env[n] = true
+	}
+	return Options{m: o.m, env: env}
+}
 
 // NewOptions returns Options holding m (tests and programmatic pipelines).
 func NewOptions(m map[string]any) Options { return Options{m: maps.Clone(m)} }
@@ -161,6 +182,11 @@ type Sink struct {
 	// ExactlyOnce says the sink commits with the checkpoints (two-phase).
 	ExactlyOnce bool
 	Validate    func(Options) error
+	// CheckSource checks the sink's options against the pipeline's source
+	// (optional), e.g. a file sink writing where a file source reads. An
+	// error refuses the pipeline; a warning is shown by `sluice validate`
+	// and logged by `sluice run`.
+	CheckSource func(sourceType string, source, sink Options) (warning string, err error)
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }
