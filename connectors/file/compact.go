@@ -411,7 +411,7 @@ func (c *compactCommitter) removeManifest(mpath string) error {
 
 // write merges the sources of m into temp and fsyncs it.
 func (c *compactCommitter) write(ctx context.Context, dir, temp string, m *compactManifest) (err error) {
-	f, err := c.root.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := c.root.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, c.cfg.fileMode)
 	if err != nil {
 		return fmt.Errorf("file sink: compaction: create %s: %w", c.full(temp), err)
 	}
@@ -643,7 +643,7 @@ func (c *compactCommitter) writeManifest(dir, mpath string, m *compactManifest) 
 		return fmt.Errorf("file sink: compaction manifest %s: %w", c.full(mpath), err)
 	}
 	tmp := mpath + ".tmp"
-	f, err := c.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := c.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, c.cfg.fileMode)
 	if err != nil {
 		return fmt.Errorf("file sink: create compaction manifest %s: %w", c.full(tmp), err)
 	}

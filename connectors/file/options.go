@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"time"
 )
@@ -151,7 +152,10 @@ type sinkConfig struct {
 	// compactHook, if set, runs after each step of a compaction (a test
 	// seam for crashes between steps).
 	compactHook func(step string) error
-	errs        []error
+	// fileMode is the permission of part files; directories the sink
+	// creates get it with x added where r is set.
+	fileMode fs.FileMode
+	errs     []error
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -163,8 +167,30 @@ func defaultSinkConfig() sinkConfig {
 		bufferSize: 256 << 10,
 		now:        time.Now,
 		compact:    nil, // off
+		fileMode:   DefaultFileMode,
 	}
 }
+
+// DefaultFileMode is the default permission of the sink's part files
+// (0600: readable by the owner only); the directories it creates get 0700.
+const DefaultFileMode fs.FileMode = 0o600
+
+// FileMode sets the permission of the part files the sink creates
+// (default DefaultFileMode, 0600), before the process umask. Directories
+// it creates (the base directory, buckets) get the same bits plus x where
+// r is set (0640 → 0750). The owner must be able to read and write.
+func FileMode(m fs.FileMode) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) {
+		if m&^fs.ModePerm != 0 || m&0o600 != 0o600 {
+			c.errs = append(c.errs, fmt.Errorf("%w: FileMode %#o: want permission bits only, with read and write for the owner", ErrInvalidConfig, m))
+			return
+		}
+		c.fileMode = m
+	})
+}
+
+// dirMode is the mode of directories the sink creates.
+func (c *sinkConfig) dirMode() fs.FileMode { return c.fileMode | (c.fileMode&0o444)>>2 }
 
 func (c *sinkConfig) validate() error {
 	errs := c.errs

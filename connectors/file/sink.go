@@ -3,9 +3,11 @@ package file
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
@@ -176,7 +178,7 @@ func buildSink[T any](dir string, row RowFormat[T], bulk BulkFormat[T], opts []S
 }
 
 func (s *fileSink[T]) openRoot() (*os.Root, error) {
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := mkdirAllDurable(s.dir, s.cfg.dirMode()); err != nil {
 		return nil, fmt.Errorf("file sink: base directory: %w", err)
 	}
 	r, err := os.OpenRoot(s.dir)
@@ -216,4 +218,37 @@ func bucketDir(bucket string) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrBucketEscapes, bucket)
 	}
 	return path.Clean(filepath.ToSlash(bucket)), nil
+}
+
+// mkdirAllDurable creates dir and its missing parents with mode perm and
+// fsyncs the parent of every directory it created, so the new entries
+// survive a crash of the machine.
+func mkdirAllDurable(dir string, perm fs.FileMode) error {
+	var missing []string
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0 && runtime.GOOS != "windows"; i-- {
+		d, err := os.Open(filepath.Dir(missing[i]))
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -334,7 +334,7 @@ func (w *writer[T]) Write(v T, c sink.Context) error {
 func (w *writer[T]) open(b *bucket[T], now time.Time) error {
 	if b.dir != "." && !b.made {
 		if !w.exists(b.dir) {
-			if err := w.root.MkdirAll(b.dir, 0o755); err != nil {
+			if err := w.root.MkdirAll(b.dir, w.s.cfg.dirMode()); err != nil {
 				return fmt.Errorf("file sink: bucket %q: create directory %s: %w", b.name, path.Join(w.s.dir, b.dir), err)
 			}
 			// The new directories' entries become durable with their
@@ -356,7 +356,7 @@ func (w *writer[T]) open(b *bucket[T], now time.Time) error {
 			continue
 		}
 		name := path.Join(b.dir, temp)
-		f, err := w.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := w.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, w.s.cfg.fileMode)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

@@ -126,7 +126,15 @@ type Spec struct {
 	// Warnings are problems that do not stop the pipeline (see
 	// registry.Sink.CheckSource), one line each.
 	Warnings []string
+
+	// Secrets are the values taken from the environment (${VAR}), which
+	// must never be shown: NewRedactor(s.Secrets) hides them in any text.
+	Secrets []Substitution
 }
+
+// MaxParallelism bounds a pipeline's parallelism: every subtask is a
+// goroutine with its own buffers and state.
+const MaxParallelism = 1024
 
 // Load reads and parses a pipeline file. Relative paths in it (checkpoint
 // dir) are taken relative to the working directory, like any CLI argument.
@@ -138,27 +146,59 @@ func Load(path string, reg *registry.Registry, lookup Lookup) (*Spec, error) {
 	return Parse(path, data, reg, lookup)
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var (
+	yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	// flowVar finds ${ unquoted right after [, { or a comma, where YAML
+	// reads "{" as the start of a mapping.
+	flowVar = regexp.MustCompile(`[\[{,]\s*\$\{`)
+)
+
+// yamlError turns a YAML syntax error into one Error. An unquoted ${VAR}
+// in a flow sequence or mapping ([${BROKERS}]) is the likely cause when
+// the file has one: the error is put at its line and says to quote it.
+func yamlError(file string, data []byte, err error) Errors {
+	msg := oneLine(err.Error())
+	line := 1
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	msg = "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")
+	for i, l := range strings.Split(string(data), "\n") {
+		code, _, _ := strings.Cut(l, " #")
+		if flowVar.MatchString(code) {
+			return Errors{{File: file, Line: i + 1, Msg: msg + `; an unquoted ${VAR} inside [...] or {...} reads as a YAML mapping: quote it, as in ["${BROKERS}"]`}}
+		}
+	}
+	return Errors{{File: file, Line: line, Msg: msg}}
+}
 
 // Parse parses a pipeline. file names it in errors.
 func Parse(file string, data []byte, reg *registry.Registry, lookup Lookup) (*Spec, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := oneLine(err.Error())
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			return nil, Errors{{File: file, Line: n, Msg: "invalid YAML: " + m[2]}}
-		}
-		return nil, Errors{{File: file, Line: 1, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+		return nil, yamlError(file, data, err)
 	}
-	p := &parser{file: file, reg: reg, lookup: lookup}
+	p := &parser{file: file, reg: reg, lookup: lookup, nodes: map[string]*yaml.Node{}}
 	if lookup == nil {
 		p.lookup = os.LookupEnv
 	}
 	spec := p.parse(&doc)
+	// Values from the environment are not repeated in errors; the
+	// redactor catches those that reach a message another way (a
+	// connector's Validate, a path in a cross-connector check).
+	red := NewRedactor(p.subs)
 	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return a.Line - b.Line })
+		for _, e := range p.errs {
+			e.Msg = red.String(e.Msg)
+		}
 		return nil, p.errs
 	}
+	for i, w := range spec.Warnings {
+		spec.Warnings[i] = red.String(w)
+	}
+	spec.Secrets = p.subs
 	return spec, nil
 }
 
@@ -172,6 +212,17 @@ type parser struct {
 	reg    *registry.Registry
 	lookup Lookup
 	errs   Errors
+	subs   []Substitution        // every value taken from the environment
+	tnodes []*yaml.Node          // the value node of each compiled transform
+	nodes  map[string]*yaml.Node // value node of each option, by field
+}
+
+// at returns the value node of a field set in the file, or def.
+func (p *parser) at(field string, def *yaml.Node) *yaml.Node {
+	if n, ok := p.nodes[field]; ok {
+		return n
+	}
+	return def
 }
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -244,12 +295,13 @@ func (p *parser) scalar(n *yaml.Node, field string) (val string, fromEnv bool, o
 		p.errorf(n, field, "want a single value, got %s", kindName(n))
 		return "", false, false
 	}
-	v, sub, err := interpolate(n.Value, p.lookup)
+	v, subs, err := interpolateVars(n.Value, p.lookup)
 	if err != nil {
 		p.errorf(n, field, "%v", err)
 		return "", false, false
 	}
-	return v, sub, true
+	p.subs = append(p.subs, subs...)
+	return v, subs != nil, true
 }
 
 // usesEnv reports whether a value node (or an element of a list) takes
@@ -267,6 +319,14 @@ func (p *parser) usesEnv(n *yaml.Node) bool {
 
 // value converts a node to an option's type.
 func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool) {
+	before := len(p.subs)
+	if o.Secret {
+		defer func() {
+			for i := before; i < len(p.subs); i++ {
+				p.subs[i].Secret = true
+			}
+		}()
+	}
 	if o.Type == registry.Strings && n.Kind == yaml.SequenceNode {
 		out := make([]string, 0, len(n.Content))
 		for i, e := range n.Content {
@@ -276,7 +336,7 @@ func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool
 			}
 			out = append(out, s)
 		}
-		return out, true
+		return out, p.check(n, field, o, out, p.usesEnv(n))
 	}
 	s, fromEnv, ok := p.scalar(n, field)
 	if !ok {
@@ -296,9 +356,31 @@ func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool
 		return nil, false
 	}
 	if o.Type == registry.Strings {
-		return []string{v.(string)}, true
+		// One string is a comma-separated list: brokers: "h1:9092,h2:9092".
+		list, err := registry.SplitList(v.(string))
+		if err != nil {
+			p.errorf(n, field, "%v", err)
+			return nil, false
+		}
+		v = list
 	}
-	return v, true
+	return v, p.check(n, field, o, v, fromEnv)
+}
+
+// check runs an option's Check on its parsed value.
+func (p *parser) check(n *yaml.Node, field string, o registry.Option, v any, fromEnv bool) bool {
+	if o.Check == nil {
+		return true
+	}
+	if err := o.Check(v); err != nil {
+		if fromEnv || o.Secret {
+			p.errorf(n, field, "%v (value from the environment not shown)", err)
+		} else {
+			p.errorf(n, field, "%v, got %s", err, oneLine(n.Value))
+		}
+		return false
+	}
+	return true
 }
 
 // options decodes a mapping against a schema, filling in defaults.
@@ -332,6 +414,7 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 	var fromEnv []string
 	for _, o := range schema {
 		if v, set := vals[o.Name]; set {
+			p.nodes[join(field, o.Name)] = v
 			val, good := p.value(v, join(field, o.Name), o)
 			ok = ok && good
 			if good {
@@ -356,16 +439,16 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 
 var (
 	checkpointSchema = []registry.Option{
-		{Name: "interval", Type: registry.Duration, Default: 5 * time.Second, Description: "time between checkpoints; 0 = only the final one of a bounded job"},
+		{Name: "interval", Type: registry.Duration, Default: 5 * time.Second, Check: registry.AtLeast(0), Description: "time between checkpoints; 0 = only the final one of a bounded job"},
 		{Name: "dir", Type: registry.String, Default: "", Description: "checkpoint directory; empty = in memory (cannot resume)"},
-		{Name: "retain", Type: registry.Int, Default: int64(3), Description: "completed checkpoints kept in dir"},
-		{Name: "timeout", Type: registry.Duration, Default: 10 * time.Minute, Description: "a checkpoint taking longer fails"},
+		{Name: "retain", Type: registry.Int, Default: int64(3), Check: registry.Between(1, 10000), Description: "completed checkpoints kept in dir"},
+		{Name: "timeout", Type: registry.Duration, Default: 10 * time.Minute, Check: registry.Positive, Description: "a checkpoint taking longer fails"},
 	}
 	restartSchema = []registry.Option{
 		{Name: "strategy", Type: registry.Enum, Values: []string{"none", "fixed-delay", "exponential"}, Default: "fixed-delay", Description: "what to do when the job fails"},
-		{Name: "attempts", Type: registry.Int, Default: int64(3), Description: "restarts before the job fails for good"},
-		{Name: "delay", Type: registry.Duration, Default: time.Second, Description: "delay before a restart (the first one, for exponential)"},
-		{Name: "max-delay", Type: registry.Duration, Default: time.Minute, Description: "longest delay (exponential)"},
+		{Name: "attempts", Type: registry.Int, Default: int64(3), Check: registry.AtLeast(1), Description: "restarts before the job fails for good (at least 1; strategy none for no restarts)"},
+		{Name: "delay", Type: registry.Duration, Default: time.Second, Check: registry.Positive, Description: "delay before a restart (the first one, for exponential)"},
+		{Name: "max-delay", Type: registry.Duration, Default: time.Minute, Check: registry.Positive, Description: "longest delay (exponential; at least delay)"},
 	}
 	httpSchema = []registry.Option{
 		{Name: "listen", Type: registry.String, Default: "", Description: "address of the metrics and status endpoint; a bare :port listens on 127.0.0.1"},
@@ -373,7 +456,7 @@ var (
 	}
 	jobSchema = []registry.Option{
 		{Name: "name", Type: registry.String, Description: "job name (default: the file name without extension)"},
-		{Name: "parallelism", Type: registry.Int, Default: int64(1), Description: "parallelism of every operator"},
+		{Name: "parallelism", Type: registry.Int, Default: int64(1), Check: registry.Between(1, MaxParallelism), Description: "parallelism of every operator (1 to 1024)"},
 		{Name: "delivery", Type: registry.Enum, Values: []string{string(registry.ExactlyOnce), string(registry.AtLeastOnce)}, Description: "delivery guarantee (default: exactly-once if the sink supports it)"},
 	}
 	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "http"}
@@ -409,19 +492,16 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 		s.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
 	}
 	s.Parallelism = int(jo.Int("parallelism"))
-	if s.Parallelism < 1 && jo.Has("parallelism") {
-		p.errorf(vals["parallelism"], "parallelism", "must be at least 1")
-	}
 
 	co, _ := p.options(vals["checkpoint"], root, "checkpoint", checkpointSchema, "checkpoint")
 	s.CheckpointInterval, s.CheckpointDir = co.Duration("interval"), co.String("dir")
 	s.CheckpointRetain, s.CheckpointTimeout = int(co.Int("retain")), co.Duration("timeout")
-	if s.CheckpointInterval < 0 {
-		p.errorf(vals["checkpoint"], "checkpoint.interval", "must not be negative")
-	}
 
-	ro, _ := p.options(vals["restart"], root, "restart", restartSchema, "restart")
+	ro, rok := p.options(vals["restart"], root, "restart", restartSchema, "restart")
 	s.Restart = Restart{Strategy: ro.String("strategy"), Attempts: int(ro.Int("attempts")), Delay: ro.Duration("delay"), MaxDelay: ro.Duration("max-delay")}
+	if rok && s.Restart.Strategy == "exponential" && s.Restart.MaxDelay < s.Restart.Delay {
+		p.errorf(p.at("restart.max-delay", p.at("restart.delay", vals["restart"])), "restart.max-delay", "must be at least delay (%s), got %s", s.Restart.Delay, s.Restart.MaxDelay)
+	}
 
 	ho, _ := p.options(vals["http"], root, "http", httpSchema, "http")
 	s.HTTPListen, s.HTTPToken = ho.String("listen"), ho.String("token")
@@ -429,6 +509,12 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	var sinkEO bool
 	if n, ok := vals["source"]; ok {
 		s.Source = p.connector(n, "source", registry.KindSource)
+		if src, ok := p.reg.Source(s.Source.Type); ok && src.MaxParallelism != nil && len(p.errs) == 0 {
+			if m := src.MaxParallelism(s.Source.Options); m > 0 && s.Parallelism > m {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: parallelism: %d, but source %s can keep only %d subtasks busy with these options; the others stay idle",
+					p.file, p.at("parallelism", root).Line, s.Parallelism, s.Source.Type, m))
+			}
+		}
 	} else {
 		p.errorf(root, "source", "missing required field (the connector records come from)")
 	}
@@ -466,7 +552,11 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	}
 
 	if n, ok := vals["transforms"]; ok {
+		before := len(p.errs)
 		s.Transforms = p.transforms(n, map[string]bool{s.Source.Name: true, s.Sink.Name: true})
+		if src, ok := p.reg.Source(s.Source.Type); ok && src.Fields != nil && len(p.errs) == before {
+			p.checkFields(s.Transforms, src.Fields, s.Source.Type)
+		}
 	}
 	return s
 }
@@ -595,6 +685,29 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 			continue
 		}
 		out = append(out, c)
+		p.tnodes = append(p.tnodes, v)
 	}
 	return out
+}
+
+// checkFields refuses a transform that reads a field the records cannot
+// have, when the source declares its fields (registry.Source.Fields) and
+// every step before it keeps them known. Sources of JSON from outside
+// (files, Kafka) declare none: there a missing field is a run-time
+// matter of the record, not of the pipeline.
+func (p *parser) checkFields(steps []*transform.Compiled, fields []string, srcType string) {
+	from := "source " + srcType
+	for i, c := range steps {
+		for _, f := range c.Reads() {
+			if !slices.Contains(fields, f) {
+				p.errorf(p.tnodes[i], fmt.Sprintf("transforms[%d].%s", i, c.Kind), "no field %q in the records from %s (fields: %s)",
+					f, from, strings.Join(fields, ", "))
+			}
+		}
+		var known bool
+		if fields, known = c.Writes(fields); !known {
+			return
+		}
+		from = "transform " + c.Name
+	}
 }

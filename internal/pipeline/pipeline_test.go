@@ -130,7 +130,7 @@ func TestConfigErrors(t *testing.T) {
 		{"two transforms in one item", base + "transforms:\n  - filter: a\n    map: b\n",
 			"p.yaml:9: transforms[0].map: one transform per list item (this one already has filter)"},
 		{"validate rule", "source:\n  type: datagen\n  options:\n    splits: 0\nsink:\n  type: print\n",
-			"p.yaml:4: source.options: splits: must be >= 1"},
+			"p.yaml:4: source.options.splits: must be between 1 and 65536, got 0"},
 		{"yaml syntax", "source: [\n", "p.yaml:1: invalid YAML: did not find expected node content"},
 	}
 	for _, tt := range tests {

@@ -18,27 +18,28 @@ func DatagenRecord(i int64) Record {
 	return Record{"id": i, "amount": i * 37 % 1000, "user": fmt.Sprintf("user-%d", i%10)}
 }
 
+// MaxSplits bounds datagen's splits option (each split is state in every
+// checkpoint).
+const MaxSplits = 1 << 16
+
 func init() {
 	MustRegisterSource(Source{
 		Name: "datagen",
 		Description: `Deterministic generator. Record i is {"id": i, "amount": i*37 mod 1000, "user": "user-<i mod 10>"}; ` +
 			"ids are spread over splits that checkpoint their position.",
 		Options: []Option{
-			{Name: "count", Type: Int, Default: int64(0), Description: "records to generate, ids 0..count-1; 0 = unbounded"},
-			{Name: "splits", Type: Int, Default: int64(1), Description: "number of splits (independent of parallelism)"},
-			{Name: "rate", Type: Float, Default: float64(0), Description: "records per second over the whole source; 0 = unlimited"},
+			{Name: "count", Type: Int, Default: int64(0), Check: AtLeast(0), Description: "records to generate, ids 0..count-1; 0 = unbounded"},
+			{Name: "splits", Type: Int, Default: int64(1), Check: Between(1, MaxSplits), Description: "number of splits (independent of parallelism)"},
+			{Name: "rate", Type: Float, Default: float64(0), Check: AtLeast(0), Description: "records per second over the whole source; 0 = unlimited"},
 		},
 		Validate: func(o Options) error {
-			switch {
-			case o.Int("count") < 0:
-				return fmt.Errorf("count: must be >= 0 (0 = unbounded)")
-			case o.Int("splits") < 1:
-				return fmt.Errorf("splits: must be >= 1")
-			case o.Float("rate") < 0:
-				return fmt.Errorf("rate: must be >= 0 (0 = unlimited)")
+			if n, s := o.Int("count"), o.Int("splits"); n > 0 && s > n {
+				return fmt.Errorf("splits: %d splits for %d records: some would be empty (want at most count)", s, n)
 			}
 			return nil
 		},
+		Fields:         []string{"id", "amount", "user"},
+		MaxParallelism: func(o Options) int { return int(o.Int("splits")) },
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			opts := []datagen.Option{datagen.Count(c.Options.Int("count")), datagen.Splits(int(c.Options.Int("splits")))}
 			if r := c.Options.Float("rate"); r > 0 {

@@ -1,9 +1,12 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,14 +27,10 @@ func init() {
 			{Name: "suffix", Type: String, Default: ".jsonl", Description: "part file name suffix"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
 				Description: "checkpoint: roll every part file at every checkpoint (output visible per checkpoint); size: Flink's default (128 MiB, 60 s)"},
-			{Name: "compact-below", Type: Int, Default: int64(0),
+			{Name: "compact-below", Type: Int, Default: int64(0), Check: AtLeast(0),
 				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
-		},
-		Validate: func(o Options) error {
-			if o.Int("compact-below") < 0 {
-				return fmt.Errorf("compact-below: must be >= 0")
-			}
-			return nil
+			{Name: "file-mode", Type: String, Default: "0600", Check: checkFileMode,
+				Description: "permission of the part files, octal (before the umask); directories the sink creates get x where r is set (0640 → 0750)"},
 		},
 		CheckSource: checkFileLoop,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
@@ -43,6 +42,11 @@ func init() {
 			if c.Options.String("rolling") == "checkpoint" {
 				opts = append(opts, file.Rolling(file.OnCheckpointRolling()))
 			}
+			mode, err := parseFileMode(c.Options.String("file-mode"))
+			if err != nil {
+				return err
+			}
+			opts = append(opts, file.FileMode(mode))
 			if n := c.Options.Int("compact-below"); n > 0 {
 				opts = append(opts, file.Compact(file.CompactStrategy{SizeThreshold: n}))
 			}
@@ -60,7 +64,7 @@ func init() {
 		Description: "Reads JSON-lines files (one object per line; .gz and .zst are decompressed) from files, directories or globs (connectors/file).",
 		Options: []Option{
 			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
-			{Name: "discovery", Type: Duration, Default: time.Duration(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
+			{Name: "discovery", Type: Duration, Default: time.Duration(0), Check: AtLeast(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
 			{Name: "on-malformed", Type: Enum, Values: []string{"fail", "skip"}, Default: "fail", Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key) fails the job naming file and line, or is skipped and counted in numRecordsInErrors"},
 		},
 		Validate: func(o Options) error {
@@ -241,4 +245,21 @@ func globForms(g string) []string {
 		return []string{a}
 	}
 	return []string{a, filepath.Join(append([]string{r}, parts[i:]...)...)}
+}
+
+// parseFileMode parses an octal permission such as 0640.
+func parseFileMode(s string) (fs.FileMode, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0"), 8, 32)
+	if err != nil || v&^0o777 != 0 {
+		return 0, errors.New("want an octal permission such as 0600 or 0640")
+	}
+	if v&0o600 != 0o600 {
+		return 0, errors.New("the owner must be able to read and write (0600 at least)")
+	}
+	return fs.FileMode(v), nil
+}
+
+func checkFileMode(v any) error {
+	_, err := parseFileMode(v.(string))
+	return err
 }

@@ -62,7 +62,7 @@ const (
 	Float    Type = "float"
 	Bool     Type = "bool"
 	Duration Type = "duration" // Go syntax: 500ms, 1m30s
-	Strings  Type = "[]string" // a YAML list of strings, or one string
+	Strings  Type = "[]string" // a YAML list of strings, or one string of comma-separated items ("h1:9092,h2:9092")
 	Enum     Type = "enum"     // a string out of Option.Values
 )
 
@@ -75,6 +75,77 @@ type Option struct {
 	Secret      bool     // never printed (passwords, tokens)
 	Values      []string // the allowed values of an Enum
 	Description string
+	// Check, if set, checks the parsed value (typed like Default); its
+	// error is reported at the option's line. It must not repeat the value
+	// (it may come from the environment). AtLeast, Between and Positive
+	// make common checks.
+	Check func(v any) error
+}
+
+// AtLeast returns a Check for an Int, Float or Duration (in nanoseconds)
+// option: the value must be at least min.
+func AtLeast(min float64) func(any) error {
+	return func(v any) error {
+		if f, ok := number(v); ok && f < min {
+			return fmt.Errorf("must be at least %v", min)
+		}
+		return nil
+	}
+}
+
+// Between returns a Check for an Int or Float option: the value must be in
+// [min, max].
+func Between(min, max float64) func(any) error {
+	return func(v any) error {
+		if f, ok := number(v); ok && (f < min || f > max) {
+			return fmt.Errorf("must be between %v and %v", min, max)
+		}
+		return nil
+	}
+}
+
+// Positive is a Check for an Int, Float or Duration option: the value must
+// be greater than zero.
+func Positive(v any) error {
+	if d, ok := v.(time.Duration); ok {
+		if d <= 0 {
+			return errors.New("must be greater than 0")
+		}
+		return nil
+	}
+	if f, ok := number(v); ok && f <= 0 {
+		return errors.New("must be greater than 0")
+	}
+	return nil
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case time.Duration:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// SplitList splits the one-string form of a Strings option on commas:
+// "h1:9092, h2:9092" is [h1:9092 h2:9092]; "" is an empty list. An empty
+// item ("a,,b") is an error.
+func SplitList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+		if parts[i] == "" {
+			return nil, errors.New("empty item in a comma-separated list")
+		}
+	}
+	return parts, nil
 }
 
 // Options are a connector's validated option values, with defaults filled
@@ -172,6 +243,14 @@ type Source struct {
 	Validate func(Options) error
 	// Build adds the source to c.Env and returns its stream.
 	Build func(c BuildContext) (stream.DataStream[Record], error)
+	// Fields, if not nil, are all the fields the source's records can
+	// have (its declared schema): an expression reading any other field
+	// is refused at validation. nil = not known (JSON from outside).
+	Fields []string
+	// MaxParallelism, if set, is the most source subtasks that can get
+	// work with these options (e.g. the number of splits); a pipeline
+	// with a higher parallelism is warned about.
+	MaxParallelism func(Options) int
 }
 
 // Sink is a registered sink connector.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 )
 
@@ -28,10 +29,37 @@ type writableFile interface {
 	Close() error
 }
 
+// Checkpoint data is private to the owner: it holds source positions,
+// file names and whatever state operators keep.
 const (
-	dirPerm  fs.FileMode = 0o755
-	filePerm fs.FileMode = 0o644
+	dirPerm  fs.FileMode = 0o700
+	filePerm fs.FileMode = 0o600
 )
+
+// mkdirAllDurable creates path and its missing parents, and fsyncs the
+// parent of every directory it created, so the new entries survive a
+// crash of the machine.
+func mkdirAllDurable(fsys fileSystem, path string) error {
+	var missing []string
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(path, dirPerm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 type osFS struct{}
 

@@ -53,7 +53,7 @@ func NewLocal(dir string, opts ...Option) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint storage %q: %w", dir, err)
 	}
-	if err := o.fs.MkdirAll(abs, dirPerm); err != nil {
+	if err := mkdirAllDurable(o.fs, abs); err != nil {
 		return nil, fmt.Errorf("checkpoint storage: %w", err)
 	}
 	return &Local{dir: abs, retain: o.retain, fs: o.fs, sem: make(chan struct{}, 1)}, nil
@@ -333,7 +333,7 @@ func saveSavepoint(ctx context.Context, fsys fileSystem, dir string, s *Snapshot
 	if err != nil {
 		return Info{}, fmt.Errorf("savepoint %d: %w", snap.ID, err)
 	}
-	if err := fsys.MkdirAll(abs, dirPerm); err != nil {
+	if err := mkdirAllDurable(fsys, abs); err != nil {
 		return Info{}, fmt.Errorf("savepoint %d: %w", snap.ID, err)
 	}
 	return writeSnapshot(ctx, fsys, abs, &snap)
