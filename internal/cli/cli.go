@@ -41,6 +41,10 @@ type App struct {
 	// Terminal forces terminal (true) or plain (false) progress; nil
 	// detects it from Stderr.
 	Terminal *bool
+
+	// redact hides values from the environment in what a run writes (set
+	// by redacted once the pipeline is loaded; nil = nothing to hide).
+	redact *pipeline.Redactor
 }
 
 func (a *App) defaults() {

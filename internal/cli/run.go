@@ -33,6 +33,7 @@ type runOptions struct {
 	progress         string
 	interval         time.Duration
 	logLevel         string
+	logFormat        string
 	savepointDir     string
 	allowNonRestored bool
 }
@@ -44,6 +45,7 @@ func (a *App) runFlags(name, synopsis string, o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.progress, "progress", "auto", "progress display: auto, terminal, plain or off")
 	fs.DurationVar(&o.interval, "progress-interval", 0, "time between progress updates (default 1s on a terminal, 5s otherwise)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one JSON object per line, for log shippers; the final summary is a JSON record too)")
 	return fs
 }
 
@@ -63,14 +65,32 @@ func (a *App) cmdRun(args []string) int {
 	}
 	spec, err := pipeline.Load(pos[0], a.Registry, a.Getenv)
 	if err != nil {
-		return a.exit(err)
+		return a.exit(loadError(err))
 	}
+	// From here on, values from the environment are hidden in everything
+	// the process writes about the run: logs, errors, HTTP responses.
+	secrets := spec.Secrets
+	if o.httpTokenEnv != "" {
+		if t, ok := a.Getenv(o.httpTokenEnv); ok {
+			secrets = append(secrets, pipeline.Substitution{Var: o.httpTokenEnv, Value: t, Secret: true})
+		}
+	}
+	a = a.redacted(pipeline.NewRedactor(secrets))
 	out, err := a.runSpec(spec, o)
 	if err != nil {
 		return a.exit(err)
 	}
 	a.summarize(spec, out, pos[0])
 	return out.exitCode()
+}
+
+// loadError makes every error of loading a pipeline a usage error (exit
+// code 2): a missing or unreadable file as well as an invalid one.
+func loadError(err error) error {
+	if errors.Is(err, pipeline.ErrInvalid) {
+		return err
+	}
+	return usageError{err}
 }
 
 // exitCode is 0 when the job finished or ended because a signal asked it
@@ -93,8 +113,9 @@ func (a *App) cmdValidate(args []string) error {
 	}
 	spec, err := pipeline.Load(pos[0], a.Registry, a.Getenv)
 	if err != nil {
-		return err
+		return loadError(err)
 	}
+	a = a.redacted(pipeline.NewRedactor(spec.Secrets))
 	for _, w := range spec.Warnings {
 		fmt.Fprintln(a.Stderr, "warning:", w)
 	}
@@ -104,7 +125,7 @@ func (a *App) cmdValidate(args []string) error {
 		names = append(names, string(t.Kind))
 	}
 	names = append(names, "sink "+spec.Sink.Type)
-	fmt.Fprintf(a.Stdout, "%s: ok: job %q: %s (%s, parallelism %d)\n", pos[0], spec.Name, strings.Join(names, " → "), spec.Delivery, spec.Parallelism)
+	fmt.Fprintf(a.redact.Writer(a.Stdout), "%s: ok: job %q: %s (%s, parallelism %d)\n", pos[0], spec.Name, strings.Join(names, " → "), spec.Delivery, spec.Parallelism)
 	return nil
 }
 
@@ -116,6 +137,12 @@ type outcome struct {
 	stopped   bool   // ended by a clean stop (final checkpoint committed)
 	savepoint string // where the stop's savepoint was written
 	snap      jobstat.Snapshot
+	// skipped and deadLettered count the records a per-record error
+	// policy took out of the stream (see summarize).
+	skipped, deadLettered int64
+	// jsonLog is the run's logger when --log-format is json: the summary
+	// is then one record of it.
+	jsonLog *slog.Logger
 }
 
 // stopper is how a signal ends the job: runtime.Handle.Stop takes a final
@@ -237,7 +264,19 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
+	hopts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	switch o.logFormat {
+	case "", "text":
+		log = slog.New(slog.NewTextHandler(a.Stderr, hopts))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(a.Stderr, hopts))
+		if o.progress == "auto" || o.progress == "terminal" {
+			o.progress = "plain" // progress as log records, not a rewritten line
+		}
+	default:
+		return nil, usagef("--log-format: want text or json, got %q", o.logFormat)
+	}
 	for _, w := range spec.Warnings {
 		log.Warn(w)
 	}
@@ -355,7 +394,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 				return hd.TriggerSavepoint(ctx, o.savepointDir)
 			}
 		}
-		srv, err := httpstatus.Start(addr, httpstatus.Handler(reg, getView, token, savepoint))
+		srv, err := httpstatus.Start(addr, redactHTTP(a.redact, httpstatus.Handler(reg, getView, token, savepoint)))
 		if err != nil {
 			return nil, err
 		}
@@ -416,6 +455,11 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	}
 	out.res, out.err = h.Wait()
 	out.snap = v.Poll(time.Now())
+	out.skipped = reg.Sum(metrics.NumRecordsInErrors) + reg.Sum(MetricRecordsSkipped)
+	out.deadLettered = reg.Sum(MetricRecordsDeadLettered)
+	if o.logFormat == "json" {
+		out.jsonLog = log
+	}
 	prog.Update(out.snap)
 	prog.Done()
 	if out.res != nil && out.signalled && out.res.State == runtime.Finished {
@@ -478,12 +522,17 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 	if out.res != nil {
 		state = string(out.res.State)
 	}
-	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %d checkpoints, %d restarts, %s\n", spec.Name, state,
-		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
 	last := int64(0)
 	if s.Last != nil {
 		last = s.Last.ID
 	}
+	if out.jsonLog != nil {
+		a.summarizeJSON(spec, out, file, state, last)
+		return
+	}
+	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %s skipped, %s dead-lettered, %d checkpoints, %d restarts, %s\n", spec.Name, state,
+		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), cliui.Count(out.skipped), cliui.Count(out.deadLettered),
+		s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
 	resume := func() {
 		if spec.CheckpointDir == "" {
 			fmt.Fprintln(w, "no checkpoint.dir is set, so this run cannot be resumed")
