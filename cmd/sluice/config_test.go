@@ -18,6 +18,31 @@ import (
 	"time"
 )
 
+// shownPath is path as sluice shows it when it was built from the
+// variables of env (NAME=value): the values replaced by ${NAME}.
+func shownPath(path string, env []string) string {
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if len(v) >= 4 {
+			path = strings.ReplaceAll(path, v, "${"+k+"}")
+		}
+	}
+	return path
+}
+
+// expandEnv expands the ${NAME}s of s from env (NAME=value), as a shell
+// would when the user pastes a path sluice printed.
+func expandEnv(s string, env []string) string {
+	return os.Expand(s, func(k string) string {
+		for _, kv := range env {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v
+			}
+		}
+		return ""
+	})
+}
+
 // writeConfigPipeline writes a pipeline file named name into dir.
 func writeConfigPipeline(t *testing.T, dir, name, yaml string) string {
 	t.Helper()

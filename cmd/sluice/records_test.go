@@ -157,7 +157,8 @@ func TestRecordsMalformedLines(t *testing.T) {
 			}
 			p := writePipeline(t, dir, fmt.Sprintf(fileToFile, ""))
 			r := run(t, []string{"IN=" + in, "OUT=" + dir}, "run", "--progress", "off", p)
-			if want := in + " line 3 (offset 18): file: malformed record: JSON line: " + c.problem; r.code != 1 || !strings.Contains(r.stderr, want) {
+			// The path came from ${IN}: it is shown as ${IN}.
+			if want := "${IN} line 3 (offset 18): file: malformed record: JSON line: " + c.problem; r.code != 1 || !strings.Contains(r.stderr, want) {
 				t.Fatalf("exit %d, want 1 with %q in stderr:\n%s", r.code, want, r.stderr)
 			}
 			r = run(t, []string{"IN=" + in, "OUT=" + dir, "POLICY=skip"}, "run", "--progress", "off", p)

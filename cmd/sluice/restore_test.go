@@ -97,11 +97,12 @@ func TestOneProcessPerCheckpointDir(t *testing.T) {
 	slow := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=3000"}
 	file := restorePipeline(t, "orders", "", "order-files", "", "200ms")
 	ckpt := filepath.Join(out, "checkpoints")
+	shownCkpt := "${OUT}/checkpoints" // values from the environment are shown as ${VAR}
 
 	holder := start(t, slow, "run", "--http", "127.0.0.1:0", file) // fresh
 	holder.waitLine(t, httpRE)
-	refusedLocked(t, "fresh while a fresh run holds the dir", run(t, slow, "run", "--progress", "off", file), ckpt, holder.cmd.Process.Pid)
-	refusedLocked(t, "--from while a fresh run holds the dir", run(t, slow, "run", "--progress", "off", "--from", ckpt, file), ckpt, holder.cmd.Process.Pid)
+	refusedLocked(t, "fresh while a fresh run holds the dir", run(t, slow, "run", "--progress", "off", file), shownCkpt, holder.cmd.Process.Pid)
+	refusedLocked(t, "--from while a fresh run holds the dir", run(t, slow, "run", "--progress", "off", "--from", ckpt, file), shownCkpt, holder.cmd.Process.Pid)
 	waitCompleted(t, holder, ckpt, 2)
 	if err := holder.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -111,8 +112,8 @@ func TestOneProcessPerCheckpointDir(t *testing.T) {
 	holder = start(t, slow, "run", "--http", "127.0.0.1:0", "--from", ckpt, file) // the next start after kill -9 runs
 	holder.waitLine(t, httpRE)
 	holder.waitLine(t, regexp.MustCompile(`msg="(job starting)"`))
-	refusedLocked(t, "fresh while a --from run holds the dir", run(t, slow, "run", "--progress", "off", file), ckpt, holder.cmd.Process.Pid)
-	refusedLocked(t, "--from while a --from run holds the dir", run(t, slow, "run", "--progress", "off", "--from", ckpt, file), ckpt, holder.cmd.Process.Pid)
+	refusedLocked(t, "fresh while a --from run holds the dir", run(t, slow, "run", "--progress", "off", file), shownCkpt, holder.cmd.Process.Pid)
+	refusedLocked(t, "--from while a --from run holds the dir", run(t, slow, "run", "--progress", "off", "--from", ckpt, file), shownCkpt, holder.cmd.Process.Pid)
 	if err := holder.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestDamagedNewestCheckpointThroughTheBinary(t *testing.T) {
 			runEnv := []string{"OUT=" + world, fmt.Sprint("COUNT=", count), "RATE=0"}
 			r := run(t, runEnv, "run", "--progress", "off", "--from", dir, file)
 			older := regexp.MustCompile(`--from (\S+/chk-(\d+)) `).FindStringSubmatch(r.stderr)
-			if r.code == 0 || !strings.Contains(r.stderr, damaged) || !strings.Contains(r.stderr, fmt.Sprintf("checkpoint %d, is damaged", newest)) || older == nil {
+			if r.code == 0 || !strings.Contains(r.stderr, shownPath(damaged, runEnv)) || !strings.Contains(r.stderr, fmt.Sprintf("checkpoint %d, is damaged", newest)) || older == nil {
 				t.Fatalf("--from with a damaged newest checkpoint: exit %d, want a refusal naming %s and an older checkpoint\n%s", r.code, damaged, r.stderr)
 			}
 			cr := run(t, nil, "checkpoints", dir)
@@ -288,7 +289,7 @@ func TestDamagedNewestCheckpointThroughTheBinary(t *testing.T) {
 				return
 			}
 			// The explicit older choice runs, and warns.
-			r = run(t, runEnv, "run", "--progress", "off", "--from", older[1], file)
+			r = run(t, runEnv, "run", "--progress", "off", "--from", expandEnv(older[1], runEnv), file)
 			if r.code != 0 || !strings.Contains(r.stderr, "restoring an older snapshot than the newest completed checkpoint") {
 				t.Errorf("--from %s: exit %d, want a run with a duplicate warning\n%s", older[1], r.code, r.stderr)
 			}
