@@ -23,6 +23,11 @@
 // state file is named relative to the directory, so a snapshot directory can
 // be moved or renamed and still loads with Load.
 //
+// Everything Local and SaveSavepoint write is private to the owner:
+// directories 0700, files 0600 (before the umask), since state holds source
+// positions, file names and whatever operators keep. Directories they
+// create are made durable by fsyncing their parents.
+//
 // # The _metadata file
 //
 // A JSON object:
