@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -230,7 +231,17 @@ func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
 	if n != nil && n.Line > 0 {
 		line = n.Line
 	}
-	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: printable(field), Msg: printable(fmt.Sprintf(format, args...))})
+}
+
+// printable keeps an error on one line: a key or value with control
+// characters (a quoted "a\nb") is shown escaped.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // mapping returns the key/value pairs of a mapping node, checking keys
