@@ -180,3 +180,15 @@ func TestParseErrorsRedacted(t *testing.T) {
 		t.Errorf("error shows the value: %v", err)
 	}
 }
+
+// TestSecretOptionInTheFile: a token written in the file itself (not from
+// ${VAR}) is hidden as ***.
+func TestSecretOptionInTheFile(t *testing.T) {
+	s, err := Parse("p.yaml", []byte("source: {type: datagen}\nsink: {type: print}\nhttp: {token: literal-tok}\n"), registry.Default(), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := NewRedactor(s.Secrets).String("token=literal-tok"); got != "token=***" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -19,7 +19,7 @@ func interpolate(s string, lookup Lookup) (out string, substituted bool, err err
 
 // Substitution is one ${VAR} replaced by a value from the environment.
 type Substitution struct {
-	Var   string // the variable's name
+	Var   string // the variable's name; "" for a secret option's value written in the file
 	Value string // its value (the default of ${VAR:-default} is not a secret)
 	// Secret: the value is an option marked Secret (a token, a
 	// password); it is hidden even when short.

@@ -336,6 +336,10 @@ func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool
 			for i := before; i < len(p.subs); i++ {
 				p.subs[i].Secret = true
 			}
+			if len(p.subs) == before && n.Kind == yaml.ScalarNode && n.Value != "" {
+				// Written in the file itself: hidden all the same.
+				p.subs = append(p.subs, Substitution{Value: n.Value, Secret: true})
+			}
 		}()
 	}
 	if o.Type == registry.Strings && n.Kind == yaml.SequenceNode {

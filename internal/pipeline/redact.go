@@ -17,7 +17,7 @@ import (
 const MinRedactLen = 4
 
 // Redactor replaces the values a pipeline took from the environment by
-// their ${VAR} names in text: log lines, errors, HTTP responses. It also
+// their ${VAR} names (and secret options written in the file by ***) in text: log lines, errors, HTTP responses. It also
 // catches the values as they appear quoted by the text and JSON log
 // handlers and Prometheus labels (escaped quotes and backslashes). It is
 // safe for concurrent use; a nil *Redactor changes nothing.
@@ -35,6 +35,9 @@ func NewRedactor(subs []Substitution) *Redactor {
 			continue
 		}
 		repl := "${" + s.Var + "}"
+		if s.Var == "" {
+			repl = "***"
+		}
 		q := strconv.Quote(s.Value)
 		j, _ := json.Marshal(s.Value)
 		for _, v := range []string{s.Value, q[1 : len(q)-1], string(j[1 : len(j)-1])} {
