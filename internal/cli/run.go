@@ -104,6 +104,9 @@ func (a *App) cmdValidate(args []string) error {
 		names = append(names, string(t.Kind))
 	}
 	names = append(names, "sink "+spec.Sink.Type)
+	if spec.DeadLetter != nil {
+		names[len(names)-1] += " (dead letters → sink " + spec.DeadLetter.Type + ")"
+	}
 	fmt.Fprintf(a.Stdout, "%s: ok: job %q: %s (%s, parallelism %d)\n", pos[0], spec.Name, strings.Join(names, " → "), spec.Delivery, spec.Parallelism)
 	return nil
 }
@@ -322,7 +325,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		}
 	}
 	env := stream.New(opts...)
-	if err := a.build(env, spec, log); err != nil {
+	if err := a.build(env, spec, log, reg); err != nil {
 		return nil, usageError{err} // a connector rejected its configuration
 	}
 
@@ -454,7 +457,7 @@ func (a *App) progress(o runOptions, log *slog.Logger) (*cliui.Progress, time.Du
 }
 
 // build adds the pipeline's operators to env.
-func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger) error {
+func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger, reg *metrics.Registry) error {
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
@@ -462,10 +465,22 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}
-	in = transform.AddTo(in, spec.Transforms)
+	var dead stream.DataStream[registry.Record]
+	if transform.NeedsPolicies(spec.Transforms, spec.SourceDeadLetters) || spec.DeadLetter != nil {
+		in, dead = transform.AddWithPolicies(in, spec.Transforms, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil})
+	} else {
+		in = transform.AddTo(in, spec.Transforms)
+	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
 		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
+	}
+	if dl := spec.DeadLetter; dl != nil {
+		dsk, _ := a.Registry.Sink(dl.Type)
+		if err := dsk.Build(registry.BuildContext{Env: env, Name: dl.Name, UID: dl.UID, Options: dl.Options,
+			Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, dead); err != nil {
+			return fmt.Errorf("%s:%d: dead-letter: %w", spec.File, dl.Line, err)
+		}
 	}
 	return nil
 }

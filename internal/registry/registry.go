@@ -172,6 +172,10 @@ type Source struct {
 	Validate func(Options) error
 	// Build adds the source to c.Env and returns its stream.
 	Build func(c BuildContext) (stream.DataStream[Record], error)
+	// DeadLetters reports whether the source, so configured, emits dead
+	// letters (records marked with MarkDeadLetter) for the pipeline's
+	// dead-letter sink (optional; nil = never).
+	DeadLetters func(Options) bool
 }
 
 // Sink is a registered sink connector.
