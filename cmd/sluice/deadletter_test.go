@@ -298,3 +298,63 @@ sink:
 		})
 	}
 }
+
+// TestDeadLetterExample runs examples/pipelines/file-dead-letters.yaml
+// over input with malformed lines and records without the filtered field:
+// both outputs together hold every record once, and the summary counts
+// the dead letters.
+func TestDeadLetterExample(t *testing.T) {
+	in, out := t.TempDir(), t.TempDir()
+	total := writeDeadLetterInput(t, in, 0, 3, 1000)
+	r := run(t, []string{"IN=" + in, "OUT=" + out}, "run", "--progress", "off", pipelines+"file-dead-letters.yaml")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	// The example names its operators differently from the kill test.
+	for _, f := range []string{"events", "large"} {
+		if !strings.Contains(readAll(t, filepath.Join(out, "dead-letters")), `"operator":"`+f+`"`) {
+			t.Errorf("no dead letter from %s", f)
+		}
+	}
+	main := readOutput(t, filepath.Join(out, "output"), "id")
+	deadIDs := map[int64]int{}
+	for l := range strings.Lines(readAll(t, filepath.Join(out, "dead-letters"))) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := rec["record"].(map[string]any); ok {
+			deadIDs[int64(r["id"].(float64))]++
+		} else if m := deadRawID.FindStringSubmatch(fmt.Sprint(rec["raw"])); m != nil {
+			id, _ := strconv.ParseInt(m[1], 10, 64)
+			deadIDs[id]++
+		} else {
+			t.Fatalf("dead letter %v", rec)
+		}
+	}
+	checkDeadLetterOutputs(t, main, deadIDs, total)
+	if want := fmt.Sprintf("records with errors: 0 skipped, %d dead-lettered", len(deadIDs)); !strings.Contains(r.stderr, want) {
+		t.Errorf("the summary does not say %q:\n%s", want, r.stderr)
+	}
+}
+
+// readAll concatenates the committed files under dir.
+func readAll(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}

@@ -495,6 +495,9 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 	}
 	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %d checkpoints, %d restarts, %s\n", spec.Name, state,
 		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
+	if line := errorCounts(spec, out.res); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	last := int64(0)
 	if s.Last != nil {
 		last = s.Last.ID
@@ -522,6 +525,27 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 			resume()
 		}
 	}
+}
+
+// errorCounts is the summary line of records with errors (skipped and
+// dead-lettered by the transforms and the source), "" if there were none.
+// Records replayed after a restart are counted again.
+func errorCounts(spec *pipeline.Spec, res *runtime.Result) string {
+	if res == nil || res.Metrics == nil {
+		return ""
+	}
+	skipped := res.Counter(transform.NumRecordsSkipped)
+	dead := res.Counter(transform.NumRecordsDeadLettered)
+	src := res.Counter(metrics.NumRecordsInErrors, "operator", spec.Source.Name)
+	if spec.SourceDeadLetters {
+		dead += src
+	} else {
+		skipped += src
+	}
+	if skipped == 0 && dead == 0 {
+		return ""
+	}
+	return fmt.Sprintf("records with errors: %s skipped, %s dead-lettered", cliui.Count(skipped), cliui.Count(dead))
 }
 
 func firstLine(s string) string {
