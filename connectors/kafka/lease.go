@@ -195,8 +195,8 @@ func (ls *leaseSet) acquire(ctx context.Context, prefix string, ictx sink.InitCo
 	if err != nil {
 		cl.Close()
 		if isAuthErr(err) {
-			l.log.Warn("kafka sink: cannot hold the lease of the transactional id prefix (no ACL for its group): another live job with this prefix will not be detected at start, only when it fences this one",
-				"err", authzError(err, cl, nil, opRead, resourceNames{group: l.group}))
+			l.log.Warn("kafka sink: cannot hold the lease of the transactional id prefix (no ACL for its group; grant READ and DESCRIBE on it): another live job with this prefix will not be detected at start, only when it fences this one",
+				"err", err)
 			l.cl = nil
 			l.refs = 1
 			ls.held[prefix] = l

@@ -441,19 +441,16 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
 	defer cancel()
-	w.lease, err = s.leases.acquire(ctx, w.prefix, ictx, s.baseOpts(), s.cfg.logger)
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink %q subtask %d: %w", ictx.OperatorName(), w.subtask, err)
-	}
-	if err := w.recover(ctx, states, restored); err != nil {
+	if err := w.recover(ctx, ictx, states, restored); err != nil {
 		w.lease.release()
 		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, w.prefix, err)
 	}
 	return w, nil
 }
 
-// recover commits the prepared transactions of the restored states, then
-// aborts (fences) every transactional id this subtask is responsible for.
+// recover takes the prefix's lease, commits the prepared transactions of
+// the restored states, then aborts (fences) every transactional id this
+// subtask is responsible for.
 //
 // Responsibility: on a fresh start, subtask s fences its own ids and every
 // lingering id of subtask j with j % parallelism == s (ids from a higher
@@ -461,7 +458,7 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 // reaches exactly one new writer, which commits its pending transactions
 // and then fences the old writer's ids; ids of subtasks not in the
 // snapshot go to j % parallelism.
-func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored bool) error {
+func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) error {
 	cfg := w.s.cfg
 	admin, err := kgo.NewClient(w.s.baseOpts()...)
 	if err != nil {
@@ -472,6 +469,12 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 		return fmt.Errorf("cannot reach brokers %v: %w", cfg.brokers, err)
 	}
 	if err := w.s.checkTransactionTimeout(ctx, admin); err != nil {
+		return err
+	}
+	// Hold the prefix's lease before committing or fencing anything:
+	// another live sink on it makes this one refuse.
+	w.lease, err = w.s.leases.acquire(ctx, w.prefix, ictx, w.s.baseOpts(), w.s.cfg.logger)
+	if err != nil {
 		return err
 	}
 	groups := map[int]bool{}
