@@ -102,18 +102,28 @@ func waitCommitted(t *testing.T, brokers []string, topic string) {
 	t.Fatalf("nothing committed to %s in a minute", topic)
 }
 
-// TestSamePrefixSecondJobRefused runs a job with an explicit prefix and,
-// while it runs, a second job with the same prefix: the second refuses to
-// start before it fences or commits anything, naming both jobs (ids and
-// names, host and pid), and does not restart; the first delivers every
-// record once.
+// TestSamePrefixSecondJobRefused runs a job and, while it runs, a second
+// job on the same transactional id prefix: an explicit prefix set on two
+// jobs, and one job run twice (a copied checkpoint: the same job id, so
+// the same default prefix). The second refuses to start before it fences
+// or commits anything, naming both (job ids and names, host and pid), and
+// does not restart; the first delivers every record once.
 func TestSamePrefixSecondJobRefused(t *testing.T) {
 	b := realBrokers(t)
+	t.Run("explicit prefix", func(t *testing.T) {
+		prefix := uniqueName("shared")
+		secondJobRefused(t, b, newJobID(t), newJobID(t), TransactionalIDPrefix(prefix))
+	})
+	t.Run("same job twice", func(t *testing.T) {
+		id := newJobID(t)
+		secondJobRefused(t, b, id, id)
+	})
+}
+
+func secondJobRefused(t *testing.T, b []string, idA, idB string, opts ...SinkOption) {
 	const count = 6000
-	prefix := uniqueName("shared")
 	topicA, topicB := createTopic(t, b, 2), createTopic(t, b, 2)
-	idA, idB := newJobID(t), newJobID(t)
-	envA := genJob(t, b, idA, topicA, count, 2000, restart.FixedDelay(3, 0), TransactionalIDPrefix(prefix))
+	envA := genJob(t, b, idA, topicA, count, 2000, restart.FixedDelay(3, 0), opts...)
 	var wg sync.WaitGroup
 	var errA error
 	wg.Go(func() {
@@ -122,7 +132,7 @@ func TestSamePrefixSecondJobRefused(t *testing.T) {
 		_, errA = envA.Execute(ctx, "job-a")
 	})
 	waitCommitted(t, b, topicA)
-	envB := genJob(t, b, idB, topicB, count, 2000, restart.FixedDelay(5, 0), TransactionalIDPrefix(prefix))
+	envB := genJob(t, b, idB, topicB, count, 2000, restart.FixedDelay(5, 0), opts...)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	resB, errB := envB.Execute(ctx, "job-b")
 	cancel()
