@@ -227,13 +227,19 @@ func prefixInUse(prefix string, me leaseMember, others []leaseMember) error {
 }
 
 // join joins (or rejoins) the group, completes the rebalance and returns
-// the live members that are not this sink.
+// the live members that are not this sink. It retries while the
+// coordinator moves or loads, bounded by ctx (the writer's SetupTimeout).
 func (l *lease) join(ctx context.Context) ([]leaseMember, error) {
 	meta, _ := json.Marshal(l.me)
-	for attempt := 0; ; attempt++ {
-		if attempt >= txnRequestAttempts {
-			return nil, fmt.Errorf("gave up joining after %d attempts", attempt)
+	backoff := txnInitialBackoff
+	pause := func(err error) error {
+		if werr := sleepCtx(ctx, backoff); werr != nil {
+			return errors.Join(err, werr)
 		}
+		backoff = min(2*backoff, txnMaxBackoff)
+		return nil
+	}
+	for {
 		req := kmsg.NewPtrJoinGroupRequest()
 		req.Group = l.group
 		req.SessionTimeoutMillis = int32(leaseSessionTimeout / time.Millisecond)
@@ -255,8 +261,8 @@ func (l *lease) join(ctx context.Context) ([]leaseMember, error) {
 			l.memberID = ""
 			continue
 		case errors.Is(err, kerr.RebalanceInProgress) || (err != nil && retriableTxnErr(err)):
-			if werr := sleepCtx(ctx, txnInitialBackoff); werr != nil {
-				return nil, errors.Join(err, werr)
+			if perr := pause(err); perr != nil {
+				return nil, perr
 			}
 			continue
 		case err != nil:
@@ -282,6 +288,9 @@ func (l *lease) join(ctx context.Context) ([]leaseMember, error) {
 		if errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) || (err != nil && retriableTxnErr(err)) {
 			if errors.Is(err, kerr.UnknownMemberID) {
 				l.memberID = ""
+			}
+			if perr := pause(err); perr != nil {
+				return nil, perr
 			}
 			continue
 		}
