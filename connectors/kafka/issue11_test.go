@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
@@ -459,4 +460,51 @@ func TestRecoveryNeverFencesAnUncommittedRestoredTransaction(t *testing.T) {
 	if got := len(readCommitted(t, b, topic, 5, 2*time.Second)); got != 5 {
 		t.Fatalf("%d of 5 records of the restored transaction committed", got)
 	}
+}
+
+// TestEndTxnAnswers pins what Apache Kafka 4.x answers to an EndTxn
+// commit with a prepared transaction's producer id and epoch, which is
+// all a restore can learn (see verdict.go): success while the transaction
+// is open and again after it was committed; INVALID_TXN_STATE after it
+// was aborted; PRODUCER_FENCED once the id was initialized again, whether
+// the transaction had been committed or aborted.
+func TestEndTxnAnswers(t *testing.T) {
+	b := realBrokers(t)
+	topic := createTopic(t, b, 1)
+	ctx := t.Context()
+	admin := newClient(t, b)
+	prepare := func() Committable {
+		id := uniqueName("answers")
+		cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		pid, epoch, err := cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
+	}
+	expect := func(what string, err, want error) {
+		t.Helper()
+		if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
+			t.Errorf("%s: %v, want %v", what, err, want)
+		}
+	}
+	c := prepare()
+	expect("commit of an open transaction", endTxn(ctx, admin, c, true), nil)
+	expect("commit again", endTxn(ctx, admin, c, true), nil)
+	expect("fence after the commit", fenceTxnID(ctx, admin, c.TransactionalID, time.Minute), nil)
+	expect("commit of a committed transaction after a fence", endTxn(ctx, admin, c, true), kerr.ProducerFenced)
+
+	c = prepare()
+	expect("abort", endTxn(ctx, admin, c, false), nil)
+	expect("commit of an aborted transaction", endTxn(ctx, admin, c, true), kerr.InvalidTxnState)
+
+	c = prepare()
+	expect("fence of an open transaction", fenceTxnID(ctx, admin, c.TransactionalID, time.Minute), nil)
+	expect("commit of a transaction aborted by a fence", endTxn(ctx, admin, c, true), kerr.ProducerFenced)
 }
