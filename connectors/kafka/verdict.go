@@ -71,9 +71,9 @@ func judgeGone(c Committable, err error, now time.Time, timeout time.Duration, o
 			return verdict{lost: true, reason: "older than the transaction timeout",
 				err: fmt.Errorf("kafka sink: transaction %v started %v ago, longer than the transaction timeout %v: the broker aborted it unless the previous run committed it first, and cannot say which; its records may be lost: %w", c, age.Round(time.Second), timeout, err)}
 		}
-		return verdict{reason: fmt.Sprintf("started %v ago, within the transaction timeout %v, and no other sink holds the prefix: only this job moves its ids on, after committing (%v)", age.Round(time.Millisecond), timeout, err)}
+		return verdict{reason: fmt.Sprintf("started %v ago, within the transaction timeout %v, and no other sink holds the prefix: only this job moves its ids on, after committing; it is lost only if the previous run failed with %q (%v)", age.Round(time.Millisecond), timeout, ErrFenced, err)}
 	}
-	return verdict{reason: fmt.Sprintf("no other sink holds the prefix: only this job moves its ids on, after committing (%v)", err)}
+	return verdict{reason: fmt.Sprintf("no other sink holds the prefix: only this job moves its ids on, after committing; it is lost only if the previous run failed with %q (%v)", ErrFenced, err)}
 }
 
 func joinMembers(ms []leaseMember) string {
