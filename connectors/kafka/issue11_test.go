@@ -316,8 +316,8 @@ func (h captureHandler) atLeast(lvl slog.Level) []string {
 // TestRestoreAfterCommitLogsNoLoss sets up, through the sink's own API on
 // the real broker, what a kill -9 right after checkpoint 2 leaves: the
 // transaction of checkpoint 1 was committed (its commit had not been
-// recorded by the runtime yet, so checkpoint 2 still holds it), the one
-// of checkpoint 2 is prepared. A new process restores from checkpoint 2:
+// recorded by the runtime yet, so checkpoint 2 still holds it) or its
+// commit was never sent, and the one of checkpoint 2 is prepared. A new process restores from checkpoint 2:
 // the writer commits checkpoint 2's transaction and fences its ids, the
 // committer re-commits both. Every record is committed once, no commit
 // fails, and nothing is logged at warning level or above. Before, the
@@ -325,6 +325,11 @@ func (h captureHandler) atLeast(lvl slog.Level) []string {
 // reason" (its id had been fenced by recovery), the line real loss prints.
 func TestRestoreAfterCommitLogsNoLoss(t *testing.T) {
 	b := realBrokers(t)
+	t.Run("checkpoint 1 committed before the kill", func(t *testing.T) { restoreAfterKill(t, b, true) })
+	t.Run("checkpoint 1 commit never sent", func(t *testing.T) { restoreAfterKill(t, b, false) })
+}
+
+func restoreAfterKill(t *testing.T, b []string, committed bool) {
 	topic := createTopic(t, b, 1)
 	job, prefix := newJobID(t), uniqueName("restore")
 	newSink := func(h slog.Handler) sink.Erased[string] {
@@ -362,9 +367,11 @@ func TestRestoreAfterCommitLogsNoLoss(t *testing.T) {
 		return cs[0]
 	}
 	cm1 := write("a", 1)
-	req := &sink.RawRequest{CheckpointID: 1, Data: cm1}
-	if err := c1.Commit(ctx, []*sink.RawRequest{req}); err != nil || req.Outcome != sink.Committed {
-		t.Fatalf("commit of checkpoint 1: %v, outcome %v", err, req.Outcome)
+	if committed {
+		req := &sink.RawRequest{CheckpointID: 1, Data: cm1}
+		if err := c1.Commit(ctx, []*sink.RawRequest{req}); err != nil || req.Outcome != sink.Committed {
+			t.Fatalf("commit of checkpoint 1: %v, outcome %v", err, req.Outcome)
+		}
 	}
 	cm2 := write("b", 2)
 	states, err := w.SnapshotState(2)
