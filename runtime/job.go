@@ -434,6 +434,9 @@ func (j *Job) nextRestart(cause error) (delay time.Duration, again bool, before 
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	before = j.restarts
+	if errors.Is(cause, restart.ErrUnrecoverable) {
+		return 0, false, before
+	}
 	delay, again = j.cfg.Restart.Next(j.failureCount + 1)
 	if !again {
 		return delay, false, before
