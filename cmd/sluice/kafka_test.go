@@ -143,15 +143,6 @@ sink:
     transactional-id-prefix: ${PREFIX:-}
 `
 
-func writePipeline(t *testing.T, text string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "pipeline.yaml")
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestKafkaDefaultPrefixTwoPipelines runs one pipeline file twice at once
 // (two jobs, each its own topic and checkpoint dir) with the Kafka sink
 // unnamed and no prefix: both exit 0 and each topic holds every record
@@ -160,7 +151,7 @@ func writePipeline(t *testing.T, text string) string {
 func TestKafkaDefaultPrefixTwoPipelines(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	const count = 20000
-	file := writePipeline(t, genToKafka)
+	file := writePipeline(t, t.TempDir(), genToKafka)
 	var wg sync.WaitGroup
 	topics := make([]string, 2)
 	results := make([]result, 2)
@@ -186,7 +177,7 @@ func TestKafkaDefaultPrefixTwoPipelines(t *testing.T) {
 func TestKafkaSamePrefixSecondRunRefused(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	const count = 20000
-	file := writePipeline(t, genToKafka)
+	file := writePipeline(t, t.TempDir(), genToKafka)
 	prefix := fmt.Sprintf("cli-shared-%d", time.Now().UnixNano())
 	topicA, topicB := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
 	common := []string{fmt.Sprint("COUNT=", count), "RATE=4000", "BROKERS=" + brokers, "PREFIX=" + prefix}
@@ -222,7 +213,7 @@ var lossRE = regexp.MustCompile(`(?i)level=(ERROR|WARN).*|data is lost`)
 func TestKafkaKill9Resume(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	const count = 20000
-	file := writePipeline(t, genToKafka)
+	file := writePipeline(t, t.TempDir(), genToKafka)
 	topic := kafkaTopic(t, brokers, nil)
 	out := t.TempDir()
 	env := []string{"NAME=killed", "OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=5000", "BROKERS=" + brokers, "TOPIC=" + topic}
@@ -275,7 +266,7 @@ func TestKafkaOldAndFutureTimestamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Close()
-	file := writePipeline(t, `name: copy
+	file := writePipeline(t, t.TempDir(), `name: copy
 parallelism: 2
 checkpoint:
   interval: 100ms
