@@ -6,14 +6,13 @@ import (
 	"time"
 )
 
-// ErrUnrecoverable marks a failure that a restart cannot cure, such as a
-// record that cannot be decoded or an expression that fails on a record:
-// restored from its latest checkpoint, the job would meet the same record
-// again and fail the same way. A job whose failure wraps it (errors.Is)
-// fails at once, whatever its strategy allows, as a Flink job does on a
-// SuppressRestartsException. Wrap it with fmt.Errorf("...: %w", err,
-// restart.ErrUnrecoverable) or let an error type's Is method report it.
-var ErrUnrecoverable = errors.New("unrecoverable failure (not retried)")
+// ErrUnrecoverable marks a failure that no restart can fix (Flink's
+// SuppressRestartsException): a job whose failure wraps it fails at once,
+// whatever its strategy says. Connectors wrap it when restarting would
+// hide or repeat a loss, e.g. a Kafka producer fenced by another job, or
+// when the job would meet the same failure again: a record that cannot be
+// decoded, an expression that fails on a record.
+var ErrUnrecoverable = errors.New("unrecoverable failure")
 
 // Strategy decides whether and when a failed job restarts. Strategies are
 // values without mutable state; the runtime counts attempts.

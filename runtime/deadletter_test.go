@@ -2,9 +2,7 @@ package runtime_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,46 +14,6 @@ import (
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
-
-// TestUnrecoverableFailureIsNotRestarted: a task failure that wraps
-// restart.ErrUnrecoverable fails the job at once, although the strategy
-// allows restarts, with regional failover (parallelism 2, no exchange:
-// two regions) and with global failover.
-func TestUnrecoverableFailureIsNotRestarted(t *testing.T) {
-	for _, full := range []bool{false, true} {
-		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
-			gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(2000), datagen.Splits(2))
-			opts := []stream.Option{stream.Parallelism(2), stream.Restart(restart.FixedDelay(5, 0)), stream.Logger(runtime.DiscardLogger())}
-			if full {
-				opts = append(opts, stream.Failover(runtime.FailoverFull))
-			}
-			env := stream.New(opts...)
-			s := stream.FromSource(env, gen, watermark.None[int64](), "gen")
-			m := stream.TryMap(s, func(v int64) (int64, error) {
-				if v == 1500 {
-					return 0, fmt.Errorf("record %d: %w", v, restart.ErrUnrecoverable)
-				}
-				return v, nil
-			}, stream.Name("check"))
-			stream.SinkTo(m, testsink.NewTwoPhase(testsink.NewStore[int64]()), "sink")
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			res, err := env.Execute(ctx, "unrecoverable")
-			if err == nil {
-				t.Fatal("job succeeded")
-			}
-			if !errors.Is(err, restart.ErrUnrecoverable) || !strings.Contains(err.Error(), "record 1500") {
-				t.Errorf("error %v: want one wrapping restart.ErrUnrecoverable naming the record", err)
-			}
-			if res.Restarts != 0 {
-				t.Errorf("%d restarts, want 0 (failures %v)", res.Restarts, res.Failures)
-			}
-			if res.State != runtime.Failed {
-				t.Errorf("state %s, want failed", res.State)
-			}
-		})
-	}
-}
 
 // routed is a record on its way to the main or the dead-letter output.
 type routed struct {

@@ -62,20 +62,19 @@ func init() {
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "topic", Type: String, Required: true, Description: "topic to write"},
 			{Name: "transactional-id-prefix", Type: String, Default: "",
-				Description: "prefix of the transactional ids (exactly-once); keep it stable and unique per sink; empty = sluice-<sink name>"},
+				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
 		},
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			g := kafka.AtLeastOnce
 			if c.Delivery == ExactlyOnce {
 				g = kafka.ExactlyOnce
 			}
-			prefix := c.Options.String("transactional-id-prefix")
-			if prefix == "" {
-				prefix = "sluice-" + c.Name
+			opts := []kafka.SinkOption{kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
+				kafka.SinkLogger(c.Logger)}
+			if prefix := c.Options.String("transactional-id-prefix"); prefix != "" {
+				opts = append(opts, kafka.TransactionalIDPrefix(prefix))
 			}
-			s, err := kafka.NewSink(c.Options.Strings("brokers"), kafka.JSONSerializer[Record](),
-				kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
-				kafka.TransactionalIDPrefix(prefix), kafka.SinkLogger(c.Logger))
+			s, err := kafka.NewSink(c.Options.Strings("brokers"), kafka.JSONSerializer[Record](), opts...)
 			if err != nil {
 				return err
 			}
