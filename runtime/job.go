@@ -406,9 +406,12 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 		delay, again, restarted := j.nextRestart(err)
 		if !again {
 			j.setState(Failed)
-			if restarted > 0 {
+			switch {
+			case errors.Is(err, restart.ErrUnrecoverable):
+				err = fmt.Errorf("job %q failed without restarting (the failure would repeat; %d restarts before): %w", j.name, restarted, err)
+			case restarted > 0:
 				err = fmt.Errorf("job %q failed after %d restarts (strategy %s): %w", j.name, restarted, j.cfg.Restart, err)
-			} else {
+			default:
 				err = fmt.Errorf("job %q failed: %w", j.name, err)
 			}
 			break
@@ -428,12 +431,16 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 }
 
 // nextRestart asks the restart strategy about one more failure (global or
-// regional; both count) and, if it allows a restart, records it. It also
+// regional; both count) and, if it allows a restart, records it. A cause
+// wrapping restart.ErrUnrecoverable is never restarted. It also
 // returns how many restarts there were before.
 func (j *Job) nextRestart(cause error) (delay time.Duration, again bool, before int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	before = j.restarts
+	if errors.Is(cause, restart.ErrUnrecoverable) {
+		return 0, false, before
+	}
 	delay, again = j.cfg.Restart.Next(j.failureCount + 1)
 	if !again {
 		return delay, false, before

@@ -201,6 +201,13 @@ func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism 
 func NoChaining() OpOption { return func(c *opConfig) { c.noChain = true } }
 
 // DataStream is a typed stream of records in a job under construction.
+//
+// A DataStream may feed several operators (call Map, SinkTo… on it more
+// than once): each gets every record. That is how a side output is built
+// (Flink's OutputTag): an operator emits a tagged value, and one consumer
+// per tag keeps its share, e.g. good records to the main sink and failed
+// ones to a dead-letter sink. Every sink of a job takes part in the same
+// checkpoints, so the outputs together are exactly once.
 type DataStream[T any] struct {
 	env  *Environment
 	node *runtime.Node

@@ -353,7 +353,7 @@ func TestLogFormatJSON(t *testing.T) {
 		}
 	}
 	r = run(t, nil, "run", "--progress", "off", file)
-	if want := "50 records in, 50 out, 5 skipped, 0 dead-lettered"; r.code != 0 || !strings.Contains(r.stderr, want) {
+	if want := "records with errors: 5 skipped, 0 dead-lettered"; r.code != 0 || !strings.Contains(r.stderr, want) {
 		t.Errorf("text summary: exit %d, want %q:\n%s", r.code, want, r.stderr)
 	}
 }

@@ -32,8 +32,13 @@
 // it is bounded by the number of files under the paths.
 //
 // A record the format cannot decode fails the reader with a [*RecordError]
-// naming the file and byte offset ([FailOnMalformed], the default), or is
-// skipped and counted in numRecordsInErrors ([SkipMalformed]).
+// naming the file, line, byte offset and an excerpt of the record
+// ([FailOnMalformed], the default); the error reports itself as
+// restart.ErrUnrecoverable, so the job fails at once instead of restarting
+// into the same record. Or it is skipped, counted in numRecordsInErrors and
+// logged at a bounded rate ([SkipMalformed]), or replaced by a dead letter
+// that [MalformedAs] makes of it ([EmitMalformed]), which the job routes to
+// a sink of its own: emitted in the split's order, it is read exactly once.
 //
 // # Sink
 //

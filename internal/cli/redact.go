@@ -13,14 +13,6 @@ import (
 	"github.com/sluice-io/sluice/internal/pipeline"
 )
 
-// Metric names of the per-record error policies, summed over operators in
-// the final summary. numRecordsInErrors (malformed input records a source
-// skipped) counts as skipped too.
-const (
-	MetricRecordsSkipped      = "numRecordsSkipped"
-	MetricRecordsDeadLettered = "numRecordsDeadLettered"
-)
-
 // redacted returns a copy of a whose stderr and HTTP responses hide the
 // values r knows (nil: a unchanged). The terminal is detected before
 // stderr is wrapped.
@@ -89,9 +81,10 @@ func (b *bufferedResponse) Unwrap() http.ResponseWriter { return b.w }
 // summarizeJSON logs the summary as one record (--log-format json).
 func (a *App) summarizeJSON(spec *pipeline.Spec, out *outcome, file, state string, last int64) {
 	s := out.snap
+	skipped, dead := recordsWithErrors(spec, out.res)
 	attrs := []any{"job", spec.Name, "state", state,
 		"records_in", s.RecordsIn, "records_out", s.RecordsOut,
-		"records_skipped", out.skipped, "records_dead_lettered", out.deadLettered,
+		"records_skipped", skipped, "records_dead_lettered", dead,
 		"checkpoints", s.Completed, "last_checkpoint", last, "restarts", s.Restarts,
 		"uptime", s.Uptime.Round(time.Millisecond).String()}
 	if out.savepoint != "" {

@@ -125,6 +125,9 @@ func (a *App) cmdValidate(args []string) error {
 		names = append(names, string(t.Kind))
 	}
 	names = append(names, "sink "+spec.Sink.Type)
+	if spec.DeadLetter != nil {
+		names[len(names)-1] += " (dead letters → sink " + spec.DeadLetter.Type + ")"
+	}
 	fmt.Fprintf(a.redact.Writer(a.Stdout), "%s: ok: job %q: %s (%s, parallelism %d)\n", pos[0], spec.Name, strings.Join(names, " → "), spec.Delivery, spec.Parallelism)
 	return nil
 }
@@ -137,9 +140,6 @@ type outcome struct {
 	stopped   bool   // ended by a clean stop (final checkpoint committed)
 	savepoint string // where the stop's savepoint was written
 	snap      jobstat.Snapshot
-	// skipped and deadLettered count the records a per-record error
-	// policy took out of the stream (see summarize).
-	skipped, deadLettered int64
 	// jsonLog is the run's logger when --log-format is json: the summary
 	// is then one record of it.
 	jsonLog *slog.Logger
@@ -361,7 +361,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		}
 	}
 	env := stream.New(opts...)
-	if err := a.build(env, spec, log); err != nil {
+	if err := a.build(env, spec, log, reg); err != nil {
 		return nil, usageError{err} // a connector rejected its configuration
 	}
 
@@ -455,8 +455,6 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	}
 	out.res, out.err = h.Wait()
 	out.snap = v.Poll(time.Now())
-	out.skipped = reg.Sum(metrics.NumRecordsInErrors) + reg.Sum(MetricRecordsSkipped)
-	out.deadLettered = reg.Sum(MetricRecordsDeadLettered)
 	if o.logFormat == "json" {
 		out.jsonLog = log
 	}
@@ -498,7 +496,7 @@ func (a *App) progress(o runOptions, log *slog.Logger) (*cliui.Progress, time.Du
 }
 
 // build adds the pipeline's operators to env.
-func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger) error {
+func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger, reg *metrics.Registry) error {
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
@@ -506,10 +504,22 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}
-	in = transform.AddTo(in, spec.Transforms)
+	var dead stream.DataStream[registry.Record]
+	if transform.NeedsPolicies(spec.Transforms, spec.SourceDeadLetters) || spec.DeadLetter != nil {
+		in, dead = transform.AddWithPolicies(in, spec.Transforms, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil})
+	} else {
+		in = transform.AddTo(in, spec.Transforms)
+	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
 		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
+	}
+	if dl := spec.DeadLetter; dl != nil {
+		dsk, _ := a.Registry.Sink(dl.Type)
+		if err := dsk.Build(registry.BuildContext{Env: env, Name: dl.Name, UID: dl.UID, Options: dl.Options,
+			Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, dead); err != nil {
+			return fmt.Errorf("%s:%d: dead-letter: %w", spec.File, dl.Line, err)
+		}
 	}
 	return nil
 }
@@ -530,9 +540,11 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 		a.summarizeJSON(spec, out, file, state, last)
 		return
 	}
-	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %s skipped, %s dead-lettered, %d checkpoints, %d restarts, %s\n", spec.Name, state,
-		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), cliui.Count(out.skipped), cliui.Count(out.deadLettered),
-		s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
+	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %d checkpoints, %d restarts, %s\n", spec.Name, state,
+		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
+	if line := errorCounts(spec, out.res); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	resume := func() {
 		if spec.CheckpointDir == "" {
 			fmt.Fprintln(w, "no checkpoint.dir is set, so this run cannot be resumed")
@@ -556,6 +568,34 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 			resume()
 		}
 	}
+}
+
+// errorCounts is the summary line of records with errors (skipped and
+// dead-lettered by the transforms and the source), "" if there were none.
+// Records replayed after a restart are counted again.
+func errorCounts(spec *pipeline.Spec, res *runtime.Result) string {
+	skipped, dead := recordsWithErrors(spec, res)
+	if skipped == 0 && dead == 0 {
+		return ""
+	}
+	return fmt.Sprintf("records with errors: %s skipped, %s dead-lettered", cliui.Count(skipped), cliui.Count(dead))
+}
+
+// recordsWithErrors counts the records skipped and dead-lettered by the
+// error policies of the transforms and the source.
+func recordsWithErrors(spec *pipeline.Spec, res *runtime.Result) (skipped, dead int64) {
+	if res == nil || res.Metrics == nil {
+		return 0, 0
+	}
+	skipped = res.Counter(transform.NumRecordsSkipped)
+	dead = res.Counter(transform.NumRecordsDeadLettered)
+	src := res.Counter(metrics.NumRecordsInErrors, "operator", spec.Source.Name)
+	if spec.SourceDeadLetters {
+		dead += src
+	} else {
+		skipped += src
+	}
+	return skipped, dead
 }
 
 func firstLine(s string) string {

@@ -30,6 +30,10 @@
 //	sink:
 //	  type: file
 //	  options: {path: ./out}
+//	on-error: fail               # transforms: fail | skip | dead-letter (each may set its own on-error)
+//	dead-letter:                 # the sink of dead letters (any sink), exactly once with the main output
+//	  type: file
+//	  options: {path: ./dead}
 //	http:
 //	  listen: 127.0.0.1:9249     # metrics and status; loopback by default
 //	  token: ${SLUICE_TOKEN}     # optional bearer token
@@ -120,6 +124,13 @@ type Spec struct {
 	Source     Connector
 	Transforms []*transform.Compiled
 	Sink       Connector
+
+	// OnError is the default policy of the transforms (on-error; each
+	// transform may set its own). DeadLetter is the sink of dead letters
+	// (nil: none); SourceDeadLetters says the source sends some.
+	OnError           registry.Policy
+	DeadLetter        *Connector
+	SourceDeadLetters bool
 
 	HTTPListen string // "" = no endpoint unless the command line asks
 	HTTPToken  string // secret: never print it
@@ -216,6 +227,8 @@ type parser struct {
 	subs   []Substitution        // every value taken from the environment
 	tnodes []*yaml.Node          // the value node of each compiled transform
 	nodes  map[string]*yaml.Node // value node of each option, by field
+	// policyLines are the lines of the transforms' on-error keys.
+	policyLines map[string]int
 }
 
 // at returns the value node of a field set in the file, or def.
@@ -474,7 +487,7 @@ var (
 		{Name: "parallelism", Type: registry.Int, Default: int64(1), Check: registry.Between(1, MaxParallelism), Description: "parallelism of every operator (1 to 1024)"},
 		{Name: "delivery", Type: registry.Enum, Values: []string{string(registry.ExactlyOnce), string(registry.AtLeastOnce)}, Description: "delivery guarantee (default: exactly-once if the sink supports it)"},
 	}
-	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "http"}
+	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "dead-letter", "on-error", "http"}
 )
 
 // JobSchema returns the documented settings of the sections of a pipeline
@@ -573,6 +586,7 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 			p.checkFields(s.Transforms, src.Fields, s.Source.Type)
 		}
 	}
+	p.errorPolicies(s, root, vals)
 	return s
 }
 
@@ -629,13 +643,13 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 	var out []*transform.Compiled
 	for i, item := range n.Content {
 		field := fmt.Sprintf("transforms[%d]", i)
-		keys, vals, ok := p.mapping(item, field, append([]string{"name", "overwrite"}, transformKinds...))
+		keys, vals, ok := p.mapping(item, field, append([]string{"name", "overwrite", "on-error"}, transformKinds...))
 		if !ok {
 			continue
 		}
 		var kindKey *yaml.Node
 		for _, k := range keys {
-			if k.Value == "name" || k.Value == "overwrite" {
+			if k.Value == "name" || k.Value == "overwrite" || k.Value == "on-error" {
 				continue
 			}
 			if kindKey != nil {
@@ -690,6 +704,17 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 				continue
 			}
 			step.Overwrite = val.(bool)
+		}
+		if on, ok := vals["on-error"]; ok {
+			pol, ok := p.policy(on, join(field, "on-error"))
+			if !ok {
+				continue
+			}
+			step.OnError = pol
+			if p.policyLines == nil {
+				p.policyLines = map[string]int{}
+			}
+			p.policyLines[step.Name] = on.Line
 		}
 		if !good {
 			continue

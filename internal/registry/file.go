@@ -65,7 +65,7 @@ func init() {
 		Options: []Option{
 			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
 			{Name: "discovery", Type: Duration, Default: time.Duration(0), Check: AtLeast(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
-			{Name: "on-malformed", Type: Enum, Values: []string{"fail", "skip"}, Default: "fail", Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key) fails the job naming file and line, or is skipped and counted in numRecordsInErrors"},
+			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key): fail fails the job at once (no restarts) naming file, line and an excerpt; skip skips it, counted in numRecordsInErrors and logged (rate-limited); dead-letter sends it, with file, split and offset, to the pipeline's dead-letter sink"},
 		},
 		Validate: func(o Options) error {
 			if o.Duration("discovery") < 0 {
@@ -78,8 +78,14 @@ func init() {
 			if d := c.Options.Duration("discovery"); d > 0 {
 				opts = append(opts, file.ContinuousDiscovery(d))
 			}
-			if c.Options.String("on-malformed") == "skip" {
+			switch Policy(c.Options.String("on-malformed")) {
+			case PolicySkip:
 				opts = append(opts, file.OnMalformed(file.SkipMalformed))
+			case PolicyDeadLetter:
+				name := c.Name
+				opts = append(opts, file.OnMalformed(file.EmitMalformed), file.MalformedAs(func(m file.Malformed) Record {
+					return MarkDeadLetter(&DeadLetter{Error: m.Err.Error(), Operator: name, Split: m.Split, File: m.File, Offset: m.Offset, Raw: m.Raw})
+				}))
 			}
 			src := file.NewSource(file.JSONLines[Record](), c.Options.Strings("paths"), opts...)
 			if err := src.Err(); err != nil {
@@ -87,6 +93,7 @@ func init() {
 			}
 			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name, stream.UID(c.UID)), nil
 		},
+		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
 	})
 }
 

@@ -251,6 +251,10 @@ type Source struct {
 	// work with these options (e.g. the number of splits); a pipeline
 	// with a higher parallelism is warned about.
 	MaxParallelism func(Options) int
+	// DeadLetters reports whether the source, so configured, emits dead
+	// letters (records marked with MarkDeadLetter) for the pipeline's
+	// dead-letter sink (optional; nil = never).
+	DeadLetters func(Options) bool
 }
 
 // Sink is a registered sink connector.
