@@ -55,11 +55,11 @@ type Snapshot struct {
 	OutPerSec     float64       `json:"records_out_per_second"`
 	// Lag is the sum of the sources' pendingRecords gauges; HasLag says
 	// whether any source reports it.
-	Lag         int64        `json:"lag,omitempty"`
-	HasLag      bool         `json:"has_lag"`
-	Completed   int          `json:"checkpoints_completed"`
-	Failed      int          `json:"checkpoints_failed"`
-	Last        *Checkpoint  `json:"last_checkpoint,omitempty"`
+	Lag       int64       `json:"lag,omitempty"`
+	HasLag    bool        `json:"has_lag"`
+	Completed int         `json:"checkpoints_completed"`
+	Failed    int         `json:"checkpoints_failed"`
+	Last      *Checkpoint `json:"last_checkpoint,omitempty"`
 	// Checkpoints are the last completed checkpoints and savepoints as
 	// they completed, oldest first (at most runtime.RecentCheckpoints).
 	Checkpoints []Checkpoint `json:"checkpoints"`
