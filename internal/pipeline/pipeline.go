@@ -31,7 +31,9 @@
 //	  options: {path: ./out}
 //	http:
 //	  listen: 127.0.0.1:9249     # metrics and status; loopback by default
-//	  token: ${SLUICE_TOKEN}     # optional bearer token
+//	  token: ${SLUICE_TOKEN}     # optional bearer token (needed for POST /savepoints)
+//	  savepoint-retain: 5        # savepoints taken through POST /savepoints that are kept
+//	  ready-checkpoint-age: 0s   # /readyz bound; 0 = 3 × checkpoint.interval + checkpoint.timeout
 package pipeline
 
 import (
@@ -120,6 +122,11 @@ type Spec struct {
 
 	HTTPListen string // "" = no endpoint unless the command line asks
 	HTTPToken  string // secret: never print it
+	// HTTPSavepointRetain is how many savepoints taken through POST
+	// /savepoints are kept; HTTPReadyCheckpointAge bounds /readyz (0 =
+	// derived from the checkpoint settings).
+	HTTPSavepointRetain    int
+	HTTPReadyCheckpointAge time.Duration
 }
 
 // Load reads and parses a pipeline file. Relative paths in it (checkpoint
@@ -347,6 +354,8 @@ var (
 	httpSchema = []registry.Option{
 		{Name: "listen", Type: registry.String, Default: "", Description: "address of the metrics and status endpoint; a bare :port listens on 127.0.0.1"},
 		{Name: "token", Type: registry.String, Default: "", Secret: true, Description: "bearer token required by the endpoint; use ${VAR}"},
+		{Name: "savepoint-retain", Type: registry.Int, Default: int64(5), Description: "savepoints taken through POST /savepoints that are kept; older ones are deleted"},
+		{Name: "ready-checkpoint-age", Type: registry.Duration, Default: time.Duration(0), Description: "/readyz fails when no checkpoint completed for this long; 0 = 3 × checkpoint.interval + checkpoint.timeout"},
 	}
 	jobSchema = []registry.Option{
 		{Name: "name", Type: registry.String, Description: "job name (default: the file name without extension)"},
@@ -402,6 +411,13 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 
 	ho, _ := p.options(vals["http"], root, "http", httpSchema, "http")
 	s.HTTPListen, s.HTTPToken = ho.String("listen"), ho.String("token")
+	s.HTTPSavepointRetain, s.HTTPReadyCheckpointAge = int(ho.Int("savepoint-retain")), ho.Duration("ready-checkpoint-age")
+	if s.HTTPSavepointRetain < 1 {
+		p.errorf(vals["http"], "http.savepoint-retain", "must be at least 1")
+	}
+	if s.HTTPReadyCheckpointAge < 0 {
+		p.errorf(vals["http"], "http.ready-checkpoint-age", "must not be negative")
+	}
 
 	var sinkEO bool
 	if n, ok := vals["source"]; ok {
