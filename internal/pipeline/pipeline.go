@@ -365,6 +365,16 @@ var (
 	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "http"}
 )
 
+// keyNode returns the key node named key of mapping m, or m.
+func keyNode(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i]
+		}
+	}
+	return m
+}
+
 // JobSchema returns the documented settings of the sections of a pipeline
 // file, for `sluice connectors` and docs.
 func JobSchema() map[string][]registry.Option {
@@ -413,10 +423,10 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	s.HTTPListen, s.HTTPToken = ho.String("listen"), ho.String("token")
 	s.HTTPSavepointRetain, s.HTTPReadyCheckpointAge = int(ho.Int("savepoint-retain")), ho.Duration("ready-checkpoint-age")
 	if s.HTTPSavepointRetain < 1 {
-		p.errorf(vals["http"], "http.savepoint-retain", "must be at least 1")
+		p.errorf(keyNode(vals["http"], "savepoint-retain"), "http.savepoint-retain", "must be at least 1")
 	}
 	if s.HTTPReadyCheckpointAge < 0 {
-		p.errorf(vals["http"], "http.ready-checkpoint-age", "must not be negative")
+		p.errorf(keyNode(vals["http"], "ready-checkpoint-age"), "http.ready-checkpoint-age", "must not be negative")
 	}
 
 	var sinkEO bool
