@@ -291,3 +291,26 @@ func TestIdleClientsCannotHoldTheServer(t *testing.T) {
 		t.Errorf("idle keep-alive connection: got %v, want EOF", err)
 	}
 }
+
+// TestSlowSavepointOutlivesServerTimeouts: a savepoint that takes longer
+// than the server's read and write timeouts is still answered.
+func TestSlowSavepointOutlivesServerTimeouts(t *testing.T) {
+	dir := t.TempDir()
+	fast := fakeSavepoints(t, dir)
+	slow := func(ctx context.Context) (checkpoint.Info, error) {
+		select {
+		case <-time.After(time.Second): // longer than every server timeout below
+		case <-ctx.Done():
+			return checkpoint.Info{}, ctx.Err()
+		}
+		return fast(ctx)
+	}
+	h, err := Handler(metrics.NewRegistry(), func() *jobstat.View { return nil }, Token("tok"), Savepoints(slow, 0, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := serve(t, h, Timeouts(100*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond))
+	if code, body := do(t, "POST", base+"/savepoints", map[string]string{"Authorization": "Bearer tok"}); code != 200 {
+		t.Errorf("slow savepoint: %d %s, want 200", code, body)
+	}
+}

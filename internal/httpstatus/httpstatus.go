@@ -217,8 +217,11 @@ type savepoints struct {
 }
 
 func (s *savepoints) serve(w http.ResponseWriter, r *http.Request) {
-	// A savepoint may take longer than the server's write timeout.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.timeout + 10*time.Second))
+	// A savepoint may take longer than the server's read and write
+	// timeouts; the read deadline would cancel r.Context() when it passes.
+	rc, deadline := http.NewResponseController(w), time.Now().Add(s.timeout+10*time.Second)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
 	info, err := s.take(ctx)
