@@ -280,6 +280,9 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		}
 		hopts := []httpstatus.Option{httpstatus.Token(token), httpstatus.Logger(log), httpstatus.ReadyCheckpointAge(readyAge(spec))}
 		if savepoint != nil {
+			if o.savepointRetain < 0 {
+				return nil, usagef("--savepoint-retain: must be at least 1, got %d", o.savepointRetain)
+			}
 			if token == "" {
 				return nil, usagef("--savepoint-dir with an HTTP endpoint enables POST /savepoints, which needs a token: set --http-token-env VAR (or http.token: ${VAR} in the pipeline)")
 			}
