@@ -1,9 +1,18 @@
 package restart
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrUnrecoverable marks a failure that no restart can fix (Flink's
+// SuppressRestartsException): a job whose failure wraps it fails at once,
+// whatever its strategy says. Connectors wrap it when restarting would
+// hide or repeat a loss, e.g. a Kafka producer fenced by another job, or
+// when the job would meet the same failure again: a record that cannot be
+// decoded, an expression that fails on a record.
+var ErrUnrecoverable = errors.New("unrecoverable failure")
 
 // Strategy decides whether and when a failed job restarts. Strategies are
 // values without mutable state; the runtime counts attempts.

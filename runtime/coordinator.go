@@ -123,7 +123,7 @@ func (s *sinkTrack) globalState() checkpoint.TaskState {
 			blobs = append(blobs, encodeCommittable(it))
 		}
 	}
-	return checkpoint.TaskState{Vertex: s.node.name + globalSuffix, Subtask: 0, Parallelism: 1,
+	return checkpoint.TaskState{Vertex: s.node.UID() + globalSuffix, Subtask: 0, Parallelism: 1,
 		Parts: map[string][][]byte{partCommittables: blobs}}
 }
 
@@ -352,7 +352,7 @@ func (a *attempt) setup() error {
 			}
 			if a.restore != nil {
 				for _, ts := range a.restore.Tasks {
-					if ts.Vertex != n.name+globalSuffix {
+					if ts.Vertex != n.UID()+globalSuffix {
 						continue
 					}
 					items, err := decodeCommittables(ts.Parts[partCommittables])
@@ -385,7 +385,7 @@ func (a *attempt) setup() error {
 			metrics: j.metricRoot.With("operator", head.name).With("subtask", "coordinator")}
 		var state []byte
 		if a.restore != nil {
-			state = a.restore.Enumerators[head.name]
+			state = a.restore.Enumerators[head.UID()]
 		}
 		e, err := head.src.newEnumerator(ec, state)
 		if err != nil {
@@ -620,7 +620,7 @@ func (a *attempt) trigger(final bool) error {
 		if err != nil {
 			return enumError(ec.v, fmt.Sprintf("snapshot at checkpoint %d", id), err)
 		}
-		enums[ec.v.head().name] = b
+		enums[ec.v.head().UID()] = b
 	}
 	if final && a.stopSP != nil {
 		a.sp, a.spID, a.stopSP = a.stopSP, id, nil
@@ -654,7 +654,7 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 		Enumerators: p.enumerators, Tasks: p.states, Properties: map[string]string{JobIDProperty: j.id}}
 	for _, v := range j.vertices {
 		for _, n := range v.nodes {
-			snap.Properties["parallelism/"+n.name] = fmt.Sprint(v.parallelism)
+			snap.Properties["parallelism/"+n.UID()] = fmt.Sprint(v.parallelism)
 		}
 	}
 	sp := a.savepointOf(p.id)
@@ -861,6 +861,7 @@ func (c *coordInitContext) Attempt() int         { return c.att.number }
 func (c *coordInitContext) JobName() string      { return c.att.job.name }
 func (c *coordInitContext) JobID() string        { return c.att.job.id }
 func (c *coordInitContext) OperatorName() string { return c.node.name }
+func (c *coordInitContext) OperatorUID() string  { return c.node.UID() }
 func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
 	return c.att.restoredID, c.att.restoredID > 0
 }

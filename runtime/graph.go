@@ -25,6 +25,7 @@ const (
 type Node struct {
 	id          int
 	name        string
+	uid         string // "" = name
 	kind        nodeKind
 	parallelism int
 	inputs      []*edge
@@ -40,8 +41,24 @@ type Node struct {
 	sink sinkFactory
 }
 
-// Name is the node's name, unique in its graph.
+// Name is the node's name, unique in its graph. It labels metrics and
+// logs.
 func (n *Node) Name() string { return n.name }
+
+// UID is the node's stable id, Flink's uid: checkpoint state is stored and
+// restored under it. It defaults to the name, so checkpoints written before
+// uids existed (keyed by name) restore unchanged.
+func (n *Node) UID() string {
+	if n.uid != "" {
+		return n.uid
+	}
+	return n.name
+}
+
+// SetUID sets the node's uid; "" restores the default (the name). With a
+// fixed uid the name may change between versions of a job without losing
+// the operator's state.
+func (n *Node) SetUID(uid string) { n.uid = uid }
 
 // SetParallelism sets the node's parallelism; 0 means the job default.
 func (n *Node) SetParallelism(p int) { n.parallelism = p }
@@ -114,7 +131,12 @@ func (g *Graph) plan(defaultParallelism int, chaining bool) ([]*vertex, error) {
 		errs = append(errs, fmt.Errorf("%w: job parallelism is %d; it must be at least 1", ErrInvalidJob, defaultParallelism))
 	}
 	var sources, sinks int
+	uids := map[string]*Node{}
 	for _, n := range g.nodes {
+		if o := uids[n.UID()]; o != nil && (o.uid != "" || n.uid != "") {
+			errs = append(errs, fmt.Errorf("%w: operators %q and %q have the same uid %q; uids must be unique (they key checkpoint state)", ErrInvalidJob, o.name, n.name, n.UID()))
+		}
+		uids[n.UID()] = n
 		if n.parallelism == 0 {
 			n.parallelism = defaultParallelism
 		}

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,14 +61,49 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the job's metrics (default: a new registry).
 	Metrics *metrics.Registry
-	// RestoreFrom is a checkpoint or savepoint to start from.
+	// RestoreFrom is a checkpoint or savepoint to start from. State in it
+	// that matches no operator of the job (by uid, see Node.UID) makes
+	// NewJob fail with an error wrapping ErrUnmatchedState, unless
+	// AllowNonRestoredState is set.
 	RestoreFrom *checkpoint.Snapshot
+	// AllowNonRestoredState drops (and logs) state in RestoreFrom that
+	// matches no operator instead of failing (default false), like Flink's
+	// --allowNonRestoredState.
+	AllowNonRestoredState bool
 	// JobID identifies the job across restarts and restores (see
 	// sink.InitContext.JobID). Default: the id stored in RestoreFrom, or a
 	// new random id when the job starts from scratch. Setting it for a job
 	// restored from a snapshot of another id is an error.
+	//
+	// A Storage that keeps the job id itself (JobStorage, as
+	// checkpoint.Local does in <dir>/_job) provides the default when the
+	// job does not start from a snapshot, so a job run again on the same
+	// checkpoint directory after a crash before its first checkpoint keeps
+	// its id; a storage that records another id than the job's is refused.
 	JobID string
 }
+
+// JobStorage is implemented by checkpoint storages that belong to one job
+// (checkpoint.Local). The runtime holds Lock for the whole of Job.Run, so
+// two runs never share the storage, and records the job's id with SetJobID
+// before any task starts; JobID provides the id of a job started again on
+// the storage.
+type JobStorage interface {
+	checkpoint.Storage
+	// Lock takes an exclusive lock on the storage or fails at once naming
+	// who holds it.
+	Lock() (unlock func(), err error)
+	// JobID returns the recorded job id, or "" if none is recorded.
+	JobID() (string, error)
+	// SetJobID records the job's id; it fails if another id is recorded.
+	SetJobID(id string) error
+}
+
+var _ JobStorage = (*checkpoint.Local)(nil)
+
+// ErrUnmatchedState is wrapped by NewJob's error when the snapshot to
+// restore holds state of operators the job does not have (by uid).
+var ErrUnmatchedState = errors.New("snapshot holds state that matches no operator")
 
 // JobIDProperty is the snapshot property that holds the job's id.
 const JobIDProperty = "job.id"
@@ -192,8 +230,27 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 			j.id = restored
 		}
 	}
+	if js, ok := cfg.Storage.(JobStorage); ok {
+		recorded, err := js.JobID()
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint storage: %w", err)
+		}
+		switch {
+		case recorded == "":
+		case j.id == "":
+			j.id = recorded // started again on its own storage
+		case j.id != recorded:
+			return nil, fmt.Errorf("%w: the checkpoint storage belongs to job id %s, but this job's id is %s (set or restored from the snapshot): %w; use another checkpoint directory",
+				ErrInvalidJob, recorded, j.id, checkpoint.ErrOtherJob)
+		}
+	}
 	if j.id == "" {
 		j.id = NewJobID()
+	}
+	if cfg.RestoreFrom != nil {
+		if err := j.matchState(cfg.RestoreFrom); err != nil {
+			return nil, err
+		}
 	}
 	// Checkpoint ids keep growing across runs that share a storage, so a
 	// resumed job never reuses the id (and the derived external names) of
@@ -202,10 +259,70 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
+	newest := int64(-1) // the storage's newest completed checkpoint
 	for _, in := range infos {
 		j.nextCheckpointID = max(j.nextCheckpointID, in.ID+1)
+		if in.Kind == checkpoint.Checkpoint {
+			newest = max(newest, in.ID)
+		}
+	}
+	// A completed checkpoint whose _metadata is gone is not listed, but
+	// its id was used: the directory's record of the latest one counts.
+	if l, ok := cfg.Storage.(*checkpoint.Local); ok {
+		if id, ok, err := checkpoint.LatestCompleted(l.Dir()); err == nil && ok {
+			j.nextCheckpointID = max(j.nextCheckpointID, id+1)
+			newest = max(newest, id)
+		}
+	}
+	if r := cfg.RestoreFrom; r != nil && r.ID < newest {
+		// An explicit choice (the newest may be damaged), but not a free
+		// one: sinks committed the output of the newer checkpoints.
+		j.log.Warn("restoring an older snapshot than the newest completed checkpoint in the job's checkpoint storage: output committed after it may be written again (duplicates)",
+			"restoring", fmt.Sprintf("%s %d", r.Kind, r.ID), "newest_completed", newest)
 	}
 	return j, nil
+}
+
+// matchState checks that every operator state in snap belongs to an
+// operator of the job, by uid. Unmatched state fails the restore unless
+// AllowNonRestoredState is set; then it is dropped and logged.
+func (j *Job) matchState(snap *checkpoint.Snapshot) error {
+	have := map[string]bool{}
+	var ops []string
+	for _, v := range j.vertices {
+		for _, n := range v.nodes {
+			if n.kind == kindSource || n.kind == kindSink {
+				have[n.UID()] = true
+				ops = append(ops, fmt.Sprintf("%s %q (uid %q)", [...]string{"source", "operator", "sink"}[n.kind], n.name, n.UID()))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	var unmatched []string
+	note := func(uid string) {
+		if !have[uid] && !seen[uid] {
+			seen[uid] = true
+			unmatched = append(unmatched, strconv.Quote(uid))
+		}
+	}
+	for uid := range snap.Enumerators {
+		note(uid)
+	}
+	for _, ts := range snap.Tasks {
+		note(strings.TrimSuffix(ts.Vertex, globalSuffix))
+	}
+	if len(unmatched) == 0 {
+		return nil
+	}
+	slices.Sort(unmatched)
+	if j.cfg.AllowNonRestoredState {
+		j.log.Warn("dropping state of operators this job does not have (non-restored state allowed)",
+			"checkpoint", snap.ID, "dropped", strings.Join(unmatched, ", "), "operators", strings.Join(ops, ", "))
+		return nil
+	}
+	return fmt.Errorf("%w: restore from %s %d: %w: the state of operator uids %s matches no operator of this job (its stateful operators: %s); "+
+		"give renamed operators their old uid, or drop that state on purpose with AllowNonRestoredState (CLI: --allow-non-restored-state)",
+		ErrInvalidJob, snap.Kind, snap.ID, ErrUnmatchedState, strings.Join(unmatched, ", "), strings.Join(ops, ", "))
 }
 
 // ID returns the job's id (see Config.JobID).
@@ -248,6 +365,21 @@ func (r *Result) Counter(name string, match ...string) int64 { return r.Metrics.
 // allows.
 func (j *Job) Run(ctx context.Context) (*Result, error) {
 	start := time.Now()
+	if js, ok := j.storage.(JobStorage); ok {
+		unlock, err := js.Lock()
+		if err != nil {
+			j.setState(Failed)
+			return j.result(start), fmt.Errorf("job %q: %w", j.name, err)
+		}
+		defer unlock()
+		// Recorded before any task starts: a crash from here on leaves the
+		// id for the next run on this storage.
+		if err := js.SetJobID(j.id); err != nil {
+			j.setState(Failed)
+			return j.result(start), fmt.Errorf("job %q: %w", j.name, err)
+		}
+	}
+	j.log.Info("job starting", "job_id", j.id)
 	j.metricRoot.Counter(metrics.NumRestarts) // exported as 0 before any restart
 	var err error
 	for global := 0; ; global++ {
@@ -274,9 +406,12 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 		delay, again, restarted := j.nextRestart(err)
 		if !again {
 			j.setState(Failed)
-			if restarted > 0 {
+			switch {
+			case errors.Is(err, restart.ErrUnrecoverable):
+				err = fmt.Errorf("job %q failed without restarting (the failure would repeat; %d restarts before): %w", j.name, restarted, err)
+			case restarted > 0:
 				err = fmt.Errorf("job %q failed after %d restarts (strategy %s): %w", j.name, restarted, j.cfg.Restart, err)
-			} else {
+			default:
 				err = fmt.Errorf("job %q failed: %w", j.name, err)
 			}
 			break
@@ -296,12 +431,16 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 }
 
 // nextRestart asks the restart strategy about one more failure (global or
-// regional; both count) and, if it allows a restart, records it. It also
+// regional; both count) and, if it allows a restart, records it. A cause
+// wrapping restart.ErrUnrecoverable is never restarted. It also
 // returns how many restarts there were before.
 func (j *Job) nextRestart(cause error) (delay time.Duration, again bool, before int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	before = j.restarts
+	if errors.Is(cause, restart.ErrUnrecoverable) {
+		return 0, false, before
+	}
 	delay, again = j.cfg.Restart.Next(j.failureCount + 1)
 	if !again {
 		return delay, false, before
@@ -485,7 +624,7 @@ func (c *checkpointStats) get() CheckpointStats {
 }
 
 // redistribute maps a snapshot's task states onto the job's subtasks, by
-// node name. With an unchanged parallelism every subtask gets its own state
+// operator uid (Node.UID). With an unchanged parallelism every subtask gets its own state
 // back; otherwise splits, writer states and committables are spread
 // round-robin over the new subtasks (each carries its own progress).
 func redistribute(vs []*vertex, snap *checkpoint.Snapshot) (map[taskKey]map[string]*checkpoint.TaskState, error) {
@@ -506,7 +645,8 @@ func redistribute(vs []*vertex, snap *checkpoint.Snapshot) (map[taskKey]map[stri
 	}
 	for _, v := range vs {
 		for _, n := range v.nodes {
-			old := byNode[n.name]
+			uid := n.UID()
+			old := byNode[uid]
 			if len(old) == 0 {
 				continue
 			}
@@ -519,14 +659,14 @@ func redistribute(vs []*vertex, snap *checkpoint.Snapshot) (map[taskKey]map[stri
 			if same {
 				for i := range old {
 					st := old[i]
-					put(v, st.Subtask, n.name, &st)
+					put(v, st.Subtask, uid, &st)
 				}
 				continue
 			}
 			merged := make([]*checkpoint.TaskState, v.parallelism)
 			for i := range merged {
-				merged[i] = &checkpoint.TaskState{Vertex: n.name, Subtask: i, Parallelism: v.parallelism, Parts: map[string][][]byte{}}
-				put(v, i, n.name, merged[i])
+				merged[i] = &checkpoint.TaskState{Vertex: uid, Subtask: i, Parallelism: v.parallelism, Parts: map[string][][]byte{}}
+				put(v, i, uid, merged[i])
 			}
 			next := map[string]int{}
 			for _, st := range old {

@@ -85,6 +85,7 @@ func (c *initContext) Attempt() int           { return c.env.attemptNo }
 func (c *initContext) JobName() string        { return c.env.att.job.name }
 func (c *initContext) JobID() string          { return c.env.att.job.id }
 func (c *initContext) OperatorName() string   { return c.node.name }
+func (c *initContext) OperatorUID() string    { return c.node.UID() }
 func (c *initContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.node) }
 func (c *initContext) CheckpointInterval() time.Duration {
 	return c.env.att.job.cfg.CheckpointInterval
@@ -141,7 +142,7 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 	switch {
 	case tail.kind == kindSink:
 		var ws, cs [][]byte
-		if st := restored[tail.name]; st != nil {
+		if st := restored[tail.UID()]; st != nil {
 			ws, cs = st.Parts[partWriter], st.Parts[partCommittables]
 			if ws == nil {
 				ws = [][]byte{}
@@ -177,7 +178,7 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 	head := v.head()
 	if head.kind == kindSource {
 		var splits [][]byte
-		if st := restored[head.name]; st != nil {
+		if st := restored[head.UID()]; st != nil {
 			splits = st.Parts[partSplits]
 		}
 		h, err := head.src.newHead(env, next, splits)
@@ -429,7 +430,7 @@ func (t *task) checkpoint(id int64) error {
 		if err != nil {
 			return err
 		}
-		states = append(states, checkpoint.TaskState{Vertex: v.head().name, Subtask: t.env.subtask, Parallelism: v.parallelism,
+		states = append(states, checkpoint.TaskState{Vertex: v.head().UID(), Subtask: t.env.subtask, Parallelism: v.parallelism,
 			Parts: map[string][][]byte{partSplits: splits}})
 	}
 	if t.sinkOp != nil {
@@ -437,7 +438,7 @@ func (t *task) checkpoint(id int64) error {
 		if err := t.sinkOp.barrier(id, parts); err != nil {
 			return err
 		}
-		states = append(states, checkpoint.TaskState{Vertex: t.sinkNode.name, Subtask: t.env.subtask, Parallelism: v.parallelism, Parts: parts})
+		states = append(states, checkpoint.TaskState{Vertex: t.sinkNode.UID(), Subtask: t.env.subtask, Parallelism: v.parallelism, Parts: parts})
 	}
 	for _, o := range t.outs {
 		o.broadcast(msgBarrier, id)

@@ -176,7 +176,8 @@ type InitContext interface {
 	// the names of what they leave in external systems (transactional ids,
 	// file names) from it, so that two jobs never touch each other's.
 	JobID() string
-	// OperatorName is the sink operator's name.
+	// OperatorName is the sink operator's name. It may change between
+	// versions of a job; derive external names from OperatorUID(ctx).
 	OperatorName() string
 	// RestoredCheckpointID is the checkpoint the job was restored from.
 	RestoredCheckpointID() (int64, bool)
@@ -186,6 +187,19 @@ type InitContext interface {
 	// checkpoints are off. A sink whose prepared data expires (a Kafka
 	// transaction timeout) can check its timeout against it.
 	CheckpointInterval() time.Duration
+}
+
+// OperatorUID returns the sink operator's stable id (Flink's uid, set with
+// stream.UID; by default its name): the key of its checkpoint state, and
+// unlike OperatorName the same when a job renames the operator. Derive the
+// names a sink leaves in external systems from JobID and OperatorUID. A
+// context without an OperatorUID method (a test double) yields its
+// OperatorName.
+func OperatorUID(ctx InitContext) string {
+	if u, ok := ctx.(interface{ OperatorUID() string }); ok {
+		return u.OperatorUID()
+	}
+	return ctx.OperatorName()
 }
 
 // ErrCommitFailed is wrapped by the job error when a committer signalled a

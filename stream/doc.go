@@ -20,7 +20,15 @@
 // completed checkpoint per its restart strategy; sources rewind and sinks
 // abort what was prepared but not committed, so output equals input.
 //
-// Operator names key checkpoint state and metrics: give every operator a
-// unique, stable name (the source and sink take one as an argument, other
-// operators through [Name]).
+// Operator names label metrics and logs; state is keyed by the operator's
+// uid ([UID], Flink's uid), which defaults to the name. Give every operator
+// a unique name (the source and sink take one as an argument, other
+// operators through [Name]), and give a renamed operator its old name as
+// [UID]. Restoring a snapshot with state that matches no uid fails unless
+// [AllowNonRestoredState] is set.
+//
+// With [CheckpointDir] a run holds an exclusive lock on the directory and
+// records the job id there (checkpoint.Local); checkpoint.LoadLatest loads
+// a directory's newest completed checkpoint for [RestoreFrom], refusing
+// rather than falling back past a damaged one.
 package stream

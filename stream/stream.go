@@ -48,7 +48,11 @@ func CheckpointEvery(d time.Duration) Option {
 }
 
 // CheckpointDir keeps completed checkpoints in a local directory (default:
-// in memory, lost when the process ends).
+// in memory, lost when the process ends). A job run holds an exclusive OS
+// lock on the directory (<dir>/_lock, released by the kernel if the process
+// dies), so a second run on it fails at once naming the holder's pid; and
+// it records its job id there (<dir>/_job) before any task starts, so a job
+// run again on the directory keeps its id (see checkpoint.Local).
 func CheckpointDir(dir string) Option { return func(e *Environment) { e.ckptDir = dir } }
 
 // RetainCheckpoints keeps the newest n completed checkpoints in the
@@ -125,9 +129,22 @@ func Logger(l *slog.Logger) Option { return func(e *Environment) { e.cfg.Logger 
 // new one, returned in the Result).
 func Metrics(r *metrics.Registry) Option { return func(e *Environment) { e.cfg.Metrics = r } }
 
-// RestoreFrom starts the job from a checkpoint or savepoint.
+// RestoreFrom starts the job from a checkpoint or savepoint. State in it
+// that matches no operator's uid fails Build (runtime.ErrUnmatchedState),
+// naming the unmatched uids and the job's operators, unless
+// AllowNonRestoredState is set. To resume from the newest completed
+// checkpoint of a directory, load it with checkpoint.LoadLatest, which
+// refuses (checkpoint.ErrDamaged) rather than fall back past a damaged
+// one.
 func RestoreFrom(s *checkpoint.Snapshot) Option {
 	return func(e *Environment) { e.cfg.RestoreFrom = s }
+}
+
+// AllowNonRestoredState lets a job restored with RestoreFrom drop, with a
+// warning in the log, state that matches no operator (default: such state
+// fails the restore). It is Flink's --allowNonRestoredState.
+func AllowNonRestoredState() Option {
+	return func(e *Environment) { e.cfg.AllowNonRestoredState = true }
 }
 
 // JobID sets the job's id (default: the id stored in the snapshot the job
@@ -140,6 +157,7 @@ type OpOption func(*opConfig)
 
 type opConfig struct {
 	name        string
+	uid         string
 	parallelism int
 	noChain     bool
 }
@@ -159,12 +177,22 @@ func (c opConfig) apply(n *runtime.Node) {
 	if c.noChain {
 		n.DisableChaining()
 	}
+	if c.uid != "" {
+		n.SetUID(c.uid)
+	}
 }
 
-// Name names the operator. Names key checkpoint state and metrics, so they
-// must be unique and stable across versions of a job (default: kind and
-// position, e.g. "operator-3").
+// Name names the operator. Names label metrics and logs and, unless UID
+// sets another id, key checkpoint state; they must be unique, and stable
+// across versions of a job when no UID is set (default: kind and position,
+// e.g. "operator-3").
 func Name(name string) OpOption { return func(c *opConfig) { c.name = name } }
+
+// UID sets the operator's stable id, Flink's uid (default: its name).
+// Checkpoint state is stored and restored under the uid, so an operator
+// whose name changes between versions of a job keeps its state if its uid
+// stays. Uids must be unique in a job.
+func UID(uid string) OpOption { return func(c *opConfig) { c.uid = uid } }
 
 // WithParallelism sets the operator's parallelism (default: the job's).
 func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism = n } }
@@ -173,6 +201,13 @@ func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism 
 func NoChaining() OpOption { return func(c *opConfig) { c.noChain = true } }
 
 // DataStream is a typed stream of records in a job under construction.
+//
+// A DataStream may feed several operators (call Map, SinkTo… on it more
+// than once): each gets every record. That is how a side output is built
+// (Flink's OutputTag): an operator emits a tagged value, and one consumer
+// per tag keeps its share, e.g. good records to the main sink and failed
+// ones to a dead-letter sink. Every sink of a job takes part in the same
+// checkpoints, so the outputs together are exactly once.
 type DataStream[T any] struct {
 	env  *Environment
 	node *runtime.Node

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -27,7 +26,7 @@ import (
 // A part file that is smaller than SizeThreshold when it is finished is a
 // compaction candidate: it stays hidden after its checkpoint completes,
 // and the sink's global committer merges the candidates of each bucket
-// into files named <prefix>-compacted-<checkpoint>-<n><suffix>, which
+// into files named <prefix>-<job>-compacted-<checkpoint>-<n><suffix>, which
 // become visible atomically. Candidates are merged in an order that keeps
 // every input split's records in order (see Committable.Closed), in groups
 // that are closed once they reach SizeThreshold; a group of a single file
@@ -181,8 +180,8 @@ type compactingSink[T any] struct{ *fileSink[T] }
 
 var _ sink.GlobalCommitting[Committable] = compactingSink[string]{}
 
-func (s compactingSink[T]) CreateGlobalCommitter(sink.InitContext) (sink.GlobalCommitter[Committable], error) {
-	return s.newCompactor()
+func (s compactingSink[T]) CreateGlobalCommitter(ctx sink.InitContext) (sink.GlobalCommitter[Committable], error) {
+	return s.newCompactor(ctx.JobID())
 }
 
 // Names of the compaction's own files, all hidden (they start with '.')
@@ -232,7 +231,11 @@ type compactCommitter struct {
 	root  *os.Root
 	dir   string
 	cfg   *sinkConfig
+	names partNames
 	merge Compactor
+	// oldDone: the compactions named before job ids were recovered (see
+	// CommitGlobal).
+	oldDone bool
 	// open holds the manifests (root-relative) of compactions started by
 	// this committer that have not finished: the next call finishes them.
 	open map[string]bool
@@ -243,16 +246,20 @@ type compactCommitter struct {
 
 var _ sink.GlobalCommitter[Committable] = (*compactCommitter)(nil)
 
-func (s *fileSink[T]) newCompactor() (*compactCommitter, error) {
+func (s *fileSink[T]) newCompactor(jobID string) (*compactCommitter, error) {
+	if err := checkJobID(jobID); err != nil {
+		return nil, err
+	}
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err
 	}
-	c := &compactCommitter{root: root, dir: s.dir, cfg: &s.cfg, merge: s.cfg.compact.Compactor, open: map[string]bool{}, hook: s.cfg.compactHook}
+	c := &compactCommitter{root: root, dir: s.dir, cfg: &s.cfg, merge: s.cfg.compact.Compactor, open: map[string]bool{}, hook: s.cfg.compactHook,
+		names: partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: jobID}}
 	if c.merge == nil {
 		c.merge = ConcatCompactor()
 	}
-	if err := c.recoverAll(context.Background()); err != nil {
+	if err := c.recoverAll(context.Background(), jobID); err != nil {
 		root.Close()
 		return nil, err
 	}
@@ -270,10 +277,12 @@ func (c *compactCommitter) step(name string) error {
 
 func (c *compactCommitter) full(p string) string { return path.Join(c.dir, p) }
 
-// recoverAll finishes every compaction a crashed run left under the base
-// directory and removes the stray files of compactions that never got a
-// manifest.
-func (c *compactCommitter) recoverAll(ctx context.Context) error {
+// recoverAll finishes every compaction of job that a crashed run left
+// under the base directory and removes the stray files of its compactions
+// that never got a manifest. job "" means the compactions named before job
+// ids. Other jobs' compactions are left alone.
+func (c *compactCommitter) recoverAll(ctx context.Context, job string) error {
+	mine := "." + c.names.compactedPrefix(job)
 	var manifests, strays []string
 	err := fs.WalkDir(c.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -283,7 +292,7 @@ func (c *compactCommitter) recoverAll(ctx context.Context) error {
 			return err
 		}
 		name := d.Name()
-		if d.IsDir() || !strings.HasPrefix(name, ".") {
+		if d.IsDir() || !strings.HasPrefix(name, mine) {
 			return nil
 		}
 		switch {
@@ -480,6 +489,19 @@ func (c *compactCommitter) CommitGlobal(ctx context.Context, checkpointID int64,
 			return err
 		}
 	}
+	if !c.oldDone {
+		// A candidate named before job ids comes from a checkpoint of a
+		// sink that named its compactions so too: finish those first.
+		for _, cm := range committed {
+			if job, _, _, ok := parsePartName(cm.Temp, c.names.prefix, c.names.suffix); ok && job == "" && cm.Compact {
+				if err := c.recoverAll(ctx, ""); err != nil {
+					return err
+				}
+				c.oldDone = true
+				break
+			}
+		}
+	}
 	byDir := map[string][]candidate{}
 	seen := map[string]bool{}
 	for _, cm := range committed {
@@ -502,7 +524,7 @@ func (c *compactCommitter) CommitGlobal(ctx context.Context, checkpointID int64,
 			return fmt.Errorf("file sink: compaction: %s: %w", c.full(p), err)
 		}
 		cd := candidate{Committable: cm, sub: -1}
-		if sub, counter, ok := parsePartName(cm.Temp, c.cfg.prefix, c.cfg.suffix); ok {
+		if _, sub, counter, ok := parsePartName(cm.Temp, c.names.prefix, c.names.suffix); ok {
 			cd.sub, cd.counter = sub, counter
 		}
 		byDir[dir] = append(byDir[dir], cd)
@@ -588,12 +610,13 @@ func (c *compactCommitter) rename(dir string, cd candidate) error {
 	return nil
 }
 
-// compact merges one group into <prefix>-compacted-<checkpoint>-<n><suffix>
-// with the first n (from *n on) whose names are all free.
+// compact merges one group into
+// <prefix>-<job>-compacted-<checkpoint>-<n><suffix> with the first n (from
+// *n on) whose names are all free.
 func (c *compactCommitter) compact(ctx context.Context, dir string, checkpointID int64, n *int, g []candidate) error {
 	var target, temp, mpath string
 	for ; ; *n++ {
-		target = c.cfg.prefix + "-compacted-" + strconv.FormatInt(checkpointID, 10) + "-" + strconv.Itoa(*n) + c.cfg.suffix
+		target = c.names.compacted(checkpointID, *n)
 		temp = "." + target + compactingSuffix
 		mpath = path.Join(dir, "."+target+manifestSuffix)
 		if !c.exists(path.Join(dir, target)) && !c.exists(path.Join(dir, temp)) && !c.exists(mpath) && !c.exists(mpath+".tmp") {
@@ -654,26 +677,4 @@ func cmpInt64(a, b int64) int {
 		return 1
 	}
 	return 0
-}
-
-// parsePartName parses a hidden in-progress name .<prefix>-<sub>-<counter><suffix>.inprogress.
-func parsePartName(name, prefix, suffix string) (sub int, counter int64, ok bool) {
-	rest, ok := strings.CutPrefix(name, "."+prefix+"-")
-	if !ok {
-		return 0, 0, false
-	}
-	rest, ok = strings.CutSuffix(rest, suffix+".inprogress")
-	if !ok {
-		return 0, 0, false
-	}
-	a, b, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, 0, false
-	}
-	s, err1 := strconv.Atoi(a)
-	c, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return s, c, true
 }

@@ -13,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/internal/fakes"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/source"
 )
 
 // byFirstLetter buckets a line by its first byte.
@@ -26,11 +28,14 @@ var byFirstLetter = WithBuckets(BucketFunc[string](func(v string, _ BucketContex
 }))
 
 // writeCheckpoint has subtask sub of par write lines and prepare
-// checkpoint id; it returns the committables.
+// checkpoint id; it returns the committables. The writer counts as
+// restored from checkpoint id-1 (with states, possibly none) unless id is
+// 1: a writer that is not restored removes the in-progress files of its
+// subtask.
 func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []WriterState, lines ...string) ([]Committable, []WriterState) {
 	t.Helper()
 	ctx := &fakes.InitContext{Subtask: sub, Parallel: par}
-	if states != nil {
+	if states != nil || id > 1 {
 		ctx.AttemptNum, ctx.Restored, ctx.HasRestored = 1, id-1, true
 	}
 	w, err := s.newWriter(ctx, states)
@@ -103,7 +108,7 @@ func newCompactingSink(t *testing.T, dir string, cs CompactStrategy, opts ...Sin
 
 func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []Committable) {
 	t.Helper()
-	g, err := s.newCompactor()
+	g, err := s.newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +157,7 @@ func TestCompactionMergesSmallFiles(t *testing.T) {
 	}
 	globalCommit(t, s, 1, all)
 	got := finishedFiles(t, dir)
-	wantFiles := []string{"a/part-compacted-1-0", "b/part-compacted-1-0", filepath.Join("c", large.Final)}
+	wantFiles := []string{"a/part-0000000000000000-compacted-1-0", "b/part-0000000000000000-compacted-1-0", filepath.Join("c", large.Final)}
 	if !slices.Equal(got, wantFiles) {
 		t.Fatalf("visible files %v, want %v", got, wantFiles)
 	}
@@ -163,9 +168,9 @@ func TestCompactionMergesSmallFiles(t *testing.T) {
 		t.Fatalf("visible lines differ from the written ones: %d vs %d", len(got), len(want))
 	}
 	// Within the compacted file, subtask 0's lines come first, in order.
-	a := readOutput(t, dir)["a/part-compacted-1-0"]
+	a := readOutput(t, dir)["a/part-0000000000000000-compacted-1-0"]
 	if want := append(append(lines("a0-", 20), lines("a1-", 20)...), lines("a2-", 20)...); !slices.Equal(a, want) {
-		t.Fatalf("a/part-compacted-1-0 holds %v, want the subtasks' lines in order", a)
+		t.Fatalf("a/part-0000000000000000-compacted-1-0 holds %v, want the subtasks' lines in order", a)
 	}
 	// The committables seen again (a restore): nothing changes.
 	for _, r := range commitAll(t, s, all) {
@@ -203,12 +208,12 @@ func TestCompactionGroups(t *testing.T) {
 	commitAll(t, s, cs)
 	globalCommit(t, s, 8, cs)
 	got := finishedFiles(t, dir)
-	wantFiles := []string{"a/part-compacted-8-0", "a/part-compacted-8-1", filepath.Join("b", lone[0].Final)}
+	wantFiles := []string{"a/part-0000000000000000-compacted-8-0", "a/part-0000000000000000-compacted-8-1", filepath.Join("b", lone[0].Final)}
 	if !slices.Equal(got, wantFiles) {
 		t.Fatalf("visible files %v, want %v (groups of 2 and 3 files, the lone file renamed)", got, wantFiles)
 	}
 	out := readOutput(t, dir)
-	if n0, n1 := len(out["a/part-compacted-8-0"]), len(out["a/part-compacted-8-1"]); n0 != 20 || n1 != 30 {
+	if n0, n1 := len(out["a/part-0000000000000000-compacted-8-0"]), len(out["a/part-0000000000000000-compacted-8-1"]); n0 != 20 || n1 != 30 {
 		t.Fatalf("groups hold %d and %d lines, want 20 and 30", n0, n1)
 	}
 	if got, want := visibleLines(t, dir), sorted(want); !slices.Equal(got, want) {
@@ -327,7 +332,7 @@ func crashAt(t *testing.T, step, recovery, redeliver string) {
 		}
 		return crash
 	}
-	g, err := s.newCompactor()
+	g, err := s.newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +343,7 @@ func crashAt(t *testing.T, step, recovery, redeliver string) {
 	checkNoDuplicates(t, dir, want)
 	if recovery == "restart" {
 		g.Close()
-		if g, err = s.newCompactor(); err != nil {
+		if g, err = s.newCompactor(testJob); err != nil {
 			t.Fatal(err)
 		}
 		checkNoDuplicates(t, dir, want)
@@ -406,7 +411,7 @@ func TestCompactionManifestInconsistent(t *testing.T) {
 		}
 		return nil
 	}
-	g, err := s.newCompactor()
+	g, err := s.newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,8 +423,8 @@ func TestCompactionManifestInconsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.cfg.compactHook = nil
-	_, err = s.newCompactor()
-	if err == nil || !strings.Contains(err.Error(), ".part-compacted-1-0"+manifestSuffix) || !strings.Contains(err.Error(), "missing") {
+	_, err = s.newCompactor(testJob)
+	if err == nil || !strings.Contains(err.Error(), ".part-0000000000000000-compacted-1-0"+manifestSuffix) || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("got %v, want an error naming the manifest", err)
 	}
 }
@@ -565,7 +570,7 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 	globalCommit(t, s, 3, cs)
 	got := readOutput(t, dir)
 	want := append(append(lines("y", 5), lines("x", 5)...), "x5", "x6", "x7", "x8", "x9")
-	if len(got) != 1 || !slices.Equal(got["part-compacted-3-0"], want) {
+	if len(got) != 1 || !slices.Equal(got["part-0000000000000000-compacted-3-0"], want) {
 		t.Fatalf("output %v, want part-compacted-3-0 holding %v", got, want)
 	}
 }
@@ -626,7 +631,7 @@ func TestCompactionKeepsSplitOrderRegionalFailover(t *testing.T) {
 	globalCommit(t, s, 3, cs)
 	got := readOutput(t, dir)
 	var s5 []string
-	for _, l := range got["part-compacted-3-0"] {
+	for _, l := range got["part-0000000000000000-compacted-3-0"] {
 		if strings.HasPrefix(l, "s") {
 			s5 = append(s5, l)
 		}
@@ -727,7 +732,7 @@ func TestCompactionBulkFormats(t *testing.T) {
 		}
 		compactAll(t, s.CreateCommitter, s.newCompactor, cs)
 		files := finishedFiles(t, dir)
-		if len(files) != 1 || files[0] != "part-compacted-2-0.csv" {
+		if len(files) != 1 || files[0] != "part-0000000000000000-compacted-2-0.csv" {
 			t.Fatalf("files %v, want one compacted file", files)
 		}
 		if n := strings.Count(readFile(t, filepath.Join(dir, files[0])), "key,value\n"); n != 1 {
@@ -759,7 +764,7 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 	}
 	compactAll(t, s.CreateCommitter, s.newCompactor, cs)
 	files := finishedFiles(t, dir)
-	if len(files) != 1 || files[0] != "part-compacted-2-0.gz" {
+	if len(files) != 1 || files[0] != "part-0000000000000000-compacted-2-0.gz" {
 		t.Fatalf("files %v, want one compacted file", files)
 	}
 	got := readBack(t, dir, TextLines(), func(s string) string { return s })
@@ -770,7 +775,7 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 
 // compactAll commits cs with a subtask committer and then the global
 // committer, at checkpoint 2, and checks nothing is left hidden.
-func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committer[Committable], error), newCompactor func() (*compactCommitter, error), cs []Committable) {
+func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committer[Committable], error), newCompactor func(string) (*compactCommitter, error), cs []Committable) {
 	t.Helper()
 	c, err := newCommitter(&fakes.InitContext{})
 	if err != nil {
@@ -785,7 +790,7 @@ func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committe
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newCompactor()
+	g, err := newCompactor(testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -860,7 +865,7 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 				got := readOutput(t, out)
 				compacted := 0
 				for f := range got {
-					if strings.HasPrefix(filepath.Base(f), "part-compacted-") {
+					if strings.Contains(filepath.Base(f), "-compacted-") {
 						compacted++
 					}
 				}
@@ -888,8 +893,9 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 }
 
 // TestCompactionGlobalCommitterBehind fails the global committer's first
-// call with candidates, but only after a subtask has committed a
-// checkpoint three later (or the final one): the job restores from a
+// call with candidates, but only once a checkpoint whose barrier every
+// writer took after that call started has completed (or, at the end of
+// the input, once the last checkpoint completed): the job restores from a
 // checkpoint taken after the subtasks had committed (and dropped) the
 // committables the global committer never handled. Every line must still
 // end up visible exactly once and nothing may stay hidden.
@@ -900,9 +906,12 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 func TestCompactionGlobalCommitterBehind(t *testing.T) {
 	in, out := t.TempDir(), t.TempDir()
 	want := writeInput(t, in, 40, 4000)
-	gs := &globalCrashSink{seen: make(chan struct{})}
-	res, err := runCopy(t, in, out, jobOpts{parallelism: 2, restarts: 3,
+	gs := &globalCrashSink{seen: make(chan struct{}), ended: map[int]bool{}}
+	res, err := runCopy(t, in, out, jobOpts{parallelism: 2, restarts: 3, interval: 5 * time.Millisecond,
 		sinkOpts: []SinkOption{Rolling(OnCheckpointRolling()), Compact(CompactStrategy{SizeThreshold: 1 << 30})},
+		srcWrap: func(s *Source[string]) source.Source[string, Split, EnumState] {
+			return completionSource{s, gs.completed}
+		},
 		wrap: func(s sink.Sink[string]) sink.Sink[string] {
 			gs.Erased = sink.Erase(s)
 			return gs
@@ -913,8 +922,9 @@ func TestCompactionGlobalCommitterBehind(t *testing.T) {
 	if !gs.crashed.Load() {
 		t.Fatal("the global committer never failed")
 	}
-	t.Logf("global committer failed at checkpoint %d after checkpoint %d was committed (final %d); %d restarts, %d checkpoints",
-		gs.target.Load(), gs.later.Load(), gs.final.Load(), res.Restarts, res.Checkpoints.Completed)
+	target, after, later := gs.report()
+	t.Logf("global committer failed at checkpoint %d after checkpoint %d completed (barriers after it started from %d on); %d restarts, %d checkpoints",
+		target, later, after+1, res.Restarts, res.Checkpoints.Completed)
 	if h := hiddenFiles(t, out); len(h) > 0 {
 		t.Errorf("hidden files left behind (%d), never made visible: %v", len(h), h)
 	}
@@ -922,17 +932,83 @@ func TestCompactionGlobalCommitterBehind(t *testing.T) {
 }
 
 // globalCrashSink wraps a sink's erased view: its global committer's first
-// call with committables waits until a subtask committer commits a
-// checkpoint three later, or the final checkpoint, then fails without
-// doing anything.
+// call with committables, for checkpoint t, notes the highest checkpoint
+// any writer has prepared so far, x, and waits until checkpoint x+1 or a
+// later one has completed — every writer took that checkpoint's barrier
+// after the call started, that is after every subtask had committed t and
+// dropped t's committables from its state — or, when every writer has
+// reached the end of its input, until the last checkpoint they prepared
+// has completed (no later one may come). Then it fails without doing
+// anything.
+//
+// An earlier version waited for a subtask committer's Commit call with a
+// checkpoint three later than t, or the final one, counted only from the
+// moment the global call started. It hung (until the test's deadline) in
+// most runs without the race detector, where the input is read in one or
+// two checkpoints: the runtime starts the global commit of t only after
+// every subtask committed t, so when t was the final checkpoint its
+// commits were already over; and a checkpoint without committables (a
+// writer whose files were all rolled earlier) has no Commit call at all.
+// Checkpoint completions (seen by the source's enumerator) come for every
+// checkpoint, committables or not.
 type globalCrashSink struct {
 	sink.Erased[string]
-	target  atomic.Int64 // checkpoint of the failing global commit
-	later   atomic.Int64 // the later checkpoint committed before it failed
-	final   atomic.Int64 // the final checkpoint, once a writer prepared it
-	seen    chan struct{}
-	once    sync.Once
-	crashed atomic.Bool
+	mu       sync.Mutex
+	target   int64        // checkpoint of the failing global commit (0: not yet)
+	after    int64        // the highest checkpoint prepared when it started
+	prepared int64        // the highest checkpoint a writer prepared
+	ended    map[int]bool // writers that prepared a checkpoint after their end of input
+	writers  int          // the sink's parallelism
+	done     int64        // the highest completed checkpoint
+	later    int64        // the completed checkpoint that released the failure
+	seen     chan struct{}
+	fired    bool
+	crashed  atomic.Bool
+}
+
+// check releases the waiting global committer once its condition holds;
+// s.mu is held.
+func (s *globalCrashSink) check() {
+	if s.fired || s.target == 0 {
+		return
+	}
+	allEnded := s.writers > 0 && len(s.ended) == s.writers
+	if s.done > s.after || (allEnded && s.done >= s.prepared) {
+		s.fired = true
+		s.later = s.done
+		close(s.seen)
+	}
+}
+
+func (s *globalCrashSink) completed(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = max(s.done, id)
+	s.check()
+}
+
+func (s *globalCrashSink) preparing(sub, parallelism int, id int64, ending bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prepared = max(s.prepared, id)
+	s.writers = parallelism
+	if ending {
+		s.ended[sub] = true
+	}
+	s.check()
+}
+
+func (s *globalCrashSink) start(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target, s.after = id, s.prepared
+	s.check()
+}
+
+func (s *globalCrashSink) report() (target, after, later int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.target, s.after, s.later
 }
 
 func (s *globalCrashSink) CreateWriter(ctx sink.InitContext) (sink.Writer[string], error) {
@@ -944,35 +1020,26 @@ func (s *globalCrashSink) NewWriter(ctx sink.InitContext, restored [][]byte) (si
 	if err != nil || w == nil {
 		return w, err
 	}
-	return &finalWatcher{ErasedWriter: w, s: s}, nil
+	return &endWatcher{ErasedWriter: w, s: s, sub: ctx.SubtaskIndex(), par: ctx.Parallelism()}, nil
 }
 
-// finalWatcher records the id of the final checkpoint (the one prepared
-// after the end of input).
-type finalWatcher struct {
+// endWatcher reports every checkpoint its writer prepares, and whether the
+// writer had reached the end of its input by then.
+type endWatcher struct {
 	sink.ErasedWriter[string]
-	s      *globalCrashSink
-	ending bool
+	s        *globalCrashSink
+	sub, par int
+	ending   bool
 }
 
-func (w *finalWatcher) Flush(endOfInput bool) error {
+func (w *endWatcher) Flush(endOfInput bool) error {
 	w.ending = w.ending || endOfInput
 	return w.ErasedWriter.Flush(endOfInput)
 }
 
-func (w *finalWatcher) PrepareCommit(id int64) ([][]byte, error) {
-	if w.ending {
-		w.s.final.Store(id)
-	}
+func (w *endWatcher) PrepareCommit(id int64) ([][]byte, error) {
+	w.s.preparing(w.sub, w.par, id, w.ending)
 	return w.ErasedWriter.PrepareCommit(id)
-}
-
-func (s *globalCrashSink) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.Erased.NewCommitter(ctx)
-	if err != nil || c == nil {
-		return c, err
-	}
-	return &laterCommitObserver{ErasedCommitter: c, s: s}, nil
 }
 
 func (s *globalCrashSink) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
@@ -981,25 +1048,6 @@ func (s *globalCrashSink) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedG
 		return g, err
 	}
 	return &behindGlobal{ErasedGlobalCommitter: g, s: s}, nil
-}
-
-type laterCommitObserver struct {
-	sink.ErasedCommitter
-	s *globalCrashSink
-}
-
-func (c *laterCommitObserver) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
-	if t := c.s.target.Load(); t > 0 {
-		for _, r := range reqs {
-			if f := c.s.final.Load(); r.CheckpointID >= t+3 || (f > 0 && r.CheckpointID >= f) {
-				c.s.once.Do(func() {
-					c.s.later.Store(r.CheckpointID)
-					close(c.s.seen)
-				})
-			}
-		}
-	}
-	return c.ErasedCommitter.Commit(ctx, reqs)
 }
 
 type behindGlobal struct {
@@ -1011,12 +1059,45 @@ func (g *behindGlobal) CommitGlobal(ctx context.Context, id int64, committed [][
 	if len(committed) == 0 || g.s.crashed.Load() {
 		return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
 	}
-	g.s.target.Store(id)
+	g.s.start(id)
 	select {
 	case <-g.s.seen:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	g.s.crashed.Store(true)
-	return fmt.Errorf("injected: global committer failed at checkpoint %d after a later checkpoint was committed", id)
+	return fmt.Errorf("injected: global committer failed at checkpoint %d after a later checkpoint completed", id)
+}
+
+// completionSource is a file source whose enumerator reports every
+// completed checkpoint to done.
+type completionSource struct {
+	*Source[string]
+	done func(id int64)
+}
+
+func (s completionSource) CreateEnumerator(ctx source.EnumeratorContext[Split]) (source.Enumerator[Split, EnumState], error) {
+	e, err := s.Source.CreateEnumerator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return completionEnum{e, s.done}, nil
+}
+
+func (s completionSource) RestoreEnumerator(ctx source.EnumeratorContext[Split], st EnumState) (source.Enumerator[Split, EnumState], error) {
+	e, err := s.Source.RestoreEnumerator(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return completionEnum{e, s.done}, nil
+}
+
+type completionEnum struct {
+	source.Enumerator[Split, EnumState]
+	done func(id int64)
+}
+
+func (e completionEnum) NotifyCheckpointComplete(id int64) error {
+	e.done(id)
+	return nil
 }

@@ -32,8 +32,13 @@
 // it is bounded by the number of files under the paths.
 //
 // A record the format cannot decode fails the reader with a [*RecordError]
-// naming the file and byte offset ([FailOnMalformed], the default), or is
-// skipped and counted in numRecordsInErrors ([SkipMalformed]).
+// naming the file, line, byte offset and an excerpt of the record
+// ([FailOnMalformed], the default); the error reports itself as
+// restart.ErrUnrecoverable, so the job fails at once instead of restarting
+// into the same record. Or it is skipped, counted in numRecordsInErrors and
+// logged at a bounded rate ([SkipMalformed]), or replaced by a dead letter
+// that [MalformedAs] makes of it ([EmitMalformed]), which the job routes to
+// a sink of its own: emitted in the split's order, it is read exactly once.
 //
 // # Sink
 //
@@ -52,9 +57,14 @@
 //
 // A part file lives through three states:
 //
-//	in progress  .part-<subtask>-<counter><suffix>.inprogress   written, hidden
-//	pending      same name, closed and fsynced at a checkpoint  in the checkpoint's committables
-//	finished     part-<subtask>-<counter><suffix>               renamed by the committer, directory fsynced
+//	in progress  .part-<job>-<subtask>-<counter><suffix>.inprogress   written, hidden
+//	pending      same name, closed and fsynced at a checkpoint        in the checkpoint's committables
+//	finished     part-<job>-<subtask>-<counter><suffix>               renamed by the committer, directory fsynced
+//
+// <job> is the job's id (sink.InitContext.JobID: created at the job's
+// first start, kept in its checkpoints and savepoints), so jobs writing
+// under one base directory never create, remove or compact each other's
+// files.
 //
 // A [RollingPolicy] decides when an in-progress file closes:
 // [DefaultRolling] (128 MiB, 60 s since creation, 60 s of inactivity) or
@@ -67,6 +77,12 @@
 // at n to their recorded length and appends to them, removes the hidden
 // files written after n (their counters are at or above the counter stored
 // in n), and continues the counters; a name that exists is never reused.
+// A job that starts without a checkpoint to restore removes its own
+// in-progress files: those of an attempt that failed before the first
+// checkpoint completed, or of a run killed before it (the CLI keeps the
+// job id in the checkpoint directory, so the next run has the same id).
+// Files named before job ids (part-<subtask>-<counter>) listed in a
+// restored checkpoint are still committed, resumed and cleaned up.
 // A write, flush or fsync error — a full disk, a permission problem —
 // fails the write or the checkpoint with an error naming the file and
 // wrapping the cause; after the job restarts nothing is lost.
@@ -78,7 +94,7 @@
 // it is finished is a candidate: its checkpoint's committer leaves it
 // hidden, and the sink's global committer (sink.GlobalCommitter), which
 // runs after the subtasks committed, merges each bucket's candidates into
-// <prefix>-compacted-<checkpoint>-<n><suffix> with a [Compactor]:
+// <prefix>-<job>-compacted-<checkpoint>-<n><suffix> with a [Compactor]:
 // [ConcatCompactor] (the default: row formats and gzip members can be
 // concatenated) or [RecordWiseCompactor] (decode and re-encode, for formats
 // with headers or footers). With CheckpointsBeforeCompaction writers hold

@@ -3,6 +3,9 @@ package file
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/restart"
 )
 
 // ErrInvalidConfig is wrapped by configuration errors; the message names
@@ -32,11 +35,38 @@ type RecordError struct {
 }
 
 func (e *RecordError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("file: %s line %d (offset %d): %v", e.File, e.Line, e.Offset, e.Err)
+	var rec string
+	if re, ok := errors.AsType[*rawError](e.Err); ok {
+		rec = "; record: " + excerpt(re.raw)
 	}
-	return fmt.Sprintf("file: %s at offset %d: %v", e.File, e.Offset, e.Err)
+	if e.Line > 0 {
+		return fmt.Sprintf("file: %s line %d (offset %d): %v%s", e.File, e.Line, e.Offset, e.Err, rec)
+	}
+	return fmt.Sprintf("file: %s at offset %d: %v%s", e.File, e.Offset, e.Err, rec)
 }
 
 // Unwrap returns the cause.
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// Is reports a malformed record as restart.ErrUnrecoverable: restored from
+// a checkpoint, the job would read the same record and fail again, so it
+// fails at once instead of restarting.
+func (e *RecordError) Is(target error) bool {
+	return target == restart.ErrUnrecoverable && errors.Is(e.Err, ErrMalformed)
+}
+
+// excerptMax bounds the part of a record an error shows.
+const excerptMax = 256
+
+// excerpt quotes b for an error message, cut to excerptMax bytes at a
+// character boundary.
+func excerpt(b []byte) string {
+	if len(b) <= excerptMax {
+		return fmt.Sprintf("%q", b)
+	}
+	cut := excerptMax
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", b[:cut], len(b))
+}

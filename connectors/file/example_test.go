@@ -33,7 +33,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	env := stream.New()
+	// The job id is in every part file name, so that jobs writing under
+	// one directory never touch each other's files (by default a new
+	// random id, kept in the job's checkpoints).
+	env := stream.New(stream.JobID("a1b2c3d4e5f60718"))
 	lines := stream.FromSource(env, file.NewSource(file.TextLines(), []string{in}), watermark.None[string](), "lines")
 	stream.SinkTo(stream.Map(lines, strings.ToUpper), sink, "upper")
 	if _, err := env.Execute(context.Background(), "copy"); err != nil {
@@ -50,7 +53,7 @@ func Example() {
 	}
 	fmt.Println(len(all), "lines")
 	// Output:
-	// upper-0-0.txt
+	// upper-a1b2c3d4e5f60718-0-0.txt
 	// 3 lines
 }
 

@@ -200,7 +200,7 @@ func (j jsonReader[T]) Read() (T, int64, error) {
 		}
 		if err := jsonrecord.Unmarshal(line, &v); err != nil {
 			var zero T
-			return zero, next, fmt.Errorf("%w: JSON line: %w", ErrMalformed, err)
+			return zero, next, &rawError{raw: bytes.Clone(line), err: fmt.Errorf("%w: JSON line: %w", ErrMalformed, err)}
 		}
 		return v, next, nil
 	}
@@ -267,3 +267,13 @@ func (c *csvReader) wrap(err error) error {
 	}
 	return err
 }
+
+// rawError carries the bytes of a malformed record with its error, for
+// dead letters and error messages.
+type rawError struct {
+	raw []byte
+	err error
+}
+
+func (e *rawError) Error() string { return e.err.Error() }
+func (e *rawError) Unwrap() error { return e.err }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"go.uber.org/goleak"
@@ -28,11 +29,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // under dir and returns every line.
 func writeInput(t testing.TB, dir string, files, lines int) []string {
 	t.Helper()
+	return writeInputNamed(t, dir, "f", files, lines)
+}
+
+// writeInputNamed is writeInput with another first letter than "f".
+func writeInputNamed(t testing.TB, dir, name string, files, lines int) []string {
+	t.Helper()
 	var all []string
 	for i := range files {
 		var b strings.Builder
 		for j := range lines {
-			l := fmt.Sprintf("f%03d:%d", i, j)
+			l := fmt.Sprintf("%s%03d:%d", name, i, j)
 			b.WriteString(l)
 			b.WriteByte('\n')
 			all = append(all, l)
@@ -41,7 +48,7 @@ func writeInput(t testing.TB, dir string, files, lines int) []string {
 		if err := os.MkdirAll(sub, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.txt", i)), []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("%s%03d.txt", name, i)), []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -168,6 +175,12 @@ type jobOpts struct {
 	wrap func(sink.Sink[string]) sink.Sink[string]
 	// failover is the failover strategy (default: the runtime's).
 	failover runtime.Failover
+	// srcWrap, if set, wraps the file source (inside the fault injection).
+	srcWrap func(*Source[string]) source.Source[string, Split, EnumState]
+	// jobID is the job's id (default: a new one).
+	jobID string
+	// ctx, if set, is the job's context (default: the test's).
+	ctx context.Context
 }
 
 // runCopy runs a bounded job that copies the text lines under in to a row
@@ -183,14 +196,18 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Minute
 	}
-	src := NewSource(TextLines(), []string{in}, o.srcOpts...)
+	fsrc := NewSource(TextLines(), []string{in}, o.srcOpts...)
+	var src source.Source[string, Split, EnumState] = fsrc
+	if o.srcWrap != nil {
+		src = o.srcWrap(fsrc)
+	}
 	sk, err := NewRowSink(out, LinesFormat(), append([]SinkOption{WithBuckets(BasePathBuckets[string]())}, o.sinkOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(o.parallelism), stream.CheckpointEvery(o.interval),
 		stream.Restart(restart.FixedDelay(o.restarts, 0)), stream.Logger(runtime.DiscardLogger()),
-		stream.TolerableCheckpointFailures(o.tolerable), stream.Failover(o.failover))
+		stream.TolerableCheckpointFailures(o.tolerable), stream.Failover(o.failover), stream.JobID(o.jobID))
 	var s sink.Sink[string] = sk
 	if o.wrap != nil {
 		s = o.wrap(s)
@@ -199,7 +216,13 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 		s = faultinject.WrapSink(sk, o.plan)
 	}
 	stream.SinkTo(stream.FromSource(env, faultinject.WrapSource(src, o.plan), watermark.None[string](), "files"), s, "out")
-	ctx, cancel := context.WithTimeout(t.Context(), o.timeout)
+	if o.ctx == nil {
+		o.ctx = t.Context()
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
 	defer cancel()
 	return env.Execute(ctx, "copy")
 }
+
+// testJob is the job id of fakes.InitContext.
+const testJob = "0000000000000000"

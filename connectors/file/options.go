@@ -16,10 +16,47 @@ const (
 	// FailOnMalformed fails the reader with a [*RecordError] naming the
 	// file and byte offset (the default).
 	FailOnMalformed MalformedPolicy = iota
-	// SkipMalformed skips the record and counts it in the reader's
-	// numRecordsInErrors metric.
+	// SkipMalformed skips the record, counts it in the reader's
+	// numRecordsInErrors metric and logs it (file, split and offset) at
+	// warn level, at most once per [malformedLogEvery] per reader with the
+	// number skipped in between.
 	SkipMalformed
+	// EmitMalformed emits, in place of each malformed record, the record
+	// that the function set with [MalformedAs] makes of it (a dead letter
+	// that a later operator routes to a sink of its own), and counts it
+	// in numRecordsInErrors. It is emitted at the malformed record's place
+	// in the split, so it is read exactly once like any record.
+	EmitMalformed
 )
+
+// malformedLogEvery bounds the warnings about skipped records.
+const malformedLogEvery = 10 * time.Second
+
+// Malformed describes a record the format could not decode, for
+// [MalformedAs].
+type Malformed struct {
+	Split  string // the split's id
+	File   string
+	Offset int64 // byte offset of the record (of the decompressed file)
+	// Raw is the record's bytes where the format knows them (JSON lines:
+	// the line without its terminator), else nil. It is the caller's.
+	Raw []byte
+	Err error // wraps ErrMalformed
+}
+
+// MalformedAs sets the function that makes the record emitted in place of
+// a malformed one under [EmitMalformed]. T must be the source's record
+// type (NewSource fails otherwise). fn runs on a fetcher goroutine and
+// must not keep m.Raw's backing array beyond the call if it modifies it.
+func MalformedAs[T any](fn func(m Malformed) T) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) {
+		if fn == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: MalformedAs function is nil", ErrInvalidConfig))
+			return
+		}
+		c.malformedAs = fn
+	})
+}
 
 // SourceOption configures a [Source]; see the functions that return one.
 // Every default is in defaultSourceConfig.
@@ -35,9 +72,11 @@ type sourceConfig struct {
 	discovery time.Duration
 	filter    func(path string) bool
 	malformed MalformedPolicy
-	batchSize int
-	logger    *slog.Logger
-	errs      []error
+	// malformedAs is the func(Malformed) T of MalformedAs.
+	malformedAs any
+	batchSize   int
+	logger      *slog.Logger
+	errs        []error
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -65,8 +104,14 @@ func (c *sourceConfig) validate() error {
 	if c.batchSize < 1 {
 		errs = append(errs, fmt.Errorf("%w: ReadBatchSize is %d, must be at least 1", ErrInvalidConfig, c.batchSize))
 	}
-	if c.malformed != FailOnMalformed && c.malformed != SkipMalformed {
-		errs = append(errs, fmt.Errorf("%w: OnMalformed policy %d is neither FailOnMalformed nor SkipMalformed", ErrInvalidConfig, c.malformed))
+	switch c.malformed {
+	case FailOnMalformed, SkipMalformed:
+	case EmitMalformed:
+		if c.malformedAs == nil {
+			errs = append(errs, fmt.Errorf("%w: OnMalformed(EmitMalformed) needs MalformedAs", ErrInvalidConfig))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("%w: OnMalformed policy %d is not FailOnMalformed, SkipMalformed or EmitMalformed", ErrInvalidConfig, c.malformed))
 	}
 	return errors.Join(errs...)
 }
@@ -218,7 +263,8 @@ func Rolling(p RollingPolicy) SinkOption {
 }
 
 // PartPrefix sets the part file name prefix (default "part"): files are
-// named <prefix>-<subtask>-<counter><suffix>.
+// named <prefix>-<job>-<subtask>-<counter><suffix>, where <job> is the
+// job's id (sink.InitContext.JobID).
 func PartPrefix(p string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.prefix = p }) }
 
 // PartSuffix sets the part file name suffix, such as ".jsonl" (default

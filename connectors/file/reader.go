@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/sluice-io/sluice/metrics"
@@ -34,11 +35,23 @@ type splitReader[T any] struct {
 	format   Format[T]
 	cfg      *sourceConfig
 	errCount *metrics.Counter
-	queue    []Split
-	cur      *openSplit[T]
+	// asRecord makes a dead letter of a malformed record (EmitMalformed).
+	asRecord func(Malformed) T
+	// skipped counts skipped records not yet logged; lastLog is when the
+	// last warning about them went out.
+	skipped int64
+	lastLog time.Time
+	queue   []Split
+	cur     *openSplit[T]
 	// free holds recycled chunks. Recycle runs on the task goroutine, so
 	// this is a channel rather than a slice.
 	free chan *chunk[T]
+}
+
+func newSplitReader[T any](f Format[T], cfg *sourceConfig, errCount *metrics.Counter) *splitReader[T] {
+	r := &splitReader[T]{format: f, cfg: cfg, errCount: errCount}
+	r.asRecord, _ = cfg.malformedAs.(func(Malformed) T)
+	return r
 }
 
 // freeChunks bounds the recycled chunks a reader keeps: the hand-over
@@ -177,6 +190,14 @@ func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool
 			return true, nil
 		case errors.Is(err, ErrMalformed) && r.cfg.malformed == SkipMalformed:
 			r.errCount.Inc()
+			r.logSkipped(cur, err)
+		case errors.Is(err, ErrMalformed) && r.cfg.malformed == EmitMalformed && r.asRecord != nil:
+			r.errCount.Inc()
+			m := Malformed{Split: cur.sp.SplitID(), File: cur.sp.Path, Offset: cur.off, Err: err}
+			if re, ok := errors.AsType[*rawError](err); ok {
+				m.Raw = re.raw
+			}
+			c.vs = append(c.vs, r.asRecord(m))
 		case errors.Is(err, ErrMalformed) && r.format.Splittable():
 			return false, &RecordError{File: cur.sp.Path, Offset: cur.off, Line: lineEndingAt(cur.sp.Path, next), Err: err}
 		default:
@@ -185,6 +206,20 @@ func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool
 		cur.off = next
 	}
 	return false, nil
+}
+
+// logSkipped logs a skipped record with its position: the first one at
+// once, later ones at most once per malformedLogEvery, with the number
+// skipped since the last warning.
+func (r *splitReader[T]) logSkipped(cur *openSplit[T], err error) {
+	r.skipped++
+	now := time.Now()
+	if !r.lastLog.IsZero() && now.Sub(r.lastLog) < malformedLogEvery {
+		return
+	}
+	r.cfg.logger.Warn("file: skipped a malformed record (on-malformed: skip)", "file", cur.sp.Path, "split", cur.sp.SplitID(),
+		"offset", cur.off, "error", err, "skipped_since_last_warning", r.skipped)
+	r.skipped, r.lastLog = 0, now
 }
 
 // open opens a split at its position: it seeks (uncompressed) or

@@ -42,6 +42,9 @@ type Committable struct {
 
 // WriterState is a sink writer's checkpointed state.
 type WriterState struct {
+	// JobID is the job id in the names of the writer's part files; empty
+	// in states from before job ids, whose names had none.
+	JobID string `json:"job,omitempty"`
 	// Subtask and Parallelism are those of the writer that took it.
 	Subtask     int `json:"subtask"`
 	Parallelism int `json:"parallelism"`
@@ -89,17 +92,21 @@ var _ sink.StatefulTwoPhase[string, Committable, WriterState] = (*fileSink[strin
 // dir, already wrapped with sink.NewStatefulTwoPhase.
 //
 // Each writer keeps one open part file per bucket, named
-// .<prefix>-<subtask>-<counter><suffix>.inprogress (hidden) while it is
-// written. The rolling policy closes it; at the next checkpoint a closed
-// file is fsynced and becomes pending, and when that checkpoint completes
-// the committer renames it to <prefix>-<subtask>-<counter><suffix> and
+// .<prefix>-<job>-<subtask>-<counter><suffix>.inprogress (hidden) while
+// it is written, where <job> is the job's id (sink.InitContext.JobID), so
+// that jobs sharing a base directory never touch each other's files. The
+// rolling policy closes it; at the next checkpoint a closed file is
+// fsynced and becomes pending, and when that checkpoint completes the
+// committer renames it to <prefix>-<job>-<subtask>-<counter><suffix> and
 // fsyncs the directory. A part file that stays open across a checkpoint is
 // flushed and fsynced, and its length is stored in the writer state. On
 // recovery open files are truncated to their checkpointed length, pending
 // files of the restored checkpoint are committed (committing a finished
-// file is a success), hidden files written after it are removed, and the
-// counters continue after the restored ones. See the options for the
-// defaults.
+// file is a success), hidden files of this job written after it are
+// removed, and the counters continue after the restored ones. A job that
+// starts without a checkpoint removes its own in-progress files (left by
+// a crash before its first checkpoint, when it is started again with the
+// same job id). See the options for the defaults.
 func NewRowSink[T any](dir string, format RowFormat[T], opts ...SinkOption) (sink.Sink[T], error) {
 	if format == nil {
 		return nil, fmt.Errorf("%w: the row format is nil", ErrInvalidConfig)

@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -98,14 +99,14 @@ func TestSinkLifecycle(t *testing.T) {
 	if got := finishedFiles(t, dir); len(got) != 0 {
 		t.Fatalf("visible before commit: %v", got)
 	}
-	if h := hiddenFiles(t, dir); len(h) != 1 || filepath.Base(h[0]) != ".out-2-0.txt.inprogress" {
-		t.Fatalf("in-progress files %v, want .out-2-0.txt.inprogress", h)
+	if h := hiddenFiles(t, dir); len(h) != 1 || filepath.Base(h[0]) != ".out-0000000000000000-2-0.txt.inprogress" {
+		t.Fatalf("in-progress files %v, want .out-0000000000000000-2-0.txt.inprogress", h)
 	}
 	cs, err := w.PrepareCommit(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Committable{{Temp: ".out-2-0.txt.inprogress", Final: "out-2-0.txt", Size: 4}}
+	want := []Committable{{Temp: ".out-0000000000000000-2-0.txt.inprogress", Final: "out-0000000000000000-2-0.txt", Size: 4}}
 	if !slices.Equal(cs, want) {
 		t.Fatalf("committables %+v, want %+v", cs, want)
 	}
@@ -116,20 +117,20 @@ func TestSinkLifecycle(t *testing.T) {
 	if reqs[0].outcome != "committed" {
 		t.Fatalf("commit: %s %v", reqs[0].outcome, reqs[0].err)
 	}
-	if got := readFile(t, filepath.Join(dir, "out-2-0.txt")); got != "a\nb\n" {
+	if got := readFile(t, filepath.Join(dir, "out-0000000000000000-2-0.txt")); got != "a\nb\n" {
 		t.Fatalf("finished file holds %q", got)
 	}
 	if reqs := commitAll(t, s, cs); reqs[0].outcome != "already" {
 		t.Fatalf("second commit: %s, want already committed", reqs[0].outcome)
 	}
-	gone := []Committable{{Temp: ".out-2-9.txt.inprogress", Final: "out-2-9.txt"}}
-	if reqs := commitAll(t, s, gone); reqs[0].outcome != "unknown" || !strings.Contains(reqs[0].err.Error(), "out-2-9.txt") {
+	gone := []Committable{{Temp: ".out-0000000000000000-2-9.txt.inprogress", Final: "out-0000000000000000-2-9.txt"}}
+	if reqs := commitAll(t, s, gone); reqs[0].outcome != "unknown" || !strings.Contains(reqs[0].err.Error(), "out-0000000000000000-2-9.txt") {
 		t.Fatalf("missing file: %s %v, want an unknown failure naming it", reqs[0].outcome, reqs[0].err)
 	}
 	// The next part file continues the counter.
 	writeAll(t, w, "c")
-	if h := hiddenFiles(t, dir); len(h) != 1 || filepath.Base(h[0]) != ".out-2-1.txt.inprogress" {
-		t.Fatalf("in-progress files %v, want .out-2-1.txt.inprogress", h)
+	if h := hiddenFiles(t, dir); len(h) != 1 || filepath.Base(h[0]) != ".out-0000000000000000-2-1.txt.inprogress" {
+		t.Fatalf("in-progress files %v, want .out-0000000000000000-2-1.txt.inprogress", h)
 	}
 }
 
@@ -190,7 +191,7 @@ func TestSinkRecovery(t *testing.T) {
 	for _, f := range finishedFiles(t, dir) {
 		got[f] = readFile(t, filepath.Join(dir, f))
 	}
-	want := map[string]string{"a/part-0-0": "a1\na2\n", "b/part-0-1": "b1\nb3\n", "c/part-0-2": "c2\n"}
+	want := map[string]string{"a/part-0000000000000000-0-0": "a1\na2\n", "b/part-0000000000000000-0-1": "b1\nb3\n", "c/part-0000000000000000-0-2": "c2\n"}
 	if len(got) != len(want) {
 		t.Fatalf("finished %v, want %v", got, want)
 	}
@@ -219,42 +220,61 @@ func (w *writer[T]) PrepareCommit2Flush() error {
 
 // TestSinkRestartWithoutCheckpoint removes every in-progress file of the
 // subtask (and subtask 0 those of subtasks beyond the parallelism) when
-// the job restarts before any checkpoint completed; other subtasks' files
-// and finished files stay.
+// the job restarts before any checkpoint completed — or starts again with
+// the same job id after a crash before its first checkpoint (attempt 0):
+// other subtasks' files, finished files, other jobs' files and files
+// named before job ids stay.
 func TestSinkRestartWithoutCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	for _, name := range []string{".part-0-0.inprogress", ".part-0-7.inprogress", ".part-1-0.inprogress", ".part-5-0.inprogress", "part-0-3", ".other"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := newTestSink(t, dir)
-	w, err := s.newWriter(&fakes.InitContext{Subtask: 0, Parallel: 2, AttemptNum: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	var left []string
-	for _, h := range hiddenFiles(t, dir) {
-		left = append(left, filepath.Base(h))
-	}
-	slices.Sort(left)
-	if want := []string{".other", ".part-1-0.inprogress"}; !slices.Equal(left, want) {
-		t.Fatalf("hidden files %v, want %v", left, want)
-	}
-	// part-0-3 exists: new files skip its counter.
-	writeAll(t, w, "x")
-	for range 3 {
-		if err := w.Flush(true); err != nil {
-			t.Fatal(err)
-		}
-		writeAll(t, w, "y")
-	}
-	cs, _ := w.PrepareCommit(1)
-	for _, c := range cs {
-		if c.Final == "part-0-3" {
-			t.Fatalf("counter reused an existing name: %+v", cs)
-		}
+	for _, attempt := range []int{0, 1} {
+		t.Run(fmt.Sprintf("attempt%d", attempt), func(t *testing.T) {
+			dir := t.TempDir()
+			const other = "00000000000000ff"
+			names := []string{
+				".part-" + testJob + "-0-0.inprogress", ".part-" + testJob + "-0-7.inprogress", // removed
+				".part-" + testJob + "-5-0.inprogress",                                     // removed: subtask 5 no longer exists
+				".part-" + testJob + "-1-0.inprogress",                                     // subtask 1's
+				"part-" + testJob + "-0-3",                                                 // finished
+				".part-" + other + "-0-0.inprogress", ".part-" + other + "-5-0.inprogress", // another job's
+				".part-0-0.inprogress", ".part-5-0.inprogress", // before job ids: not known to be this job's
+				".other",
+			}
+			for _, name := range names {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := newTestSink(t, dir)
+			w, err := s.newWriter(&fakes.InitContext{Subtask: 0, Parallel: 2, AttemptNum: attempt}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			var left []string
+			for _, h := range hiddenFiles(t, dir) {
+				left = append(left, filepath.Base(h))
+			}
+			want := []string{".other", ".part-0-0.inprogress", ".part-" + other + "-0-0.inprogress", ".part-" + other + "-5-0.inprogress",
+				".part-" + testJob + "-1-0.inprogress", ".part-5-0.inprogress"}
+			slices.Sort(left)
+			slices.Sort(want)
+			if !slices.Equal(left, want) {
+				t.Fatalf("hidden files %v, want %v", left, want)
+			}
+			// part-<job>-0-3 exists: new files skip its counter.
+			writeAll(t, w, "x")
+			for range 3 {
+				if err := w.Flush(true); err != nil {
+					t.Fatal(err)
+				}
+				writeAll(t, w, "y")
+			}
+			cs, _ := w.PrepareCommit(1)
+			for _, c := range cs {
+				if c.Final == "part-"+testJob+"-0-3" {
+					t.Fatalf("counter reused an existing name: %+v", cs)
+				}
+			}
+		})
 	}
 }
 
@@ -410,7 +430,7 @@ func TestCheckpointFailsOnWriteError(t *testing.T) {
 	writeAll(t, w, "a", "b")
 	armed = true
 	_, err := w.PrepareCommit(1)
-	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), ".part-0-0.inprogress") {
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), ".part-0000000000000000-0-0.inprogress") {
 		t.Fatalf("got %v, want ENOSPC naming the part file", err)
 	}
 }
@@ -431,37 +451,55 @@ func TestCommitterContext(t *testing.T) {
 // old subtasks 0 and 3 (scale down from 4) and of 1: strays of 0 and 3
 // (which no longer runs) at or above their counters are removed, files of
 // subtask 1 (which runs again and may be writing) are left alone, and the
-// open file of old subtask 3 is resumed.
+// open file of old subtask 3 is resumed. It runs with this job's names and
+// with states and files named before job ids (a checkpoint of an older
+// version): strays under both namings go, since files written after a
+// restore from an old state carry the job id.
 func TestSinkRecoveryAfterRescale(t *testing.T) {
-	dir := t.TempDir()
-	for _, name := range []string{".part-0-1.inprogress", ".part-0-4.inprogress", ".part-3-2.inprogress", ".part-3-3.inprogress", ".part-1-9.inprogress"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\ny\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	states := []WriterState{
-		{Subtask: 0, Parallelism: 4, NextCounter: 2},
-		{Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []InProgressFile{{Temp: ".part-3-2.inprogress", Final: "part-3-2", Size: 2}}},
-		{Subtask: 1, Parallelism: 4, NextCounter: 5},
-	}
-	s := newTestSink(t, dir)
-	w, err := s.newWriter(&fakes.InitContext{Subtask: 0, Parallel: 2, AttemptNum: 1, Restored: 4, HasRestored: true}, states)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	var left []string
-	for _, h := range hiddenFiles(t, dir) {
-		left = append(left, filepath.Base(h))
-	}
-	slices.Sort(left)
-	if want := []string{".part-0-1.inprogress", ".part-1-9.inprogress", ".part-3-2.inprogress"}; !slices.Equal(left, want) {
-		t.Fatalf("hidden files %v, want %v", left, want)
-	}
-	if got := readFile(t, filepath.Join(dir, ".part-3-2.inprogress")); got != "x\n" {
-		t.Fatalf("resumed file holds %q, want it truncated to %q", got, "x\n")
-	}
-	if w.next != 2 {
-		t.Fatalf("next counter %d, want 2 (from subtask 0's state)", w.next)
+	for _, job := range []string{testJob, ""} {
+		t.Run(fmt.Sprintf("job=%q", job), func(t *testing.T) {
+			nm := func(job string, sub int, c int64) string {
+				if job == "" {
+					return fmt.Sprintf(".part-%d-%d.inprogress", sub, c)
+				}
+				return inProgress(partNames{prefix: "part", job: job}.final(sub, c))
+			}
+			dir := t.TempDir()
+			files := []string{nm(job, 0, 1), nm(job, 0, 4), nm(job, 3, 2), nm(job, 3, 3), nm(job, 1, 9),
+				nm(testJob, 0, 5), nm(testJob, 3, 7), // written after a restore from these states: strays
+				nm("00000000000000ff", 0, 4)} // another job's
+			for _, name := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte("x\ny\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			states := []WriterState{
+				{JobID: job, Subtask: 0, Parallelism: 4, NextCounter: 2},
+				{JobID: job, Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []InProgressFile{{Temp: nm(job, 3, 2), Final: nm(job, 3, 2)[1:], Size: 2}}},
+				{JobID: job, Subtask: 1, Parallelism: 4, NextCounter: 5},
+			}
+			s := newTestSink(t, dir)
+			w, err := s.newWriter(&fakes.InitContext{Subtask: 0, Parallel: 2, AttemptNum: 1, Restored: 4, HasRestored: true}, states)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			var left []string
+			for _, h := range hiddenFiles(t, dir) {
+				left = append(left, filepath.Base(h))
+			}
+			want := []string{nm(job, 0, 1), nm(job, 1, 9), nm(job, 3, 2), nm("00000000000000ff", 0, 4)}
+			slices.Sort(left)
+			slices.Sort(want)
+			if !slices.Equal(left, want) {
+				t.Fatalf("hidden files %v, want %v", left, want)
+			}
+			if got := readFile(t, filepath.Join(dir, nm(job, 3, 2))); got != "x\n" {
+				t.Fatalf("resumed file holds %q, want it truncated to %q", got, "x\n")
+			}
+			if w.next != 2 {
+				t.Fatalf("next counter %d, want 2 (from subtask 0's state)", w.next)
+			}
+		})
 	}
 }

@@ -37,6 +37,12 @@ func NewSource[T any](format Format[T], paths []string, opts ...SourceOption) *S
 		}
 	}
 	err := s.cfg.validate()
+	if s.cfg.malformedAs != nil {
+		if _, ok := s.cfg.malformedAs.(func(Malformed) T); !ok {
+			var zero T
+			err = errors.Join(err, fmt.Errorf("%w: MalformedAs makes %T records, the source's are %T", ErrInvalidConfig, s.cfg.malformedAs, zero))
+		}
+	}
 	if format == nil {
 		err = errors.Join(err, fmt.Errorf("%w: the format is nil", ErrInvalidConfig))
 	}
@@ -84,7 +90,7 @@ func (s *Source[T]) CreateReader(ctx source.ReaderContext) (source.Reader[T, Spl
 	}
 	cfg := readerbase.Config[*chunk[T], T, Split, *Split]{
 		NewSplitReader: func() (readerbase.SplitReader[*chunk[T], Split], error) {
-			return &splitReader[T]{format: s.format, cfg: &s.cfg, errCount: errCount}, nil
+			return newSplitReader(s.format, &s.cfg, errCount), nil
 		},
 		Emitter:   readerbase.EmitterFunc[*chunk[T], T, *Split](emit[T]),
 		InitState: func(sp Split) *Split { return &sp },

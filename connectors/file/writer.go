@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sluice-io/sluice/sink"
@@ -24,6 +23,7 @@ const maxCounterProbe = 1 << 20
 type writer[T any] struct {
 	s         *fileSink[T]
 	root      *os.Root
+	names     partNames
 	sub, par  int
 	next      int64
 	buckets   map[string]*bucket[T]
@@ -99,20 +99,26 @@ var _ sink.CommittingWriter[string, Committable] = (*writer[string])(nil)
 var _ sink.StatefulWriter[string, WriterState] = (*writer[string])(nil)
 
 func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*writer[T], error) {
+	if err := checkJobID(ctx.JobID()); err != nil {
+		return nil, err
+	}
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err
 	}
 	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(),
+		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ctx.JobID()},
 		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
 	restoredID, restored := ctx.RestoredCheckpointID()
 	w.restoredID = restoredID
 	restored = restored || states != nil
-	if restored || ctx.Attempt() > 0 {
-		if err := w.removeStrays(states, restored); err != nil {
-			root.Close()
-			return nil, err
-		}
+	// Every start cleans up: a job restarted (or started again after a
+	// crash before its first checkpoint, with the same job id) finds the
+	// in-progress files of its aborted attempts. Only this job's files
+	// are touched.
+	if err := w.removeStrays(states, restored); err != nil {
+		root.Close()
+		return nil, err
 	}
 	for _, st := range states {
 		if st.Subtask == w.sub {
@@ -132,21 +138,25 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 	return w, nil
 }
 
-// partName parses a hidden in-progress name into its subtask and counter.
-func (w *writer[T]) partName(name string) (sub int, counter int64, ok bool) {
-	return parsePartName(name, w.s.cfg.prefix, w.s.cfg.suffix)
+// stray identifies the in-progress files of one subtask of one job.
+type stray struct {
+	job string // "" for names from before job ids
+	sub int
 }
 
-// removeStrays removes the hidden part files that aborted attempts left
-// behind: for each restored state of this subtask, or of a subtask that no
-// longer exists, the files of that subtask whose counter is at or above
-// its NextCounter and that it does not list as open; with
-// nothing restored (a restart before the first completed checkpoint), all
-// of this subtask's, and subtask 0 also those of subtasks at or above the
+// removeStrays removes the hidden part files that aborted attempts of this
+// job left behind: for each restored state of this subtask, or of a
+// subtask that no longer exists, the files of that subtask whose counter
+// is at or above its NextCounter and that it does not list as open or
+// held; with nothing restored (a restart, or a new start of the same job
+// after a crash, before the first completed checkpoint), all of this
+// subtask's, and subtask 0 also those of subtasks at or above the
 // parallelism. Files of checkpoints that completed are kept: their
-// counters are below NextCounter.
+// counters are below NextCounter. Files of other jobs (another job id in
+// the name) are never touched; files named before job ids count as this
+// job's only where a restored state of this job uses such names.
 func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
-	from := map[int]int64{} // subtask → first stray counter
+	from := map[stray]int64{} // first stray counter
 	keep := map[string]bool{}
 	if restored {
 		for _, st := range states {
@@ -156,7 +166,10 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 				// its hidden files alone (a stray may stay behind).
 				continue
 			}
-			from[st.Subtask] = st.NextCounter
+			// The state's own names, and this job's names for files
+			// written after a restore from it.
+			from[stray{st.JobID, st.Subtask}] = st.NextCounter
+			from[stray{w.names.job, st.Subtask}] = st.NextCounter
 			for _, ip := range st.InProgress {
 				d, _ := bucketDir(ip.Bucket)
 				keep[path.Join(d, ip.Temp)] = true
@@ -167,9 +180,9 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 			}
 		}
 	} else {
-		from[w.sub] = 0
+		from[stray{w.names.job, w.sub}] = 0
 	}
-	if len(from) == 0 && (restored || w.sub != 0) {
+	if len(from) == 0 {
 		return nil
 	}
 	var strays []string
@@ -183,12 +196,12 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 		if d.IsDir() {
 			return nil
 		}
-		sub, c, ok := w.partName(d.Name())
+		job, sub, c, ok := parsePartName(d.Name(), w.names.prefix, w.names.suffix)
 		if !ok || keep[p] {
 			return nil
 		}
-		first, mine := from[sub]
-		if (mine && c >= first) || (!restored && w.sub == 0 && sub >= w.par) {
+		first, mine := from[stray{job, sub}]
+		if (mine && c >= first) || (!restored && w.sub == 0 && job == w.names.job && sub >= w.par) {
 			strays = append(strays, p)
 		}
 		return nil
@@ -335,10 +348,9 @@ func (w *writer[T]) open(b *bucket[T], now time.Time) error {
 		}
 		b.made = true
 	}
-	cfg := &w.s.cfg
 	for range maxCounterProbe {
-		final := cfg.prefix + "-" + strconv.Itoa(w.sub) + "-" + strconv.FormatInt(w.next, 10) + cfg.suffix
-		temp := "." + final + ".inprogress"
+		final := w.names.final(w.sub, w.next)
+		temp := inProgress(final)
 		w.next++
 		if w.exists(path.Join(b.dir, final)) || w.exists(path.Join(b.dir, temp)) {
 			continue
@@ -541,7 +553,7 @@ func syncDir(root *os.Root, dir string) error {
 // SnapshotState records the counter and the open files with their synced
 // lengths (PrepareCommit ran just before).
 func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
-	st := WriterState{Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
+	st := WriterState{JobID: w.names.job, Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		b := w.buckets[name]
 		if b.part != nil {

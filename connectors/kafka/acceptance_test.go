@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,8 @@ func brokerScript(t *testing.T, brokers []string) string {
 		t.Fatal(err)
 	}
 	out, err := exec.CommandContext(t.Context(), script, "status").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "SLUICE_KAFKA_BROKERS="+strings.Join(brokers, ",") {
+	// status prints SLUICE_KAFKA_BROKERS=… and SLUICE_KAFKA_RUN=… lines.
+	if err != nil || !slices.Contains(strings.Split(strings.TrimSpace(string(out)), "\n"), "SLUICE_KAFKA_BROKERS="+strings.Join(brokers, ",")) {
 		t.Skipf("the broker %v is not run by %s (status: %q, %v); cannot kill it", brokers, script, out, err)
 	}
 	return script

@@ -49,6 +49,16 @@
 // when it is shorter than the job's checkpoint interval plus
 // [RestartAllowance] (default 1m).
 //
+// The default prefix is "sluice-<job id>-<sink name>"
+// ([DefaultTransactionalIDPrefix]). A writer holds a lease on its prefix
+// (the group named by [LeaseGroup]) and refuses to start while another
+// live sink holds it ([ErrPrefixInUse]); a producer fenced by someone
+// else fails the job without restarts ([ErrFenced]). Records get no
+// delivery timeout of their own (franz-go counts it from the record
+// timestamp, which is the input's event time): FlushTimeout and the
+// transaction timeout bound delivery. verdict.go says what a restore can
+// and cannot learn from the broker about a transaction it cannot commit.
+//
 // Enumerator failures found off the coordinator (a missing topic at the
 // first discovery, offsets that cannot be resolved) fail the job through
 // EnumeratorContext.FailJob.

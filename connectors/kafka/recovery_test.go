@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/source/ratelimit"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -57,7 +58,12 @@ func crashAndRestore(t *testing.T, b backend, before, after int) {
 			opts = append(opts, stream.RestoreFrom(restore))
 		}
 		env := stream.New(opts...)
-		s := stream.FromSource(env, gen, watermark.None[int64](), "gen")
+		// At most 150 records per reader between completed checkpoints: the
+		// data spans many checkpoints however slow they are (a sink can
+		// stall ~5 s on the metadata of a topic created moments earlier,
+		// and a loaded machine slows every checkpoint).
+		paced := ratelimit.Wrap(gen, ratelimit.PerCompletedCheckpoint(150))
+		s := stream.FromSource(env, paced, watermark.None[int64](), "gen")
 		stream.SinkTo(s, faultinject.WrapSink(sk, plan), "kafka")
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()

@@ -91,8 +91,6 @@ func (c *sinkConfig) validate() error {
 		return bad("no brokers: pass at least one host:port")
 	case c.guarantee < None || c.guarantee > ExactlyOnce:
 		return bad("DeliveryGuarantee is %v; allowed: None, AtLeastOnce, ExactlyOnce", c.guarantee)
-	case c.guarantee == ExactlyOnce && c.prefix == "":
-		return bad("TransactionalIDPrefix is required with ExactlyOnce (it names this sink's transactional ids)")
 	case c.slots < 2 || c.slots > 64:
 		return bad("TransactionSlots is %d; allowed: 2 to 64", c.slots)
 	case c.txnTimeout < time.Second || c.txnTimeout > 24*time.Hour:
@@ -117,14 +115,47 @@ func (c *sinkConfig) validate() error {
 func DefaultTopic(topic string) SinkOption { return func(c *sinkConfig) { c.topic = topic } }
 
 // DeliveryGuarantee sets the sink's guarantee (default AtLeastOnce).
-// ExactlyOnce requires [TransactionalIDPrefix].
 func DeliveryGuarantee(g Guarantee) SinkOption { return func(c *sinkConfig) { c.guarantee = g } }
 
 // TransactionalIDPrefix names the sink's transactional ids,
 // "<prefix>-<subtask>-<slot>". It must be unique per sink among all jobs
 // writing to the cluster and stay the same across restarts: recovery
-// aborts lingering transactions of this prefix. Required for ExactlyOnce.
+// aborts lingering transactions of this prefix.
+//
+// The default, [DefaultTransactionalIDPrefix], is
+// "sluice-<job id>-<sink operator name>": unique per job (the job id is
+// created at the job's first start) and stable across restarts and
+// restores (the job id is kept in every checkpoint and savepoint). Set it
+// only when something outside the job must know the ids (ACLs on a
+// prefix). Two live jobs that use one prefix are detected (see
+// [ErrPrefixInUse]) and fail.
 func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
+
+// DefaultTransactionalIDPrefix is the prefix an exactly-once sink uses
+// when [TransactionalIDPrefix] is not set: "sluice-<job id>-<operator>",
+// where operator is the sink operator's uid (its name unless the runtime
+// gives it a uid) with every character outside [A-Za-z0-9._-] replaced by
+// "_". It returns "" when ictx has no job id.
+func DefaultTransactionalIDPrefix(ictx sink.InitContext) string {
+	if ictx.JobID() == "" {
+		return ""
+	}
+	return "sluice-" + ictx.JobID() + "-" + sanitizeName(sink.OperatorUID(ictx))
+}
+
+// sanitizeName keeps [A-Za-z0-9._-] and replaces every other rune by "_".
+func sanitizeName(s string) string {
+	b := []byte{}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b = append(b, byte(r))
+		default:
+			b = append(b, '_')
+		}
+	}
+	return string(b)
+}
 
 // TransactionSlots sets how many transactional ids each subtask cycles
 // through (default 5, 2 to 64). A slot is reused once its transaction is
@@ -180,6 +211,14 @@ type WriterState struct {
 	Subtask     int           `json:"subtask"`
 	Parallelism int           `json:"parallelism"`
 	Pending     []Committable `json:"pending,omitempty"`
+	// Committed are transactions this writer saw committed whose commit
+	// the runtime may not have recorded yet (the last one of each slot):
+	// a restore that finds one of them no longer open knows it was
+	// committed, not lost. Absent in states written before it existed.
+	Committed []Committable `json:"committed,omitempty"`
+	// Prefix is the transactional id prefix the writer used (absent in
+	// older states).
+	Prefix string `json:"prefix,omitempty"`
 }
 
 var (
@@ -190,9 +229,10 @@ var (
 // Sink writes records to Kafka. Build it with [NewSink]; the stream API
 // takes the sink.Sink that NewSink returns.
 type Sink[T any] struct {
-	cfg sinkConfig
-	ser Serializer[T]
-	bc  *backchannel
+	cfg    sinkConfig
+	ser    Serializer[T]
+	bc     *backchannel
+	leases *leaseSet
 
 	checkOnce sync.Once
 	checkErr  error
@@ -215,7 +255,7 @@ func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (si
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink[T]{cfg: cfg, ser: ser, bc: newBackchannel()}
+	s := &Sink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
 	if cfg.guarantee == ExactlyOnce {
 		return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
 	}
@@ -237,7 +277,13 @@ func (s *Sink[T]) producerOpts(txnID string) []kgo.Opt {
 	opts := append(s.baseOpts(),
 		kgo.ProducerLinger(s.cfg.linger),
 		kgo.MaxBufferedRecords(s.cfg.maxBuffered),
-		kgo.RecordDeliveryTimeout(s.cfg.flushTimeout),
+		// No kgo.RecordDeliveryTimeout: franz-go measures it from each
+		// record's Timestamp, which the sink sets to the input record's
+		// event time, so input older than the timeout would fail at once
+		// and future-dated input would never time out. Delivery is
+		// bounded instead by FlushTimeout (every checkpoint and the end of
+		// input flush with it) and, for transactions, by the transaction
+		// timeout.
 	)
 	switch s.cfg.guarantee {
 	case ExactlyOnce:
@@ -261,7 +307,9 @@ func (s *Sink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sin
 
 // CreateCommitter makes the committer of one subtask.
 func (s *Sink[T]) CreateCommitter(ctx sink.InitContext) (sink.Committer[Committable], error) {
-	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, log: s.cfg.logger}, nil
+	restoredID, _ := ctx.RestoredCheckpointID()
+	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, restoredID: restoredID, leases: s.leases,
+		log: s.cfg.logger.With("sink", ctx.OperatorName(), "subtask", ctx.SubtaskIndex())}, nil
 }
 
 // CommittableSerializer stores committables as JSON, version 1.
@@ -304,14 +352,14 @@ func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) e
 // transaction timeout is shorter than the checkpoint interval plus the
 // restart allowance. With periodic checkpoints off (interval 0) there is
 // no interval to compare with and nothing is logged.
-func (s *Sink[T]) warnTransactionTimeout(interval time.Duration) {
+func (s *Sink[T]) warnTransactionTimeout(interval time.Duration, prefix string) {
 	if interval <= 0 || s.cfg.txnTimeout >= interval+s.cfg.allowance {
 		return
 	}
 	s.warnOnce.Do(func() {
 		s.cfg.logger.Warn("kafka sink: TransactionTimeout is shorter than the checkpoint interval plus the restart allowance: a transaction prepared before a failure may be aborted by the broker before the restarted job commits it, losing its records; raise TransactionTimeout (at most the broker's transaction.max.timeout.ms) or lower the checkpoint interval",
 			"transactionTimeout", s.cfg.txnTimeout, "checkpointInterval", interval, "restartAllowance", s.cfg.allowance,
-			"prefix", s.cfg.prefix)
+			"prefix", prefix)
 	})
 }
 
@@ -322,6 +370,8 @@ type slot struct {
 	promise func(*kgo.Record, error)
 	inTxn   bool         // a transaction is open and being written
 	pending *Committable // prepared, not yet seen committed
+	done    *Committable // the last one seen committed
+	started time.Time    // of the open transaction
 }
 
 type writer[T any] struct {
@@ -329,6 +379,8 @@ type writer[T any] struct {
 	subtask int
 	par     int
 	log     *slog.Logger
+	prefix  string    // ExactlyOnce: of the transactional ids
+	lease   *leaseRef // ExactlyOnce: this job's hold on the prefix
 
 	cl    *kgo.Client // None / AtLeastOnce
 	slots []*slot     // ExactlyOnce
@@ -349,6 +401,9 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 			return
 		}
 		err = authzError(err, cl, w.s.cfg.brokers, opWrite, resourceNames{topic: r.Topic, txnID: txnID})
+		if txnID != "" && isFenced(err) {
+			err = w.fencedError(txnID, err)
+		}
 		w.errMu.Lock()
 		defer w.errMu.Unlock()
 		if w.err == nil {
@@ -368,20 +423,30 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 		w.promise = w.promiseFor(w.cl, "")
 		return w, nil
 	}
-	s.warnTransactionTimeout(ictx.CheckpointInterval())
+	w.prefix = s.cfg.prefix
+	if w.prefix == "" {
+		w.prefix = DefaultTransactionalIDPrefix(ictx)
+		if w.prefix == "" {
+			return nil, fmt.Errorf("%w: sink %q: the job has no id to derive the transactional id prefix from: set TransactionalIDPrefix", ErrInvalidConfig, ictx.OperatorName())
+		}
+	}
+	w.log = w.log.With("prefix", w.prefix)
+	s.warnTransactionTimeout(ictx.CheckpointInterval(), w.prefix)
 	for k := range s.cfg.slots {
-		w.slots = append(w.slots, &slot{id: txnID(s.cfg.prefix, w.subtask, k)})
+		w.slots = append(w.slots, &slot{id: txnID(w.prefix, w.subtask, k)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
 	defer cancel()
-	if err := w.recover(ctx, states, restored); err != nil {
-		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, s.cfg.prefix, err)
+	if err := w.recover(ctx, ictx, states, restored); err != nil {
+		w.lease.release()
+		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, w.prefix, err)
 	}
 	return w, nil
 }
 
-// recover commits the prepared transactions of the restored states, then
-// aborts (fences) every transactional id this subtask is responsible for.
+// recover takes the prefix's lease, commits the prepared transactions of
+// the restored states, then aborts (fences) every transactional id this
+// subtask is responsible for.
 //
 // Responsibility: on a fresh start, subtask s fences its own ids and every
 // lingering id of subtask j with j % parallelism == s (ids from a higher
@@ -389,7 +454,7 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 // reaches exactly one new writer, which commits its pending transactions
 // and then fences the old writer's ids; ids of subtasks not in the
 // snapshot go to j % parallelism.
-func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored bool) error {
+func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) error {
 	cfg := w.s.cfg
 	admin, err := kgo.NewClient(w.s.baseOpts()...)
 	if err != nil {
@@ -402,23 +467,35 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 	if err := w.s.checkTransactionTimeout(ctx, admin); err != nil {
 		return err
 	}
+	// Hold the prefix's lease before committing or fencing anything:
+	// another live sink on it makes this one refuse.
+	w.lease, err = w.s.leases.acquire(ctx, w.prefix, ictx, w.s.baseOpts(), w.s.cfg.logger)
+	if err != nil {
+		return err
+	}
 	groups := map[int]bool{}
 	oldPar := 0
+	now := time.Now()
+	// What the earlier run saw committed is committed, whatever the
+	// broker now says about it.
+	for _, st := range states {
+		for _, c := range st.Committed {
+			w.s.bc.markCommitted(c)
+		}
+	}
 	for _, st := range states {
 		for _, c := range st.Pending {
 			err := endTxn(ctx, admin, c, true)
 			switch {
 			case err == nil:
 				w.log.Info("kafka sink: committed restored transaction", "txn", c.String())
+				w.s.bc.markCommitted(c)
 			case isTxnGone(err):
-				if !w.s.bc.isCommitted(c) {
-					w.log.Warn("kafka sink: restored transaction is no longer open; assuming it was committed before (its id was reused), unless it outlived the transaction timeout", "txn", c.String(), "err", err)
-				}
+				w.s.bc.judge(c, w.log, judgeGone(c, err, now, cfg.txnTimeout, w.s.leases.foreign(w.prefix)))
 			default:
 				return fmt.Errorf("commit restored transaction %v: %w", c,
 					authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: c.TransactionalID}))
 			}
-			w.s.bc.markCommitted(c)
 		}
 		groups[st.Subtask] = true
 		oldPar = max(oldPar, st.Parallelism)
@@ -429,7 +506,7 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 	fenced := map[string]bool{}
 	for j := range groups {
 		for k := range cfg.slots {
-			id := txnID(cfg.prefix, j, k)
+			id := txnID(w.prefix, j, k)
 			if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
 				return fmt.Errorf("abort lingering transaction %q: %w", id,
 					authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: id}))
@@ -440,7 +517,7 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 	// Lingering ids beyond the pool or the current parallelism.
 	adm := kadm.NewClient(admin)
 	states4 := []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
-	listed, err := adm.ListTransactionsByTxPattern(ctx, nil, states4, "^"+regexpQuote(cfg.prefix)+"-[0-9]+-[0-9]+$")
+	listed, err := adm.ListTransactionsByTxPattern(ctx, nil, states4, "^"+regexpQuote(w.prefix)+"-[0-9]+-[0-9]+$")
 	if err != nil {
 		listed, err = adm.ListTransactions(ctx, nil, states4)
 	}
@@ -450,7 +527,7 @@ func (w *writer[T]) recover(ctx context.Context, states []WriterState, restored 
 	}
 	lim := max(oldPar, w.par)
 	for id := range listed {
-		j, _, ok := parseTxnID(cfg.prefix, id)
+		j, _, ok := parseTxnID(w.prefix, id)
 		if !ok || fenced[id] {
 			continue
 		}
@@ -494,7 +571,7 @@ func (w *writer[T]) acquire() error {
 		if err := sl.cl.BeginTransaction(); err != nil {
 			return fmt.Errorf("kafka sink: begin transaction on %q: %w", sl.id, err)
 		}
-		sl.inTxn = true
+		sl.inTxn, sl.started = true, time.Now()
 		w.cur = sl
 		w.next = (w.next + i + 1) % n
 		return nil
@@ -515,7 +592,7 @@ func (w *writer[T]) acquire() error {
 // already done. If that fails the producer is replaced.
 func (w *writer[T]) release(sl *slot) {
 	c := *sl.pending
-	sl.pending = nil
+	sl.pending, sl.done = nil, &c
 	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
 	defer cancel()
 	if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -600,7 +677,7 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, err)
 	}
-	c := Committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID}
+	c := Committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
 	sl.pending, sl.inTxn, w.cur = &c, false, nil
 	return []Committable{c}, nil
 }
@@ -608,10 +685,15 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 // SnapshotState returns the transactions prepared and not yet seen
 // committed.
 func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
-	st := WriterState{Subtask: w.subtask, Parallelism: w.par}
+	st := WriterState{Subtask: w.subtask, Parallelism: w.par, Prefix: w.prefix}
 	for _, sl := range w.slots {
-		if sl.pending != nil && !w.s.bc.isCommitted(*sl.pending) {
+		switch {
+		case sl.pending != nil && !w.s.bc.isCommitted(*sl.pending):
 			st.Pending = append(st.Pending, *sl.pending)
+		case sl.pending != nil:
+			st.Committed = append(st.Committed, *sl.pending)
+		case sl.done != nil:
+			st.Committed = append(st.Committed, *sl.done)
 		}
 	}
 	return []WriterState{st}, nil
@@ -626,6 +708,7 @@ func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
 // the transaction timeout): Close must not make it visible, and aborting
 // it here would race with a committer of a prepared one.
 func (w *writer[T]) Close() error {
+	defer w.lease.release()
 	if w.cl != nil {
 		w.cl.Close()
 	}
@@ -647,10 +730,12 @@ func (w *writer[T]) Close() error {
 }
 
 type committer struct {
-	s    sinkConfig
-	opts []kgo.Opt
-	bc   *backchannel
-	log  *slog.Logger
+	s          sinkConfig
+	opts       []kgo.Opt
+	bc         *backchannel
+	log        *slog.Logger
+	restoredID int64 // 0 on a fresh start
+	leases     *leaseSet
 
 	cl *kgo.Client
 }
@@ -677,8 +762,22 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Commit
 			c.bc.markCommitted(tx)
 		case isTxnGone(err) && c.bc.isCommitted(tx):
 			r.SignalAlreadyCommitted()
+		case isTxnGone(err) && tx.Checkpoint > c.restoredID:
+			// Prepared by this run and committed by no one here: another
+			// producer took the id over (or the broker aborted it).
+			r.SignalFailedWithUnknownReason(fencedCommitError(tx, err, c.s.txnTimeout, c.leases))
 		case isTxnGone(err):
-			r.SignalFailedWithKnownReason(fmt.Errorf("kafka sink: transaction %v is no longer open: committed by an earlier run, or aborted by the broker after the transaction timeout %v (then its records are lost): %w", tx, c.s.txnTimeout, err))
+			v := c.bc.verdictOf(tx)
+			if v == nil {
+				j := judgeGone(tx, err, time.Now(), c.s.txnTimeout, c.leases.foreignAll())
+				v = &j
+				c.bc.judge(tx, c.log, j)
+			}
+			if v.lost {
+				r.SignalFailedWithKnownReason(v.err)
+			} else {
+				r.SignalAlreadyCommitted()
+			}
 		case ctx.Err() != nil:
 			return errors.Join(err, ctx.Err())
 		case isAuthErr(err):

@@ -134,7 +134,6 @@ func TestSinkConfigErrors(t *testing.T) {
 		bk   []string
 	}{
 		{"no brokers", nil, nil},
-		{"eos without prefix", []SinkOption{DeliveryGuarantee(ExactlyOnce)}, []string{"127.0.0.1:1"}},
 		{"one slot", []SinkOption{TransactionSlots(1)}, []string{"127.0.0.1:1"}},
 		{"bad timeout", []SinkOption{TransactionTimeout(time.Millisecond)}, []string{"127.0.0.1:1"}},
 	}

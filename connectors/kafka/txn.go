@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -30,6 +31,10 @@ type Committable struct {
 	Epoch           int16  `json:"epoch"`
 	// Checkpoint is the checkpoint the transaction was prepared at.
 	Checkpoint int64 `json:"checkpoint"`
+	// Started is when the writer began the transaction (Unix ms; 0 in
+	// committables written before it existed). The broker aborts a
+	// transaction TransactionTimeout after its start.
+	Started int64 `json:"started_ms,omitempty"`
 }
 
 func (c Committable) String() string {
@@ -160,10 +165,43 @@ func parseTxnID(prefix, id string) (subtask, slot int, ok bool) {
 type backchannel struct {
 	mu        sync.Mutex
 	committed map[string]Committable // by transactional id: the last committed
+	verdicts  map[Committable]verdict
 }
 
 func newBackchannel() *backchannel {
-	return &backchannel{committed: map[string]Committable{}}
+	return &backchannel{committed: map[string]Committable{}, verdicts: map[Committable]verdict{}}
+}
+
+// judge records and logs, once per committable, what recovery concluded
+// about a restored transaction that can no longer be committed.
+func (b *backchannel) judge(c Committable, log *slog.Logger, v verdict) {
+	b.mu.Lock()
+	_, seen := b.verdicts[c]
+	b.verdicts[c] = v
+	b.mu.Unlock()
+	if !v.lost {
+		b.markCommitted(c)
+	}
+	if seen {
+		return
+	}
+	switch {
+	case v.lost:
+		log.Error("kafka sink: restored transaction was not committed and its records are lost", "txn", c.String(), "err", v.err)
+	case v.certain:
+		log.Info("kafka sink: restored transaction was already committed", "txn", c.String(), "reason", v.reason)
+	default:
+		log.Warn("kafka sink: restored transaction is no longer open and the broker cannot say how it ended; taking it as committed", "txn", c.String(), "reason", v.reason)
+	}
+}
+
+func (b *backchannel) verdictOf(c Committable) *verdict {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.verdicts[c]; ok {
+		return &v
+	}
+	return nil
 }
 
 func (b *backchannel) markCommitted(c Committable) {

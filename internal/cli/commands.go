@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,33 +32,71 @@ func (a *App) cmdCheckpoints(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The newest completed checkpoint, including one recorded in _latest
+	// whose _metadata or directory is gone.
+	newest, hasNewest, newestDamaged, nerr := checkpoint.Newest(ctx, dir)
+	if nerr != nil {
+		return nerr
+	}
+	if hasNewest && newestDamaged != nil && !slices.ContainsFunc(infos, func(in checkpoint.Info) bool {
+		return in.Kind == checkpoint.Checkpoint && in.ID == newest
+	}) {
+		abs, _ := filepath.Abs(dir)
+		infos = append(infos, checkpoint.Info{ID: newest, Kind: checkpoint.Checkpoint, Path: filepath.Join(abs, fmt.Sprintf("chk-%d", newest)), Warning: newestDamaged})
+	}
 	if len(infos) == 0 {
 		// DIR may be a snapshot directory itself.
 		if _, info, lerr := checkpoint.Load(ctx, dir); lerr == nil {
 			infos = []checkpoint.Info{info}
+		} else if !errors.Is(lerr, checkpoint.ErrNotFound) {
+			infos = []checkpoint.Info{{Path: dir, Warning: lerr}}
 		}
 	}
 	if len(infos) == 0 {
 		fmt.Fprintf(a.Stdout, "no checkpoints or savepoints in %s\n", dir)
 		return nil
 	}
+	if id, err := checkpoint.ReadJobID(dir); err == nil && id != "" {
+		fmt.Fprintf(a.Stdout, "job id %s\n", id)
+	}
 	tw := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tJOB\tTAKEN (UTC)\tSIZE\tPATH")
+	fmt.Fprintln(tw, "ID\tKIND\tJOB\tTAKEN (UTC)\tSIZE\tSTATUS\tPATH")
 	var warnings []string
+	var olderOK int64 = -1 // the newest loadable checkpoint older than a damaged newest
 	for _, in := range infos {
-		taken, size := "?", "?"
+		taken, size, status := "?", "?", "ok"
 		if in.Warning == nil {
 			taken, size = in.Timestamp.UTC().Format(time.DateTime), cliui.Bytes(in.Size)
-		} else {
-			warnings = append(warnings, in.Warning.Error())
+			// _metadata reads; verify the state too (size, CRC-32C,
+			// structure), so a torn state file shows.
+			if _, _, lerr := checkpoint.Load(ctx, in.Path); lerr != nil {
+				in.Warning = lerr
+			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Kind, in.JobName, taken, size, in.Path)
+		if in.Warning != nil {
+			status = "DAMAGED"
+			warnings = append(warnings, in.Warning.Error())
+		} else if in.Kind == checkpoint.Checkpoint && hasNewest && in.ID < newest {
+			olderOK = in.ID
+		}
+		if hasNewest && in.Kind == checkpoint.Checkpoint && in.ID == newest && in.Warning != nil {
+			newestDamaged = in.Warning
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Kind, in.JobName, taken, size, status, in.Path)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(a.Stdout, "warning:", w)
+	}
+	if hasNewest && newestDamaged != nil {
+		fmt.Fprintf(a.Stdout, "the newest completed checkpoint, %d, is damaged: `sluice run --from %s` refuses to start.\n", newest, dir)
+		if olderOK >= 0 {
+			fmt.Fprintf(a.Stdout, "to resume from an older one anyway, name it: sluice run --from %s PIPELINE.yaml (it may duplicate output committed after it)\n",
+				filepath.Join(dir, fmt.Sprintf("chk-%d", olderOK)))
+		}
+		return nil
 	}
 	fmt.Fprintf(a.Stdout, "resume the newest with: sluice run --from %s PIPELINE.yaml (or --from one snapshot's PATH)\n", dir)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -27,13 +28,14 @@ import (
 
 // runOptions are the flags of run (and demo).
 type runOptions struct {
-	from         string
-	httpAddr     string
-	httpTokenEnv string
-	progress     string
-	interval     time.Duration
-	logLevel     string
-	savepointDir string
+	from             string
+	httpAddr         string
+	httpTokenEnv     string
+	progress         string
+	interval         time.Duration
+	logLevel         string
+	savepointDir     string
+	allowNonRestored bool
 	// savepointRetain overrides http.savepoint-retain when > 0.
 	savepointRetain int
 }
@@ -52,6 +54,7 @@ func (a *App) cmdRun(args []string) int {
 	var o runOptions
 	fs := a.runFlags("run", "run [flags] PIPELINE.yaml", &o)
 	fs.StringVar(&o.from, "from", "", "resume from a checkpoint or savepoint directory, or from the newest checkpoint in a checkpoint directory")
+	fs.BoolVar(&o.allowNonRestored, "allow-non-restored-state", false, "with --from: drop (and log) state that matches no operator of the pipeline instead of refusing to start")
 	fs.StringVar(&o.savepointDir, "savepoint-dir", "", "on the first signal, stop with a savepoint written under this directory (instead of a final checkpoint)")
 	fs.IntVar(&o.savepointRetain, "savepoint-retain", 0, "savepoints taken through POST /savepoints that are kept; older ones are deleted (default: http.savepoint-retain, 5)")
 	pos, err := parseFlags(fs, args)
@@ -96,12 +99,18 @@ func (a *App) cmdValidate(args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range spec.Warnings {
+		fmt.Fprintln(a.Stderr, "warning:", w)
+	}
 	names := make([]string, 0, len(spec.Transforms)+2)
 	names = append(names, "source "+spec.Source.Type)
 	for _, t := range spec.Transforms {
 		names = append(names, string(t.Kind))
 	}
 	names = append(names, "sink "+spec.Sink.Type)
+	if spec.DeadLetter != nil {
+		names[len(names)-1] += " (dead letters → sink " + spec.DeadLetter.Type + ")"
+	}
 	fmt.Fprintf(a.Stdout, "%s: ok: job %q: %s (%s, parallelism %d)\n", pos[0], spec.Name, strings.Join(names, " → "), spec.Delivery, spec.Parallelism)
 	return nil
 }
@@ -154,7 +163,9 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // loadRestore loads what --from names: a snapshot directory, its _metadata
-// file, or a checkpoint directory (its newest loadable snapshot).
+// file, or a checkpoint directory (its newest completed snapshot). It never
+// falls back past a completed checkpoint: if the newest one is damaged it
+// fails, naming it, and tells the user how to choose an older one.
 func loadRestore(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
 	s, info, err := checkpoint.Load(ctx, from)
 	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
@@ -164,23 +175,56 @@ func loadRestore(ctx context.Context, from string) (*checkpoint.Snapshot, checkp
 	if lerr != nil {
 		return nil, checkpoint.Info{}, fmt.Errorf("--from %s: %w", from, lerr)
 	}
-	var skipped []error
-	for i := len(infos) - 1; i >= 0; i-- {
-		if infos[i].Warning != nil {
-			skipped = append(skipped, infos[i].Warning)
-			continue
-		}
-		s, info, err := checkpoint.Load(ctx, infos[i].Path)
-		if err == nil {
-			info.Warning = errors.Join(skipped...)
-			return s, info, nil
-		}
-		if !errors.Is(err, checkpoint.ErrCorrupt) {
-			return nil, checkpoint.Info{}, err
-		}
-		skipped = append(skipped, err)
+	newest, ok, _, nerr := checkpoint.Newest(ctx, from)
+	if nerr != nil {
+		return nil, checkpoint.Info{}, fmt.Errorf("--from %s: %w", from, nerr)
 	}
-	return nil, checkpoint.Info{}, fmt.Errorf("--from %s: no complete checkpoint or savepoint there: %w", from, errors.Join(append(skipped, checkpoint.ErrNotFound)...))
+	// A savepoint newer than every checkpoint (say, of a stop with
+	// --savepoint-dir into this directory) is the newest snapshot.
+	var sp *checkpoint.Info
+	for i := len(infos) - 1; i >= 0; i-- {
+		if infos[i].Kind == checkpoint.Savepoint {
+			sp = &infos[i]
+			break
+		}
+	}
+	if sp != nil && (!ok || sp.ID > newest) {
+		if sp.Warning != nil {
+			return nil, checkpoint.Info{}, fmt.Errorf("--from %s: the newest snapshot there, savepoint %d, is damaged: %w; name an older snapshot explicitly with --from DIR/chk-N or DIR/savepoint-N (it may duplicate output committed after it)", from, sp.ID, sp.Warning)
+		}
+		return checkpoint.Load(ctx, sp.Path)
+	}
+	if !ok {
+		return nil, checkpoint.Info{}, fmt.Errorf("--from %s: no complete checkpoint or savepoint there: %w", from, checkpoint.ErrNotFound)
+	}
+	s, info, err = checkpoint.LoadLatest(ctx, from)
+	if err == nil {
+		return s, info, nil
+	}
+	if de, ok := errors.AsType[*checkpoint.DamagedError](err); ok {
+		hint := "there is no older complete checkpoint to choose instead"
+		for i := len(infos) - 1; i >= 0; i-- {
+			if in := infos[i]; in.Kind == checkpoint.Checkpoint && in.ID < de.ID && in.Warning == nil {
+				hint = fmt.Sprintf("to resume from an older checkpoint anyway, name it explicitly, e.g. --from %s (output committed after it may be written again)", in.Path)
+				break
+			}
+		}
+		return nil, checkpoint.Info{}, fmt.Errorf("--from %s: %w; %s", from, err, hint)
+	}
+	return nil, checkpoint.Info{}, fmt.Errorf("--from %s: %w", from, err)
+}
+
+// warnIfOlder warns when the snapshot restored from path is older than the
+// newest completed checkpoint of the directory it lives in: output
+// committed after it may be written again.
+func warnIfOlder(ctx context.Context, log *slog.Logger, info checkpoint.Info) {
+	parent := filepath.Dir(info.Path)
+	newest, ok, _, err := checkpoint.Newest(ctx, parent)
+	if err != nil || !ok || newest <= info.ID {
+		return
+	}
+	log.Warn("restoring an older snapshot than the newest completed checkpoint in its directory: output committed after it may be written again (duplicates)",
+		"restoring", info.Path, "newest_completed", newest, "dir", parent)
 }
 
 func restartStrategy(r pipeline.Restart) restart.Strategy {
@@ -201,8 +245,32 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range spec.Warnings {
+		log.Warn(w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+
+	// One run per checkpoint directory: the lock is taken before anything
+	// else and held until the job has ended (the runtime takes it again,
+	// counted, for its run).
+	var store *checkpoint.Local
+	if spec.CheckpointDir != "" {
+		var sopts []checkpoint.Option
+		if spec.CheckpointRetain > 0 {
+			sopts = append(sopts, checkpoint.Retain(spec.CheckpointRetain))
+		}
+		st, err := checkpoint.NewLocal(spec.CheckpointDir, sopts...)
+		if err != nil {
+			return nil, err
+		}
+		unlock, err := st.Lock()
+		if err != nil {
+			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		defer unlock()
+		store = st
+	}
 
 	var restore *checkpoint.Snapshot
 	switch {
@@ -211,19 +279,32 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		if err != nil {
 			return nil, usageError{err}
 		}
-		if info.Warning != nil {
-			log.Warn("skipped snapshots that could not be loaded", "error", info.Warning)
+		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs {
+			warnIfOlder(ctx, log, info) // the runtime warns about its own checkpoint dir
 		}
 		if s.JobName != spec.Name {
-			log.Warn("resuming a snapshot of another job name; state is matched by operator name", "snapshot_job", s.JobName, "job", spec.Name)
+			log.Warn("resuming a snapshot of another job name; state is matched by operator uid", "snapshot_job", s.JobName, "job", spec.Name)
 		}
 		log.Info("resuming", "from", info.Path, "kind", info.Kind, "id", info.ID)
 		restore = s
 	case spec.CheckpointDir != "":
-		if infos, err := checkpoint.ListDir(ctx, spec.CheckpointDir); err == nil && len(infos) > 0 {
-			last := infos[len(infos)-1]
+		// A directory that holds only _job (a run killed before its first
+		// checkpoint) starts again, with the recorded job id.
+		infos, err := checkpoint.ListDir(ctx, spec.CheckpointDir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		newest, ok, _, nerr := checkpoint.Newest(ctx, spec.CheckpointDir)
+		if nerr != nil {
+			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, nerr)
+		}
+		if len(infos) > 0 || ok {
+			kind, id := checkpoint.Checkpoint, newest
+			if len(infos) > 0 && (!ok || infos[len(infos)-1].ID > newest) {
+				kind, id = infos[len(infos)-1].Kind, infos[len(infos)-1].ID
+			}
 			return nil, usagef("%s: checkpoint.dir %s holds snapshots of an earlier run (newest: %s %d); resume with `sluice run --from %s %s`, or use an empty directory",
-				spec.File, spec.CheckpointDir, last.Kind, last.ID, spec.CheckpointDir, spec.File)
+				spec.File, spec.CheckpointDir, kind, id, spec.CheckpointDir, spec.File)
 		}
 	}
 
@@ -238,14 +319,17 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	if spec.CheckpointInterval > 0 {
 		opts = append(opts, stream.CheckpointEvery(spec.CheckpointInterval))
 	}
-	if spec.CheckpointDir != "" {
-		opts = append(opts, stream.CheckpointDir(spec.CheckpointDir), stream.RetainCheckpoints(spec.CheckpointRetain))
+	if store != nil {
+		opts = append(opts, stream.CheckpointStorage(store))
 	}
 	if restore != nil {
 		opts = append(opts, stream.RestoreFrom(restore))
+		if o.allowNonRestored {
+			opts = append(opts, stream.AllowNonRestoredState())
+		}
 	}
 	env := stream.New(opts...)
-	if err := a.build(env, spec, log); err != nil {
+	if err := a.build(env, spec, log, reg); err != nil {
 		return nil, usageError{err} // a connector rejected its configuration
 	}
 
@@ -401,18 +485,30 @@ func (a *App) progress(o runOptions, log *slog.Logger) (*cliui.Progress, time.Du
 }
 
 // build adds the pipeline's operators to env.
-func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger) error {
+func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger, reg *metrics.Registry) error {
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
-	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, Options: spec.Source.Options,
+	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
 		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}
-	in = transform.AddTo(in, spec.Transforms)
-	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, Options: spec.Sink.Options,
+	var dead stream.DataStream[registry.Record]
+	if transform.NeedsPolicies(spec.Transforms, spec.SourceDeadLetters) || spec.DeadLetter != nil {
+		in, dead = transform.AddWithPolicies(in, spec.Transforms, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil})
+	} else {
+		in = transform.AddTo(in, spec.Transforms)
+	}
+	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
 		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
+	}
+	if dl := spec.DeadLetter; dl != nil {
+		dsk, _ := a.Registry.Sink(dl.Type)
+		if err := dsk.Build(registry.BuildContext{Env: env, Name: dl.Name, UID: dl.UID, Options: dl.Options,
+			Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, dead); err != nil {
+			return fmt.Errorf("%s:%d: dead-letter: %w", spec.File, dl.Line, err)
+		}
 	}
 	return nil
 }
@@ -427,6 +523,9 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 	}
 	fmt.Fprintf(w, "job %q %s: %s records in, %s out, %d checkpoints, %d restarts, %s\n", spec.Name, state,
 		cliui.Count(s.RecordsIn), cliui.Count(s.RecordsOut), s.Completed, s.Restarts, s.Uptime.Round(time.Millisecond))
+	if line := errorCounts(spec, out.res); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	last := int64(0)
 	if s.Last != nil {
 		last = s.Last.ID
@@ -454,6 +553,27 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 			resume()
 		}
 	}
+}
+
+// errorCounts is the summary line of records with errors (skipped and
+// dead-lettered by the transforms and the source), "" if there were none.
+// Records replayed after a restart are counted again.
+func errorCounts(spec *pipeline.Spec, res *runtime.Result) string {
+	if res == nil || res.Metrics == nil {
+		return ""
+	}
+	skipped := res.Counter(transform.NumRecordsSkipped)
+	dead := res.Counter(transform.NumRecordsDeadLettered)
+	src := res.Counter(metrics.NumRecordsInErrors, "operator", spec.Source.Name)
+	if spec.SourceDeadLetters {
+		dead += src
+	} else {
+		skipped += src
+	}
+	if skipped == 0 && dead == 0 {
+		return ""
+	}
+	return fmt.Sprintf("records with errors: %s skipped, %s dead-lettered", cliui.Count(skipped), cliui.Count(dead))
 }
 
 func firstLine(s string) string {

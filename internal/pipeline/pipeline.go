@@ -20,6 +20,7 @@
 //	  delay: 1s
 //	source:
 //	  type: datagen
+//	  uid: orders-in             # stable id keying its state (default: the name)
 //	  options: {count: 1000}
 //	transforms:
 //	  - filter: amount > 100
@@ -29,6 +30,10 @@
 //	sink:
 //	  type: file
 //	  options: {path: ./out}
+//	on-error: fail               # transforms: fail | skip | dead-letter (each may set its own on-error)
+//	dead-letter:                 # the sink of dead letters (any sink), exactly once with the main output
+//	  type: file
+//	  options: {path: ./dead}
 //	http:
 //	  listen: 127.0.0.1:9249     # metrics and status; loopback by default
 //	  token: ${SLUICE_TOKEN}     # optional bearer token (needed for POST /savepoints)
@@ -91,6 +96,7 @@ func (es Errors) Is(target error) bool { return target == ErrInvalid }
 type Connector struct {
 	Type    string
 	Name    string // operator name (default: the type, "-sink" added for sinks named like the source)
+	UID     string // stable operator id keying checkpoint state ("" = the name)
 	Options registry.Options
 	Line    int
 }
@@ -120,6 +126,13 @@ type Spec struct {
 	Transforms []*transform.Compiled
 	Sink       Connector
 
+	// OnError is the default policy of the transforms (on-error; each
+	// transform may set its own). DeadLetter is the sink of dead letters
+	// (nil: none); SourceDeadLetters says the source sends some.
+	OnError           registry.Policy
+	DeadLetter        *Connector
+	SourceDeadLetters bool
+
 	HTTPListen string // "" = no endpoint unless the command line asks
 	HTTPToken  string // secret: never print it
 	// HTTPSavepointRetain is how many savepoints taken through POST
@@ -127,6 +140,10 @@ type Spec struct {
 	// derived from the checkpoint settings).
 	HTTPSavepointRetain    int
 	HTTPReadyCheckpointAge time.Duration
+
+	// Warnings are problems that do not stop the pipeline (see
+	// registry.Sink.CheckSource), one line each.
+	Warnings []string
 }
 
 // Load reads and parses a pipeline file. Relative paths in it (checkpoint
@@ -173,6 +190,8 @@ type parser struct {
 	reg    *registry.Registry
 	lookup Lookup
 	errs   Errors
+	// policyLines are the lines of the transforms' on-error keys.
+	policyLines map[string]int
 }
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -253,6 +272,19 @@ func (p *parser) scalar(n *yaml.Node, field string) (val string, fromEnv bool, o
 	return v, sub, true
 }
 
+// usesEnv reports whether a value node (or an element of a list) takes
+// anything from the environment.
+func (p *parser) usesEnv(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.SequenceNode {
+		return slices.ContainsFunc(n.Content, p.usesEnv)
+	}
+	_, sub, err := interpolate(n.Value, p.lookup)
+	return sub || err != nil
+}
+
 // value converts a node to an option's type.
 func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool) {
 	if o.Type == registry.Strings && n.Kind == yaml.SequenceNode {
@@ -317,12 +349,16 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		}
 		ok = ok && len(p.errs) == before
 	}
+	var fromEnv []string
 	for _, o := range schema {
 		if v, set := vals[o.Name]; set {
 			val, good := p.value(v, join(field, o.Name), o)
 			ok = ok && good
 			if good {
 				m[o.Name] = val
+				if p.usesEnv(v) {
+					fromEnv = append(fromEnv, o.Name)
+				}
 			}
 			continue
 		}
@@ -335,7 +371,7 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 			m[o.Name] = o.Default
 		}
 	}
-	return registry.NewOptions(m), ok
+	return registry.NewOptions(m).MarkFromEnvironment(fromEnv...), ok
 }
 
 var (
@@ -362,7 +398,7 @@ var (
 		{Name: "parallelism", Type: registry.Int, Default: int64(1), Description: "parallelism of every operator"},
 		{Name: "delivery", Type: registry.Enum, Values: []string{string(registry.ExactlyOnce), string(registry.AtLeastOnce)}, Description: "delivery guarantee (default: exactly-once if the sink supports it)"},
 	}
-	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "http"}
+	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "dead-letter", "on-error", "http"}
 )
 
 // keyNode returns the key node named key of mapping m, or m.
@@ -446,6 +482,18 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	if s.Sink.Name == s.Source.Name && s.Sink.Name != "" {
 		s.Sink.Name += "-sink"
 	}
+	if s.Source.UID != "" && s.Source.UID == s.Sink.UID {
+		p.errorf(vals["sink"], "sink.uid", "the source has the same uid %q; uids must be unique (they key checkpoint state)", s.Sink.UID)
+	}
+	if sk, ok := p.reg.Sink(s.Sink.Type); ok && sk.CheckSource != nil && s.Source.Type != "" && len(p.errs) == 0 {
+		warning, err := sk.CheckSource(s.Source.Type, s.Source.Options, s.Sink.Options)
+		if err != nil {
+			p.errorf(&yaml.Node{Line: s.Sink.Line}, "sink", "%v", err)
+		}
+		if warning != "" {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: sink: %s", p.file, s.Sink.Line, warning))
+		}
+	}
 
 	switch d := registry.Delivery(jo.String("delivery")); {
 	case d == "" && sinkEO, d == registry.ExactlyOnce && sinkEO:
@@ -459,11 +507,12 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	if n, ok := vals["transforms"]; ok {
 		s.Transforms = p.transforms(n, map[string]bool{s.Source.Name: true, s.Sink.Name: true})
 	}
+	p.errorPolicies(s, root, vals)
 	return s
 }
 
 func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Connector {
-	_, vals, ok := p.mapping(n, field, []string{"type", "name", "options"})
+	_, vals, ok := p.mapping(n, field, []string{"type", "name", "uid", "options"})
 	if !ok {
 		return Connector{}
 	}
@@ -485,6 +534,11 @@ func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Conne
 	c.Name = c.Type
 	if nn, ok := vals["name"]; ok {
 		c.Name, _, _ = p.scalar(nn, field+".name")
+	}
+	if un, ok := vals["uid"]; ok {
+		if c.UID, _, ok = p.scalar(un, field+".uid"); ok && c.UID == "" {
+			p.errorf(un, field+".uid", "must not be empty (leave it out to use the name)")
+		}
 	}
 	opts, good := p.options(vals["options"], n, field+".options", reg.Options, string(kind)+" "+c.Type)
 	c.Options = opts
@@ -510,13 +564,13 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 	var out []*transform.Compiled
 	for i, item := range n.Content {
 		field := fmt.Sprintf("transforms[%d]", i)
-		keys, vals, ok := p.mapping(item, field, append([]string{"name", "overwrite"}, transformKinds...))
+		keys, vals, ok := p.mapping(item, field, append([]string{"name", "overwrite", "on-error"}, transformKinds...))
 		if !ok {
 			continue
 		}
 		var kindKey *yaml.Node
 		for _, k := range keys {
-			if k.Value == "name" || k.Value == "overwrite" {
+			if k.Value == "name" || k.Value == "overwrite" || k.Value == "on-error" {
 				continue
 			}
 			if kindKey != nil {
@@ -571,6 +625,17 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 				continue
 			}
 			step.Overwrite = val.(bool)
+		}
+		if on, ok := vals["on-error"]; ok {
+			pol, ok := p.policy(on, join(field, "on-error"))
+			if !ok {
+				continue
+			}
+			step.OnError = pol
+			if p.policyLines == nil {
+				p.policyLines = map[string]int{}
+			}
+			p.policyLines[step.Name] = on.Line
 		}
 		if !good {
 			continue

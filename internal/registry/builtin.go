@@ -48,7 +48,7 @@ func init() {
 			if err := src.Err(); err != nil {
 				return stream.DataStream[Record]{}, err
 			}
-			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name), nil
+			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name, stream.UID(c.UID)), nil
 		},
 	})
 
@@ -65,7 +65,7 @@ func init() {
 				w = os.Stderr
 			}
 			lines := stream.Map(in, encodeJSON, stream.Name(c.Name+"-encode"))
-			stream.SinkTo(lines, print.New[string](print.To(w), print.Prefix(c.Options.String("prefix"))), c.Name)
+			stream.SinkTo(lines, print.New[string](print.To(w), print.Prefix(c.Options.String("prefix"))), c.Name, stream.UID(c.UID))
 			return nil
 		},
 	})

@@ -2,6 +2,9 @@ package registry
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/file"
@@ -13,16 +16,16 @@ func init() {
 	MustRegisterSink(Sink{
 		Name: "file",
 		Description: "Exactly-once JSON-lines part files under a directory (connectors/file). A part file is hidden " +
-			"(.part-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
+			"(.part-<job id>-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
 		ExactlyOnce: true,
 		Options: []Option{
 			{Name: "path", Type: String, Required: true, Description: "base directory of the part files"},
-			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<subtask>-<counter><suffix>"},
+			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<job id>-<subtask>-<counter><suffix>"},
 			{Name: "suffix", Type: String, Default: ".jsonl", Description: "part file name suffix"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
 				Description: "checkpoint: roll every part file at every checkpoint (output visible per checkpoint); size: Flink's default (128 MiB, 60 s)"},
 			{Name: "compact-below", Type: Int, Default: int64(0),
-				Description: "merge finished part files smaller than this many bytes into <prefix>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
+				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
 		},
 		Validate: func(o Options) error {
 			if o.Int("compact-below") < 0 {
@@ -30,6 +33,7 @@ func init() {
 			}
 			return nil
 		},
+		CheckSource: checkFileLoop,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			opts := []file.SinkOption{
 				file.PartPrefix(c.Options.String("prefix")),
@@ -46,7 +50,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			stream.SinkTo(in, s, c.Name)
+			stream.SinkTo(in, s, c.Name, stream.UID(c.UID))
 			return nil
 		},
 	})
@@ -57,7 +61,7 @@ func init() {
 		Options: []Option{
 			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
 			{Name: "discovery", Type: Duration, Default: time.Duration(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
-			{Name: "on-malformed", Type: Enum, Values: []string{"fail", "skip"}, Default: "fail", Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key) fails the job naming file and line, or is skipped and counted in numRecordsInErrors"},
+			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key): fail fails the job at once (no restarts) naming file, line and an excerpt; skip skips it, counted in numRecordsInErrors and logged (rate-limited); dead-letter sends it, with file, split and offset, to the pipeline's dead-letter sink"},
 		},
 		Validate: func(o Options) error {
 			if o.Duration("discovery") < 0 {
@@ -70,14 +74,178 @@ func init() {
 			if d := c.Options.Duration("discovery"); d > 0 {
 				opts = append(opts, file.ContinuousDiscovery(d))
 			}
-			if c.Options.String("on-malformed") == "skip" {
+			switch Policy(c.Options.String("on-malformed")) {
+			case PolicySkip:
 				opts = append(opts, file.OnMalformed(file.SkipMalformed))
+			case PolicyDeadLetter:
+				name := c.Name
+				opts = append(opts, file.OnMalformed(file.EmitMalformed), file.MalformedAs(func(m file.Malformed) Record {
+					return MarkDeadLetter(&DeadLetter{Error: m.Err.Error(), Operator: name, Split: m.Split, File: m.File, Offset: m.Offset, Raw: m.Raw})
+				}))
 			}
 			src := file.NewSource(file.JSONLines[Record](), c.Options.Strings("paths"), opts...)
 			if err := src.Err(); err != nil {
 				return stream.DataStream[Record]{}, err
 			}
-			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name), nil
+			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name, stream.UID(c.UID)), nil
 		},
+		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
 	})
+}
+
+// checkFileLoop refuses a file sink whose output a file source with
+// discovery would read: the job would read its own output again and again
+// (100 input lines became 3,800). Without discovery the source lists its
+// paths once, when the job starts — before any output of this job is
+// visible, and the listing is kept in the checkpoints — so the job reads
+// no output of its own; but a later run of the pipeline reads the earlier
+// runs' output as input. That may be meant (rewriting a directory in
+// place), so it is a warning.
+func checkFileLoop(sourceType string, source, sink Options) (string, error) {
+	if sourceType != "file" {
+		return "", nil
+	}
+	base := sink.String("path")
+	outputs := []string{
+		sink.String("prefix") + "-0123456789abcdef-0-0" + sink.String("suffix"),
+		sink.String("prefix") + "-fedcba9876543210-compacted-1-0" + sink.String("suffix"),
+	}
+	// Values from the environment are never shown (docs/cli.md): the
+	// field names them instead.
+	sinkDesc := fmt.Sprintf("%q (%s)", base, absPath(base))
+	if sink.FromEnvironment("path") {
+		sinkDesc = "sink.options.path (value from the environment not shown)"
+	}
+	for _, p := range source.Strings("paths") {
+		if !readsOutput(p, base, outputs) {
+			continue
+		}
+		srcDesc := fmt.Sprintf("%q", p)
+		if source.FromEnvironment("paths") {
+			srcDesc = "in source.options.paths (value from the environment not shown)"
+		}
+		if d := source.Duration("discovery"); d > 0 {
+			return "", fmt.Errorf("the file sink's path %s is under the file source's path %s, which is listed again every %s (discovery): "+
+				"the job would read its own output again and again; write the output elsewhere, or read without discovery",
+				sinkDesc, srcDesc, d)
+		}
+		return fmt.Sprintf("the file sink's path %s is under the file source's path %s: this run reads only the files there when it starts, "+
+			"but a later run of this pipeline reads this run's output as input", sinkDesc, srcDesc), nil
+	}
+	return "", nil
+}
+
+// readsOutput reports whether the file source path (a file, a directory
+// read recursively, or a glob) covers a file that a file sink with base
+// directory base writes (outputs are sample names of such files; the CLI's
+// file sink writes them directly under base). Paths are compared absolute,
+// as given and with symbolic links resolved as far as they exist.
+func readsOutput(src, base string, outputs []string) bool {
+	bases := pathForms(base)
+	if strings.ContainsAny(src, "*?[") {
+		for _, g := range globForms(src) {
+			for _, b := range bases {
+				// A matching directory is read recursively.
+				for a := b; ; a = filepath.Dir(a) {
+					if ok, _ := filepath.Match(g, a); ok && !hiddenBetween(a, b) {
+						return true
+					}
+					if a == filepath.Dir(a) {
+						break
+					}
+				}
+				for _, o := range outputs {
+					if ok, _ := filepath.Match(g, filepath.Join(b, o)); ok {
+						return true
+					}
+				}
+			}
+		}
+		// What the glob matches now, symbolic links included.
+		matches, _ := filepath.Glob(src)
+		for _, m := range matches {
+			if readsOutput(m, base, outputs) {
+				return true
+			}
+		}
+		return false
+	}
+	if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
+		return false // one file: read once, whatever writes beside it
+	}
+	for _, p := range pathForms(src) {
+		for _, b := range bases {
+			if rel, err := filepath.Rel(p, b); err == nil && filepath.IsLocal(rel) {
+				if !hiddenBetween(p, b) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// hiddenBetween reports whether a path component below dir down to p is
+// hidden (starts with '.' or '_'): the file source skips such directories.
+func hiddenBetween(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil || rel == "." {
+		return false
+	}
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		if strings.HasPrefix(c, ".") || strings.HasPrefix(c, "_") {
+			return true
+		}
+	}
+	return false
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}
+
+// pathForms returns p absolute, and also with its symbolic links resolved
+// as far as its leading components exist.
+func pathForms(p string) []string {
+	a := absPath(p)
+	r := resolveExisting(a)
+	if r == a {
+		return []string{a}
+	}
+	return []string{a, r}
+}
+
+// resolveExisting resolves the symbolic links of the longest existing
+// leading part of the absolute path a and appends the rest.
+func resolveExisting(a string) string {
+	var rest []string
+	for d := a; ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		if d == filepath.Dir(d) {
+			return a
+		}
+		rest = append([]string{filepath.Base(d)}, rest...)
+	}
+}
+
+// globForms returns the glob absolute, and also with the symbolic links of
+// its leading components without wildcards resolved.
+func globForms(g string) []string {
+	a := absPath(g)
+	parts := strings.Split(a, string(filepath.Separator))
+	i := 0
+	for i < len(parts) && !strings.ContainsAny(parts[i], "*?[") {
+		i++
+	}
+	lead := string(filepath.Separator) + filepath.Join(parts[:i]...)
+	r := resolveExisting(lead)
+	if r == lead {
+		return []string{a}
+	}
+	return []string{a, filepath.Join(append([]string{r}, parts[i:]...)...)}
 }

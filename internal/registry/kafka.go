@@ -1,9 +1,14 @@
 package registry
 
 import (
+	"bytes"
+	"fmt"
+
 	"github.com/sluice-io/sluice/connectors/kafka"
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
@@ -16,7 +21,9 @@ func init() {
 			{Name: "start", Type: Enum, Values: []string{"earliest", "latest"}, Default: "earliest", Description: "where to start without a checkpoint"},
 			{Name: "group", Type: String, Default: "", Description: "consumer group that gets the checkpointed offsets (monitoring only); empty = none"},
 			{Name: "bounded", Type: Bool, Default: false, Description: "stop at the offsets that are latest when the job starts"},
+			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a value that is not a JSON object: fail fails the job at once (no restarts) naming topic, partition and offset; skip skips it, counted in numRecordsInErrors and logged; dead-letter sends it, with topic, partition and offset, to the pipeline's dead-letter sink"},
 		},
+		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			start := kafka.Earliest()
 			if c.Options.String("start") == "latest" {
@@ -30,11 +37,20 @@ func init() {
 			if c.Options.Bool("bounded") {
 				opts = append(opts, kafka.Bounded(kafka.Latest()))
 			}
-			src, err := kafka.NewSource(c.Options.Strings("brokers"), kafka.JSONDeserializer[Record](), opts...)
+			deser := kafka.JSONDeserializer[Record]()
+			switch Policy(c.Options.String("on-malformed")) {
+			case PolicySkip:
+				opts = append(opts, kafka.OnMalformedRecord(kafka.SkipOnError))
+			case PolicyDeadLetter:
+				deser = kafkaDeadLetters(deser, c.Name)
+			default:
+				deser = kafkaUnrecoverable(deser)
+			}
+			src, err := kafka.NewSource(c.Options.Strings("brokers"), deser, opts...)
 			if err != nil {
 				return stream.DataStream[Record]{}, err
 			}
-			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name), nil
+			return stream.FromSource(c.Env, src, watermark.None[Record](), c.Name, stream.UID(c.UID)), nil
 		},
 	})
 
@@ -46,25 +62,58 @@ func init() {
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "topic", Type: String, Required: true, Description: "topic to write"},
 			{Name: "transactional-id-prefix", Type: String, Default: "",
-				Description: "prefix of the transactional ids (exactly-once); keep it stable and unique per sink; empty = sluice-<sink name>"},
+				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
 		},
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			g := kafka.AtLeastOnce
 			if c.Delivery == ExactlyOnce {
 				g = kafka.ExactlyOnce
 			}
-			prefix := c.Options.String("transactional-id-prefix")
-			if prefix == "" {
-				prefix = "sluice-" + c.Name
+			opts := []kafka.SinkOption{kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
+				kafka.SinkLogger(c.Logger)}
+			if prefix := c.Options.String("transactional-id-prefix"); prefix != "" {
+				opts = append(opts, kafka.TransactionalIDPrefix(prefix))
 			}
-			s, err := kafka.NewSink(c.Options.Strings("brokers"), kafka.JSONSerializer[Record](),
-				kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
-				kafka.TransactionalIDPrefix(prefix), kafka.SinkLogger(c.Logger))
+			s, err := kafka.NewSink(c.Options.Strings("brokers"), kafka.JSONSerializer[Record](), opts...)
 			if err != nil {
 				return err
 			}
-			stream.SinkTo(in, s, c.Name)
+			stream.SinkTo(in, s, c.Name, stream.UID(c.UID))
 			return nil
 		},
 	})
 }
+
+// kafkaDeadLetters turns a value d cannot decode into a dead letter
+// (MarkDeadLetter) with the topic and partition as split, the offset and
+// the value's bytes, emitted at the record's offset: it is read exactly
+// once like any record.
+func kafkaDeadLetters(d kafka.Deserializer[Record], operator string) kafka.Deserializer[Record] {
+	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+		v, err := d.Deserialize(r)
+		if err == nil {
+			return v, nil
+		}
+		return MarkDeadLetter(&DeadLetter{Error: fmt.Sprintf("%v: %v", kafka.ErrMalformedRecord, err), Operator: operator,
+			Split: fmt.Sprintf("%s-%d", r.Topic, r.Partition), Offset: r.Offset, Raw: bytes.Clone(r.Value)}), nil
+	})
+}
+
+// kafkaUnrecoverable marks d's errors as restart.ErrUnrecoverable: a
+// value that cannot be decoded fails again after every restart.
+func kafkaUnrecoverable(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
+	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+		v, err := d.Deserialize(r)
+		if err != nil {
+			return nil, unrecoverable{err}
+		}
+		return v, nil
+	})
+}
+
+// unrecoverable is an error that reports itself as restart.ErrUnrecoverable
+// without changing its message.
+type unrecoverable struct{ error }
+
+func (u unrecoverable) Unwrap() error        { return u.error }
+func (u unrecoverable) Is(target error) bool { return target == restart.ErrUnrecoverable }

@@ -80,7 +80,28 @@ type Option struct {
 // Options are a connector's validated option values, with defaults filled
 // in. The getters panic on a name the connector did not declare with that
 // type, which is a bug in the connector's registration.
-type Options struct{ m map[string]any }
+type Options struct {
+	m   map[string]any
+	env map[string]bool // options whose value came from the environment
+}
+
+// FromEnvironment reports whether the option's value came from an
+// environment variable (${VAR}). Such values are never shown in errors or
+// logs (docs/cli.md).
+func (o Options) FromEnvironment(name string) bool { return o.env[name] }
+
+// MarkFromEnvironment returns o with the named options marked as coming
+// from the environment.
+func (o Options) MarkFromEnvironment(names ...string) Options {
+	env := maps.Clone(o.env)
+	if env == nil {
+		env = map[string]bool{}
+	}
+	for _, n := range names {
+		env[n] = true
+	}
+	return Options{m: o.m, env: env}
+}
 
 // NewOptions returns Options holding m (tests and programmatic pipelines).
 func NewOptions(m map[string]any) Options { return Options{m: maps.Clone(m)} }
@@ -129,8 +150,12 @@ const (
 
 // BuildContext is what a factory gets to add its operator to a job.
 type BuildContext struct {
-	Env      *stream.Environment
-	Name     string // operator name: unique and stable, it keys checkpoint state
+	Env  *stream.Environment
+	Name string // operator name: unique; it labels metrics and logs
+	// UID is the operator's stable id (stream.UID), from the pipeline's
+	// uid field; "" means the name. Checkpoint state is keyed by it, so
+	// factories pass stream.UID(c.UID) to FromSource/SinkTo.
+	UID      string
 	Options  Options
 	Delivery Delivery
 	Stdout   io.Writer // where a print sink writes
@@ -147,6 +172,10 @@ type Source struct {
 	Validate func(Options) error
 	// Build adds the source to c.Env and returns its stream.
 	Build func(c BuildContext) (stream.DataStream[Record], error)
+	// DeadLetters reports whether the source, so configured, emits dead
+	// letters (records marked with MarkDeadLetter) for the pipeline's
+	// dead-letter sink (optional; nil = never).
+	DeadLetters func(Options) bool
 }
 
 // Sink is a registered sink connector.
@@ -157,6 +186,11 @@ type Sink struct {
 	// ExactlyOnce says the sink commits with the checkpoints (two-phase).
 	ExactlyOnce bool
 	Validate    func(Options) error
+	// CheckSource checks the sink's options against the pipeline's source
+	// (optional), e.g. a file sink writing where a file source reads. An
+	// error refuses the pipeline; a warning is shown by `sluice validate`
+	// and logged by `sluice run`.
+	CheckSource func(sourceType string, source, sink Options) (warning string, err error)
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }

@@ -8,21 +8,27 @@
 // Inside an expression the record's fields are variables (`amount > 100`),
 // and `record` is the whole record (`record["user id"]`).
 //
-// An expression that fails at run time (a field of the wrong type, a map
-// that does not return an object) fails the job with an error naming the
-// transform; a malformed record never silently disappears.
+// An expression that fails at run time (a field of the wrong type or
+// missing, a map that does not return an object) is handled by the step's
+// policy (Step.OnError): fail (the default) fails the job at once, without
+// restarts, with an error naming the transform and an excerpt of the
+// record; skip drops the record, counted and logged at a bounded rate;
+// dead-letter sends it with the error to the dead-letter sink (see
+// AddWithPolicies). A record never silently disappears.
 package transform
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
 	"github.com/sluice-io/sluice/internal/registry"
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 )
 
@@ -47,6 +53,9 @@ type Step struct {
 	Expr    string
 	Fields  []string
 	Renames [][2]string
+	// OnError is what to do with a record the step fails on (default
+	// "" = registry.PolicyFail).
+	OnError registry.Policy
 	// Overwrite lets a Rename replace an existing field that is not
 	// itself renamed away (default false: such a record fails the job
 	// with an error wrapping ErrRenameOverwrite).
@@ -123,17 +132,37 @@ func oneLine(s string) string {
 	return s
 }
 
-// Error is a transform's run-time failure.
+// Error is a transform's run-time failure on one record.
 type Error struct {
-	Step Step
-	Err  error
+	Step  Step
+	Err   error
+	Input Record // the record the step failed on
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("transform %s %q (%s): %v", e.Step.Kind, e.Step.Name, e.Step.Where, e.Err)
+	rec := ""
+	if e.Input != nil {
+		rec = "; record: " + preview(e.Input)
+	}
+	return fmt.Sprintf("transform %s %q (%s): %s%s", e.Step.Kind, e.Step.Name, e.Step.Where, e.Cause(), rec)
+}
+
+// Cause is the first line of Err (expr adds lines that point into the
+// expression), with a hint when a missing field is the likely cause.
+func (e *Error) Cause() string {
+	msg := oneLine(e.Err.Error())
+	if strings.Contains(msg, "<nil>") {
+		msg += " (a field the record lacks is nil)"
+	}
+	return msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports the error as restart.ErrUnrecoverable: an expression fails
+// the same way on the same record after every restart, so the job fails at
+// once instead.
+func (e *Error) Is(target error) bool { return target == restart.ErrUnrecoverable }
 
 func (c *Compiled) run(r Record) (any, error) {
 	m := c.vms.Get().(*vm.VM)
@@ -150,11 +179,11 @@ func (c *Compiled) run(r Record) (any, error) {
 func (c *Compiled) Keep(r Record) (bool, error) {
 	v, err := c.run(r)
 	if err != nil {
-		return false, &Error{c.Step, err}
+		return false, &Error{c.Step, err, r}
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, &Error{c.Step, fmt.Errorf("filter returned %T, want bool", v)}
+		return false, &Error{c.Step, fmt.Errorf("filter returned %T, want bool", v), r}
 	}
 	return b, nil
 }
@@ -165,11 +194,11 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 	case Map:
 		v, err := c.run(r)
 		if err != nil {
-			return nil, &Error{c.Step, err}
+			return nil, &Error{c.Step, err, r}
 		}
 		out, ok := v.(map[string]any)
 		if !ok {
-			return nil, &Error{c.Step, fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v)}
+			return nil, &Error{c.Step, fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v), r}
 		}
 		return out, nil
 	case Select:
@@ -183,7 +212,7 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 	case Rename:
 		return c.rename(r)
 	}
-	return nil, &Error{c.Step, fmt.Errorf("%s is not a record-to-record transform", c.Kind)}
+	return nil, &Error{c.Step, fmt.Errorf("%s is not a record-to-record transform", c.Kind), r}
 }
 
 // rename applies all renames of the step at once: every source field
@@ -205,8 +234,8 @@ func (c *Compiled) rename(r Record) (Record, error) {
 		}
 		if _, exists := out[rn[1]]; exists && !c.Overwrite {
 			return nil, &Error{c.Step, fmt.Errorf("%w: renaming %q to %q, but the record already has a field %q "+
-				"(set overwrite: true on the rename to replace it); record: %s",
-				ErrRenameOverwrite, rn[0], rn[1], rn[1], preview(r))}
+				"(set overwrite: true on the rename to replace it)",
+				ErrRenameOverwrite, rn[0], rn[1], rn[1]), r}
 		}
 		out[rn[1]] = v
 	}
@@ -232,10 +261,12 @@ func preview(r Record) string {
 	return string(b)
 }
 
-// AddTo appends the steps to a stream as operators (named by Step.Name).
+// AddTo appends the steps to a stream as operators (named by Step.Name),
+// for pipelines where every step's policy is fail and no source sends dead
+// letters (else use AddWithPolicies).
 //
-// A failing expression fails the task with its *Error (the job fails or
-// restarts per its strategy).
+// A failing expression fails the job with its *Error, without restarts
+// (restart.ErrUnrecoverable).
 func AddTo(in stream.DataStream[Record], steps []*Compiled) stream.DataStream[Record] {
 	for _, c := range steps {
 		switch c.Kind {

@@ -111,10 +111,7 @@ type Info struct {
 	// Warning, when not nil, reports problems that did not make the call
 	// fail. Every error in it names the path it is about.
 	//
-	//   - Latest: the newer checkpoints it skipped because they could not be
-	//     loaded (errors.Join of one error per skipped checkpoint, each
-	//     wrapping ErrCorrupt). A non-nil Warning from Latest means the job
-	//     is NOT restored from its newest completed checkpoint.
+	//   - Latest: never set (Latest fails rather than skip a checkpoint).
 	//   - Save: checkpoints that retention or garbage collection failed to
 	//     remove. The snapshot itself is saved.
 	//   - List and ListDir: the entry's _metadata could not be read; only ID,
@@ -128,7 +125,9 @@ type Info struct {
 type Storage interface {
 	// Save persists s atomically: either it is fully there and listed afterwards, or not at all.
 	Save(ctx context.Context, s *Snapshot) (Info, error)
-	// Latest loads the newest complete checkpoint (savepoints are not considered), or returns ErrNotFound.
+	// Latest loads the newest complete checkpoint (savepoints are not
+	// considered), or returns ErrNotFound; it fails (ErrDamaged) rather
+	// than fall back past a completed checkpoint it cannot load.
 	Latest(ctx context.Context) (*Snapshot, Info, error)
 	// List lists complete snapshots, oldest first.
 	List(ctx context.Context) ([]Info, error)

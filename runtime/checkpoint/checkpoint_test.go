@@ -509,21 +509,25 @@ func TestCorrupt(t *testing.T) {
 				t.Errorf("Load: got %q, want it to name %s and say %q", msg, wantPath, tt.wantMsg)
 			}
 
-			s, info, err := l.Latest(ctx)
-			if err != nil {
-				t.Fatalf("Latest: %v", err)
+			// Latest refuses rather than fall back past the completed
+			// checkpoint 3, naming it and what is wrong.
+			s, _, err := l.Latest(ctx)
+			if err == nil {
+				t.Fatalf("Latest: got checkpoint %d, want an error about checkpoint 3", s.ID)
 			}
-			if s.ID != 2 || info.ID != 2 {
-				t.Errorf("Latest: got %d (info %d), want fallback to 2", s.ID, info.ID)
+			if !errors.Is(err, ErrDamaged) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), wantPath) || !strings.Contains(err.Error(), "checkpoint 3") {
+				t.Errorf("Latest: got %v, want ErrDamaged and ErrCorrupt naming checkpoint 3 and %s", err, wantPath)
+			}
+			// The older one stays loadable on explicit request.
+			s, _, err = l.Get(ctx, Checkpoint, 2)
+			if err != nil {
+				t.Fatalf("Get(2): %v", err)
 			}
 			checkSnapshot(t, s, func() *Snapshot {
 				w := snap(2, Checkpoint)
 				w.Tasks[0].Parts["writer"] = [][]byte{[]byte(strings.Repeat("payload ", 100))}
 				return w
 			}())
-			if !errors.Is(info.Warning, ErrCorrupt) || !strings.Contains(fmt.Sprint(info.Warning), wantPath) {
-				t.Errorf("Latest warning: got %v, want ErrCorrupt naming %s", info.Warning, wantPath)
-			}
 		})
 	}
 }
@@ -549,13 +553,11 @@ func TestLatestAllCorrupt(t *testing.T) {
 		flipByte(t, statePath(l.Dir(), Checkpoint, id), -50)
 	}
 	s, _, err := l.Latest(context.Background())
-	if s != nil || !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) {
-		t.Fatalf("Latest: got %v, %v; want ErrCorrupt and not ErrNotFound", s, err)
+	if s != nil || !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrDamaged) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("Latest: got %v, %v; want ErrDamaged, ErrCorrupt and not ErrNotFound", s, err)
 	}
-	for id := int64(1); id <= 3; id++ {
-		if p := statePath(l.Dir(), Checkpoint, id); !strings.Contains(err.Error(), p) {
-			t.Errorf("Latest error %q does not name %s", err, p)
-		}
+	if p := statePath(l.Dir(), Checkpoint, 3); !strings.Contains(err.Error(), p) {
+		t.Errorf("Latest error %q does not name %s", err, p)
 	}
 }
 
@@ -605,14 +607,10 @@ func TestListDirReportsBadMetadata(t *testing.T) {
 			t.Errorf("%s: warning %q does not name the path", in.Path, in.Warning)
 		}
 	}
-	// Latest skips both and reports them; chk-9 is newest by name but
-	// describes checkpoint 1.
-	s, info, err := l.Latest(ctx)
-	if err != nil || s.ID != 3 {
-		t.Fatalf("Latest: got %v, %v; want 3", s, err)
-	}
-	if !errors.Is(info.Warning, ErrCorrupt) || !strings.Contains(info.Warning.Error(), "chk-9") {
-		t.Errorf("Latest warning: got %v, want chk-9 reported", info.Warning)
+	// chk-9 is newest by name but describes checkpoint 1: Latest refuses
+	// and names it rather than fall back to 3.
+	if s, _, err := l.Latest(ctx); !errors.Is(err, ErrDamaged) || !strings.Contains(fmt.Sprint(err), "chk-9") {
+		t.Fatalf("Latest: got %v, %v; want ErrDamaged naming chk-9", s, err)
 	}
 	if _, err := ListDir(ctx, filepath.Join(l.Dir(), "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ListDir(missing): got %v, want fs.ErrNotExist", err)

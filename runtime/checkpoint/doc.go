@@ -109,23 +109,30 @@
 // Any mismatch returns an error wrapping [ErrCorrupt] that names the file
 // (plus [ErrUnsupportedVersion] for a version this build cannot read).
 //
-// Latest tries complete checkpoints newest first. A checkpoint that fails
-// with ErrCorrupt is skipped and Latest falls back to the next older one; the
-// skipped checkpoints are reported in the returned Info.Warning (errors.Join
-// of one error per checkpoint, each naming its path). A nil Warning means the
-// newest checkpoint was loaded. Errors other than corruption are returned,
-// not skipped. When checkpoints exist but none loads, Latest fails with
-// ErrCorrupt rather than ErrNotFound, so a caller never restarts a job from
-// scratch by accident.
+// Latest (and LoadLatest for a directory) loads the newest completed
+// checkpoint and never falls back past it: the committables of a completed
+// checkpoint may already be committed, and replaying from an older one
+// writes that output again. A Local records the newest completed
+// checkpoint in <dir>/_latest (replaced atomically after each Save of a
+// checkpoint), so a checkpoint whose _metadata or directory was deleted
+// still counts as completed. If the newest completed checkpoint cannot be
+// loaded, Latest fails with a *DamagedError (wrapping ErrDamaged and the
+// cause, ErrCorrupt or ErrNotFound) that names it and what is wrong;
+// restoring an older one is the caller's explicit choice (Get or Load).
+// Errors other than damage are returned as they are. Garbage collection
+// leaves the recorded checkpoint's directory alone, and Discard of it moves
+// the record to the next older checkpoint.
 //
-// Falling back is not free for exactly-once sinks: the committables of the
-// skipped checkpoints may already be committed, and replaying from an older
-// checkpoint writes that output again. Callers that prefer to stop should
-// treat a non-nil Info.Warning from Latest as an error.
+// # Job id and lock
+//
+// Local.SetJobID records the owning job's id in <dir>/_job (atomically);
+// Local.JobID reads it back. Local.Lock takes an exclusive flock on
+// <dir>/_lock and writes the pid into it; the kernel releases it when the
+// process dies. The runtime holds it for the whole run of a job.
 //
 // # Concurrency
 //
 // Local and Memory are safe for concurrent use. Local serializes Save,
 // Discard and Latest; List does not wait for them. One Local should own a
-// directory.
+// directory; Lock enforces that across processes.
 package checkpoint

@@ -141,6 +141,10 @@ func dirEntries(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range es {
+		switch e.Name() {
+		case latestFileName, jobFileName, lockFileName: // the storage's bookkeeping
+			continue
+		}
 		names = append(names, e.Name())
 	}
 	return names

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Local stores snapshots in a local directory, one subdirectory per
@@ -22,12 +23,21 @@ import (
 // serialized; List does not wait for them and never shows a snapshot that is
 // still being written or already being removed. One Local should own a
 // directory: two processes saving into the same directory would remove each
-// other's in-progress checkpoints as garbage.
+// other's in-progress checkpoints as garbage. Lock enforces that; the
+// runtime takes it for the life of a job.
+//
+// Besides the snapshot directories a Local keeps three small files: _job
+// (the owning job's id, see SetJobID), _lock (see Lock) and _latest (the
+// newest completed checkpoint, see LatestCompleted).
 type Local struct {
 	dir    string
 	retain int
 	fs     fileSystem
 	sem    chan struct{} // holds a token while Save, Discard or Latest runs
+
+	lk    sync.Mutex // guards lockF and lockN
+	lockF *os.File   // the flocked lock file while lockN > 0
+	lockN int
 }
 
 var (
@@ -90,28 +100,35 @@ func (l *Local) Save(ctx context.Context, s *Snapshot) (Info, error) {
 		return Info{}, err
 	}
 	if snap.Kind == Checkpoint {
-		// The snapshot is committed; cancellation no longer applies.
+		// The snapshot is committed; cancellation no longer applies. The
+		// record of the latest completed checkpoint comes first: if it
+		// cannot be written the checkpoint still stands (failing Save now
+		// would abort committables a restore would commit).
+		warnings = append(warnings, l.setLatest(snap.ID))
 		warnings = append(warnings, l.prune(context.WithoutCancel(ctx), snap.ID))
 	}
 	info.Warning = errors.Join(warnings...)
 	return info, nil
 }
 
-// collectGarbage removes chk-* directories without _metadata. Incomplete
-// savepoint directories are left alone: they may belong to a SaveSavepoint
-// running concurrently in another process.
+// collectGarbage removes chk-* directories without _metadata, except the
+// one recorded as the latest completed checkpoint (a damaged checkpoint is
+// evidence, not garbage). Incomplete savepoint directories are left alone:
+// they may belong to a SaveSavepoint running concurrently in another
+// process.
 func (l *Local) collectGarbage(ctx context.Context) error {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("collect garbage: %w", err)
 	}
+	rec, recOK, _ := LatestCompleted(l.dir)
 	var errs []error
 	for _, e := range entries {
 		if ctx.Err() != nil {
 			break
 		}
-		kind, _, ok := parseDirName(e.Name())
-		if !ok || kind != Checkpoint || !e.IsDir() {
+		kind, id, ok := parseDirName(e.Name())
+		if !ok || kind != Checkpoint || !e.IsDir() || recOK && id == rec {
 			continue
 		}
 		path := filepath.Join(l.dir, e.Name())
@@ -152,53 +169,65 @@ func (l *Local) prune(ctx context.Context, keepID int64) error {
 	return errors.Join(errs...)
 }
 
-// Latest loads the newest complete checkpoint. If it cannot be loaded
-// because it is corrupt (an error wrapping ErrCorrupt), Latest falls back to
-// the next older checkpoint and reports every checkpoint it skipped in the
-// returned Info.Warning. Other errors (I/O, context) are returned, not
-// skipped.
+// Latest loads the newest completed checkpoint: the newest one listed in
+// the directory or the one recorded as completed last (_latest), whichever
+// is newer. It never falls back past a completed checkpoint: if that
+// checkpoint cannot be loaded — a torn or corrupt state file, bad or
+// deleted _metadata, a deleted directory — Latest fails with an error
+// wrapping ErrDamaged (and ErrCorrupt or ErrNotFound) that names the
+// checkpoint and what is wrong. Restoring an older checkpoint instead may
+// duplicate output committed after it, so it is the caller's explicit
+// choice (Get or Load it by id). Other errors (I/O, context) are returned
+// as they are.
 //
-// Latest returns an error wrapping ErrNotFound if there is no complete
-// checkpoint, and an error wrapping ErrCorrupt (and not ErrNotFound) if there
-// are checkpoints but none of them loads: starting the job from scratch is
-// then the caller's explicit decision.
+// Latest returns an error wrapping ErrNotFound (and not ErrDamaged) if
+// there is no completed checkpoint.
 func (l *Local) Latest(ctx context.Context) (*Snapshot, Info, error) {
 	if err := l.lock(ctx); err != nil {
 		return nil, Info{}, fmt.Errorf("latest checkpoint in %s: %w", l.dir, err)
 	}
 	defer l.unlock()
-	infos, err := listDir(ctx, l.dir)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("latest checkpoint: %w", err)
-	}
-	var skipped []error
-	for _, in := range slices.Backward(infos) {
-		if in.Kind != Checkpoint {
-			continue
-		}
-		if in.Warning != nil {
-			if !errors.Is(in.Warning, ErrCorrupt) {
-				return nil, Info{}, fmt.Errorf("latest checkpoint: %w", in.Warning)
-			}
-			skipped = append(skipped, in.Warning)
-			continue
-		}
-		s, info, err := Load(ctx, in.Path)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				return nil, Info{}, fmt.Errorf("latest checkpoint: %w", err)
-			}
-			skipped = append(skipped, err)
-			continue
-		}
-		info.Warning = errors.Join(skipped...)
-		return s, info, nil
-	}
-	if len(skipped) > 0 {
-		return nil, Info{}, fmt.Errorf("latest checkpoint in %s: no checkpoint loads: %w", l.dir, errors.Join(skipped...))
-	}
-	return nil, Info{}, fmt.Errorf("latest checkpoint in %s: %w", l.dir, ErrNotFound)
+	return LoadLatest(ctx, l.dir)
 }
+
+// LoadLatest loads the newest completed checkpoint in dir, or fails, like
+// Local.Latest.
+func LoadLatest(ctx context.Context, dir string) (*Snapshot, Info, error) {
+	id, ok, damaged, err := Newest(ctx, dir)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("latest checkpoint in %s: %w", dir, err)
+	}
+	if !ok {
+		return nil, Info{}, fmt.Errorf("latest checkpoint in %s: %w", dir, ErrNotFound)
+	}
+	if damaged == nil {
+		s, info, err := Load(ctx, filepath.Join(dir, dirName(Checkpoint, id)))
+		if err == nil {
+			return s, info, nil
+		}
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) {
+			return nil, Info{}, fmt.Errorf("latest checkpoint: %w", err)
+		}
+		damaged = err
+	}
+	return nil, Info{}, &DamagedError{Dir: dir, ID: id, Err: damaged}
+}
+
+// DamagedError reports that the newest completed checkpoint in a directory
+// cannot be loaded. It wraps ErrDamaged and the cause.
+type DamagedError struct {
+	Dir string // the checkpoint directory (absolute)
+	ID  int64  // the damaged checkpoint
+	Err error  // what is wrong, naming the file
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("the newest completed checkpoint in %s, checkpoint %d, is damaged: %v; "+
+		"refusing to fall back to an older checkpoint on my own, because the output of checkpoint %d is already committed and an older one would write it again",
+		e.Dir, e.ID, e.Err, e.ID)
+}
+
+func (e *DamagedError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
 
 // Get loads the snapshot of the given kind and id, verifying it like Load.
 // It returns an error wrapping ErrNotFound if there is no such complete
@@ -225,6 +254,13 @@ func (l *Local) Discard(ctx context.Context, id int64) error {
 	defer l.unlock()
 	found := false
 	var errs []error
+	if rec, ok, _ := LatestCompleted(l.dir); ok && rec == id {
+		// Discarding the latest completed checkpoint on purpose: the
+		// record moves to the newest other one (or goes), first.
+		if err := l.moveLatestBelow(ctx, id); err != nil {
+			return fmt.Errorf("discard snapshot %d: %w", id, err)
+		}
+	}
 	for _, k := range []Kind{Checkpoint, Savepoint} {
 		path := filepath.Join(l.dir, dirName(k, id))
 		if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
@@ -239,6 +275,24 @@ func (l *Local) Discard(ctx context.Context, id int64) error {
 		return fmt.Errorf("discard snapshot %d in %s: %w", id, l.dir, ErrNotFound)
 	}
 	return errors.Join(errs...)
+}
+
+// moveLatestBelow records the newest complete checkpoint older than id as
+// the latest completed one, or removes the record if there is none.
+func (l *Local) moveLatestBelow(ctx context.Context, id int64) error {
+	infos, err := listDir(ctx, l.dir)
+	if err != nil {
+		return err
+	}
+	for _, in := range slices.Backward(infos) {
+		if in.Kind == Checkpoint && in.ID < id {
+			return l.setLatest(in.ID)
+		}
+	}
+	if err := l.fs.Remove(filepath.Join(l.dir, latestFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return l.fs.SyncDir(l.dir)
 }
 
 // discardDir removes a snapshot directory, _metadata first.

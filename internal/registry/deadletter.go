@@ -1,0 +1,86 @@
+package registry
+
+import (
+	"encoding/base64"
+	"unicode/utf8"
+)
+
+// Policy is what a pipeline does with a record that fails: a record a
+// source cannot decode, or one a transform fails on.
+type Policy string
+
+const (
+	// PolicyFail fails the job at once, without restarts (the record
+	// would fail again), naming the operator, the position where known and
+	// an excerpt of the record. It is the default.
+	PolicyFail Policy = "fail"
+	// PolicySkip drops the record, counts it (numRecordsSkipped, or the
+	// source's numRecordsInErrors) and logs it at a bounded rate.
+	PolicySkip Policy = "skip"
+	// PolicyDeadLetter sends a dead letter (the error, the operator, the
+	// position and the original record or bytes) to the pipeline's
+	// dead-letter sink, exactly once with the main output.
+	PolicyDeadLetter Policy = "dead-letter"
+)
+
+// Policies are the allowed values of on-error and on-malformed.
+var Policies = []string{string(PolicyFail), string(PolicySkip), string(PolicyDeadLetter)}
+
+// DeadLetter is a record that failed, on its way to the dead-letter sink.
+// [DeadLetter.Record] renders it as the record that sink writes.
+type DeadLetter struct {
+	Error    string // what went wrong
+	Operator string // the operator that failed: the source or transform name
+	Split    string // the source split, where known
+	File     string // the source file, where known
+	Offset   int64  // the byte offset in File or the split; -1 when unknown
+	Raw      []byte // the original bytes (records a source could not decode)
+	Input    Record // the record the transform failed on
+}
+
+// deadLetterKey marks a Record that carries a *DeadLetter from a source
+// to the transforms. No decoded JSON value is a *DeadLetter, so input
+// cannot forge the mark.
+const deadLetterKey = "\x00sluice.dead-letter"
+
+// MarkDeadLetter returns a record that carries d through a source's
+// output; [DeadLetterOf] finds it again.
+func MarkDeadLetter(d *DeadLetter) Record { return Record{deadLetterKey: d} }
+
+// DeadLetterOf returns the dead letter r carries, if any.
+func DeadLetterOf(r Record) (*DeadLetter, bool) {
+	if len(r) != 1 {
+		return nil, false
+	}
+	d, ok := r[deadLetterKey].(*DeadLetter)
+	return d, ok
+}
+
+// Record renders the dead letter as the record the dead-letter sink
+// writes: "error", "operator", and where known "split", "file", "offset",
+// "record" (the input record of a failed transform) and "raw" (the bytes
+// a source could not decode, as a string if they are valid UTF-8, else as
+// "raw_base64").
+func (d *DeadLetter) Record() Record {
+	r := Record{"error": d.Error, "operator": d.Operator}
+	if d.Split != "" {
+		r["split"] = d.Split
+	}
+	if d.File != "" {
+		r["file"] = d.File
+	}
+	if d.Offset >= 0 {
+		r["offset"] = d.Offset
+	}
+	if d.Input != nil {
+		r["record"] = d.Input
+	}
+	if d.Raw != nil {
+		if utf8.Valid(d.Raw) {
+			r["raw"] = string(d.Raw)
+		} else {
+			r["raw_base64"] = base64.StdEncoding.EncodeToString(d.Raw)
+		}
+	}
+	return r
+}

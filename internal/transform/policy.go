@@ -1,0 +1,169 @@
+package transform
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/registry"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/stream"
+)
+
+// Metric names of records the policies took care of, labelled with the
+// operator (the transform's name).
+const (
+	NumRecordsSkipped      = "numRecordsSkipped"
+	NumRecordsDeadLettered = "numRecordsDeadLettered"
+)
+
+// Operator names AddWithPolicies adds besides the steps; a pipeline must
+// not use them for its own operators.
+const (
+	RouteIn   = "errors-in"   // takes the source's records and dead letters
+	RouteMain = "errors-main" // the records that go on to the sink
+	RouteDead = "errors-dead" // the dead letters
+)
+
+// NeedsPolicies reports whether a pipeline needs AddWithPolicies: a step
+// whose policy is not fail, or a source that sends dead letters.
+func NeedsPolicies(steps []*Compiled, sourceDeadLetters bool) bool {
+	if sourceDeadLetters {
+		return true
+	}
+	for _, c := range steps {
+		if c.OnError != "" && c.OnError != registry.PolicyFail {
+			return true
+		}
+	}
+	return false
+}
+
+// PolicyOptions are what AddWithPolicies counts and logs with.
+type PolicyOptions struct {
+	Metrics *metrics.Registry // default: counted nowhere
+	Logger  *slog.Logger      // default: slog.Default()
+	// DeadLetters makes AddWithPolicies return the dead-letter stream
+	// (default false: a pipeline without a dead-letter sink).
+	DeadLetters bool
+}
+
+// item is a record on its way through the steps: a record (r), a dead
+// letter (dl), or neither (dropped: filtered out or skipped).
+type item struct {
+	r  Record
+	dl *registry.DeadLetter
+}
+
+// AddWithPolicies appends the steps to a stream like AddTo, applying each
+// step's OnError policy, and splits the result into the main stream and,
+// if o.DeadLetters, the stream of dead letters (rendered with
+// registry.DeadLetter.Record). Both come from one operator (a fan-out), so
+// a dead-letter sink on the second stream takes part in the same
+// checkpoints as the main sink: main output plus dead letters equal the
+// input, exactly once. Dead letters that the source emits
+// (registry.MarkDeadLetter) pass the steps unchanged.
+func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOptions) (main, dead stream.DataStream[Record]) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := stream.Map(in, func(r Record) item {
+		if d, ok := registry.DeadLetterOf(r); ok {
+			return item{dl: d}
+		}
+		return item{r: r}
+	}, stream.Name(RouteIn))
+	for _, c := range steps {
+		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
+	}
+	main = stream.FlatMap(s, func(it item, emit func(Record)) {
+		if it.r != nil {
+			emit(it.r)
+		}
+	}, stream.Name(RouteMain))
+	if o.DeadLetters {
+		dead = stream.FlatMap(s, func(it item, emit func(Record)) {
+			if it.dl != nil {
+				emit(it.dl.Record())
+			}
+		}, stream.Name(RouteDead))
+	}
+	return main, dead
+}
+
+// policyStep returns the step as a function on items.
+func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
+	var skipped, dead *metrics.Counter
+	if o.Metrics != nil {
+		g := o.Metrics.Root().With("operator", c.Name)
+		skipped, dead = g.Counter(NumRecordsSkipped), g.Counter(NumRecordsDeadLettered)
+	} else {
+		skipped, dead = new(metrics.Counter), new(metrics.Counter)
+	}
+	warn := &rateLimitedLog{log: o.Logger, every: skipLogEvery}
+	policy := c.OnError
+	return func(it item) (item, error) {
+		if it.r == nil {
+			return it, nil
+		}
+		var err error
+		if c.Kind == Filter {
+			var keep bool
+			if keep, err = c.Keep(it.r); err == nil {
+				if keep {
+					return it, nil
+				}
+				return item{}, nil
+			}
+		} else {
+			var out Record
+			if out, err = c.Apply(it.r); err == nil {
+				return item{r: out}, nil
+			}
+		}
+		switch policy {
+		case registry.PolicySkip:
+			skipped.Inc()
+			warn.warn(c, err)
+			return item{}, nil
+		case registry.PolicyDeadLetter:
+			dead.Inc()
+			msg := err.Error()
+			if te, ok := errors.AsType[*Error](err); ok {
+				msg = te.Cause()
+			}
+			return item{dl: &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}}, nil
+		}
+		return item{}, err
+	}
+}
+
+// skipLogEvery bounds the warnings about skipped records per step.
+const skipLogEvery = 10 * time.Second
+
+// rateLimitedLog logs the first skipped record at once and later ones at
+// most once per every, with the number skipped in between. It is shared by
+// a step's subtasks.
+type rateLimitedLog struct {
+	log   *slog.Logger
+	every time.Duration
+	mu    sync.Mutex
+	last  time.Time
+	n     int64
+}
+
+func (l *rateLimitedLog) warn(c *Compiled, err error) {
+	l.mu.Lock()
+	l.n++
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.mu.Unlock()
+		return
+	}
+	n := l.n
+	l.last, l.n = now, 0
+	l.mu.Unlock()
+	l.log.Warn("skipped a record the transform failed on (on-error: skip)", "transform", c.Name, "at", c.Where,
+		"error", err, "skipped_since_last_warning", n)
+}
