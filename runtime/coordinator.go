@@ -661,6 +661,7 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 	if sp != nil {
 		snap.Kind = checkpoint.Savepoint
 	}
+	p.kind = snap.Kind
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -692,7 +693,7 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 	now := time.Now()
 	a.tr.complete(p.id, now)
 	j := a.job
-	j.stats.completed(p.id, now.Sub(p.started), size)
+	j.stats.completed(CompletedCheckpoint{ID: p.id, Kind: p.kind, Completed: now, Duration: now.Sub(p.started), Size: size})
 	j.log.Debug("checkpoint complete", "id", p.id, "final", p.final, "duration", now.Sub(p.started), "size", size)
 	a.pruneAssignments(p.id)
 	for _, v := range j.vertices {

@@ -556,6 +556,22 @@ type CheckpointStats struct {
 	// Savepoints counts intermediate savepoints (a stop-with-savepoint is
 	// the job's last completed checkpoint).
 	Savepoints int
+	// Recent holds the last RecentCheckpoints completed checkpoints and
+	// savepoints as they completed, oldest first.
+	Recent []CompletedCheckpoint
+}
+
+// RecentCheckpoints is how many completed checkpoints CheckpointStats.Recent
+// keeps.
+const RecentCheckpoints = 20
+
+// CompletedCheckpoint is one completed checkpoint or savepoint.
+type CompletedCheckpoint struct {
+	ID        int64
+	Kind      checkpoint.Kind
+	Completed time.Time
+	Duration  time.Duration
+	Size      int64
 }
 
 type checkpointStats struct {
@@ -571,18 +587,27 @@ func newCheckpointStats(g metrics.Group) *checkpointStats {
 	return cs
 }
 
-func (c *checkpointStats) completed(id int64, d time.Duration, size int64) {
+func (c *checkpointStats) completed(cc CompletedCheckpoint) {
 	c.mu.Lock()
 	c.s.Completed++
-	c.s.LastID, c.s.LastDuration, c.s.LastSize = id, d, size
+	c.s.LastID, c.s.LastDuration, c.s.LastSize = cc.ID, cc.Duration, cc.Size
+	c.remember(cc)
 	c.mu.Unlock()
 	c.completedC.Inc()
 }
 
-func (c *checkpointStats) savepoint() {
+func (c *checkpointStats) savepoint(cc CompletedCheckpoint) {
 	c.mu.Lock()
 	c.s.Savepoints++
+	c.remember(cc)
 	c.mu.Unlock()
+}
+
+// remember appends cc to Recent, dropping the oldest beyond
+// RecentCheckpoints. It copies, so that get's copies stay unchanged.
+func (c *checkpointStats) remember(cc CompletedCheckpoint) {
+	n := min(len(c.s.Recent), RecentCheckpoints-1)
+	c.s.Recent = append(append(make([]CompletedCheckpoint, 0, n+1), c.s.Recent[len(c.s.Recent)-n:]...), cc)
 }
 
 func (c *checkpointStats) failed() {

@@ -146,8 +146,9 @@ func (a *attempt) savepointSaved(p *pendingCheckpoint, info checkpoint.Info, err
 	if req.stop {
 		return false, nil // the final checkpoint's usual path follows
 	}
-	a.tr.complete(p.id, time.Now())
-	a.job.stats.savepoint()
+	now := time.Now()
+	a.tr.complete(p.id, now)
+	a.job.stats.savepoint(CompletedCheckpoint{ID: p.id, Kind: checkpoint.Savepoint, Completed: now, Duration: now.Sub(p.started), Size: info.Size})
 	a.job.log.Info("savepoint complete", "id", p.id, "path", info.Path)
 	return true, nil
 }

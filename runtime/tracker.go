@@ -32,6 +32,7 @@ type pendingCheckpoint struct {
 	waiting     map[taskKey]bool
 	states      []checkpoint.TaskState
 	persisting  bool
+	kind        checkpoint.Kind // set when it is persisted
 }
 
 type tracker struct {

@@ -493,16 +493,21 @@ func TestSavepointsThroughTheBinary(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
 	out, spDir := t.TempDir(), t.TempDir()
 	const count = 30000
-	env := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=6000"}
+	env := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=6000", "SLUICE_TEST_TOKEN=t0ken"}
 	file := pipelines + "datagen-to-file.yaml"
-	p := start(t, env, "run", "--http", "127.0.0.1:0", "--savepoint-dir", spDir, "--progress-interval", "100ms", file)
+	p := start(t, env, "run", "--http", "127.0.0.1:0", "--http-token-env", "SLUICE_TEST_TOKEN", "--savepoint-dir", spDir, "--progress-interval", "100ms", file)
 	base := p.waitLine(t, httpRE)
 	var sp struct {
 		ID   int64  `json:"id"`
 		Path string `json:"path"`
 	}
 	for i := 0; i < 400 && sp.Path == ""; i++ { // 409 until the job runs
-		resp, err := http.Post(base+"/savepoints", "application/json", nil)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/savepoints", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer t0ken") // write actions need the token
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -178,9 +178,10 @@ var resumeRE = regexp.MustCompile(`resume with: sluice run --from (\S+) `)
 func TestUnmatchedStateThroughTheBinary(t *testing.T) {
 	out, spDir := t.TempDir(), t.TempDir()
 	const count = 30000
-	env := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=6000"}
+	env := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=6000", "SLUICE_TEST_TOKEN=t0ken"}
 	orig := restorePipeline(t, "orders", "", "order-files", "", "200ms")
-	p := start(t, env, "run", "--http", "127.0.0.1:0", "--savepoint-dir", spDir, orig)
+	// --savepoint-dir with --http enables POST /savepoints, which needs a token.
+	p := start(t, env, "run", "--http", "127.0.0.1:0", "--http-token-env", "SLUICE_TEST_TOKEN", "--savepoint-dir", spDir, orig)
 	p.waitLine(t, httpRE)
 	waitCompleted(t, p, filepath.Join(out, "checkpoints"), 2)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -36,6 +37,8 @@ type runOptions struct {
 	logFormat        string
 	savepointDir     string
 	allowNonRestored bool
+	// savepointRetain overrides http.savepoint-retain when > 0.
+	savepointRetain int
 }
 
 func (a *App) runFlags(name, synopsis string, o *runOptions) *flag.FlagSet {
@@ -55,6 +58,7 @@ func (a *App) cmdRun(args []string) int {
 	fs.StringVar(&o.from, "from", "", "resume from a checkpoint or savepoint directory, or from the newest checkpoint in a checkpoint directory")
 	fs.BoolVar(&o.allowNonRestored, "allow-non-restored-state", false, "with --from: drop (and log) state that matches no operator of the pipeline instead of refusing to start")
 	fs.StringVar(&o.savepointDir, "savepoint-dir", "", "on the first signal, stop with a savepoint written under this directory (instead of a final checkpoint)")
+	fs.IntVar(&o.savepointRetain, "savepoint-retain", 0, "savepoints taken through POST /savepoints that are kept; older ones are deleted (default: http.savepoint-retain, 5)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return a.exit(usageError{err})
@@ -394,7 +398,21 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 				return hd.TriggerSavepoint(ctx, o.savepointDir)
 			}
 		}
-		srv, err := httpstatus.Start(addr, redactHTTP(a.redact, httpstatus.Handler(reg, getView, token, savepoint)))
+		hopts := []httpstatus.Option{httpstatus.Token(token), httpstatus.Logger(log), httpstatus.ReadyCheckpointAge(readyAge(spec))}
+		if savepoint != nil {
+			if o.savepointRetain < 0 {
+				return nil, usagef("--savepoint-retain: must be at least 1, got %d", o.savepointRetain)
+			}
+			if token == "" {
+				return nil, usagef("--savepoint-dir with an HTTP endpoint enables POST /savepoints, which needs a token: set --http-token-env VAR (or http.token: ${VAR} in the pipeline)")
+			}
+			hopts = append(hopts, httpstatus.Savepoints(savepoint, cmp.Or(o.savepointRetain, spec.HTTPSavepointRetain), spec.CheckpointTimeout+time.Minute))
+		}
+		hnd, err := httpstatus.Handler(reg, getView, hopts...)
+		if err != nil {
+			return nil, err
+		}
+		srv, err := httpstatus.Start(addr, redactHTTP(a.redact, hnd))
 		if err != nil {
 			return nil, err
 		}
@@ -464,6 +482,16 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		out.stopped = true
 	}
 	return out, nil
+}
+
+// readyAge is the bound of /readyz: http.ready-checkpoint-age, or else
+// 3 × checkpoint.interval + checkpoint.timeout (0, no bound, without
+// periodic checkpoints).
+func readyAge(spec *pipeline.Spec) time.Duration {
+	if spec.HTTPReadyCheckpointAge > 0 || spec.CheckpointInterval <= 0 {
+		return spec.HTTPReadyCheckpointAge
+	}
+	return 3*spec.CheckpointInterval + spec.CheckpointTimeout
 }
 
 // progress picks the progress display.

@@ -70,7 +70,7 @@ func Line(s jobstat.Snapshot, now time.Time) string {
 		Count(s.RecordsOut), Count(int64(s.OutPerSec)))
 	if s.Last != nil {
 		fmt.Fprintf(&b, "  checkpoint #%d %dms %s %s ago", s.Last.ID, s.Last.DurationMS, Bytes(s.Last.SizeBytes),
-			now.Sub(s.Last.SeenAt).Round(time.Second))
+			now.Sub(s.Last.CompletedAt).Round(time.Second))
 	} else {
 		b.WriteString("  no checkpoint yet")
 	}

@@ -27,7 +27,7 @@ func TestTerminal(t *testing.T) {
 	now := time.Now()
 	p := Terminal(&b)
 	p.Update(jobstat.Snapshot{State: "RUNNING", RecordsIn: 1500, InPerSec: 100, HasLag: true, Lag: 7,
-		Last: &jobstat.Checkpoint{ID: 4, DurationMS: 12, SizeBytes: 2048, SeenAt: now}})
+		Last: &jobstat.Checkpoint{ID: 4, DurationMS: 12, SizeBytes: 2048, CompletedAt: now}})
 	p.Done()
 	got := b.String()
 	for _, want := range []string{"\r\x1b[K", "RUNNING", "in 1,500 (100/s)", "checkpoint #4 12ms 2.0 KiB", "lag 7", "restarts 0"} {

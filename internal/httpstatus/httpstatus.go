@@ -1,7 +1,10 @@
 // Package httpstatus serves a running job's metrics and status over HTTP:
 //
-//	GET /metrics   Prometheus text format (version 0.0.4)
-//	GET /status    JSON: job state, checkpoints (duration, size), per-subtask records
+//	GET  /metrics     Prometheus text format (version 0.0.4)
+//	GET  /status      JSON: job state, the last checkpoints as they completed, rates, per-subtask records
+//	GET  /healthz     200 while the process serves (liveness)
+//	GET  /readyz      200 while the job runs and checkpoints complete within a bound, else 503 with a JSON reason
+//	POST /savepoints  take a savepoint (only with a token; see Savepoints)
 //
 // Metric names are Flink's (numRecordsIn, lastCheckpointDuration, …) under
 // a scope prefix as Flink's Prometheus reporter writes them:
@@ -10,8 +13,19 @@
 // ("coordinator" for an operator's coordinator). Counters are exposed as
 // counters, gauges as gauges.
 //
-// The server listens on loopback unless given a host, and with a token it
-// requires "Authorization: Bearer <token>" on every request.
+// The server listens on loopback unless given a host. With a token,
+// /metrics, /status and every write action require "Authorization: Bearer
+// <token>" (the scheme in any case). /healthz and /readyz are always open:
+// Kubernetes probes cannot send a secret, and they tell no more than
+// whether the job is up (as Flink's and Kafka Connect's health endpoints).
+// Write actions cannot be enabled without a token, and refuse cross-site
+// browser requests (Origin, Sec-Fetch-Site) and form content types.
+//
+// The server bounds what clients can hold: request headers must arrive
+// within ReadHeaderTimeout, idle keep-alive connections are closed after
+// IdleTimeout, and at most MaxConnections connections are open at once
+// (further ones wait in the listen backlog), so idle or slow clients cannot
+// exhaust the process's file descriptors.
 package httpstatus
 
 import (
@@ -21,11 +35,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/jobstat"
@@ -36,54 +55,208 @@ import (
 // Prefix starts every exported metric name.
 const Prefix = "sluice"
 
-// Handler returns the endpoint's handler. view may be nil until the job
-// runs (then /status answers 503). token, if not empty, is required as a
-// bearer token. With savepoint set, POST /savepoints takes a savepoint of
-// the running job (into the directory the operator configured; a request
-// cannot choose it) and answers {"id": …, "path": …}.
-func Handler(reg *metrics.Registry, view func() *jobstat.View, token string, savepoint func(context.Context) (checkpoint.Info, error)) http.Handler {
-	mux := http.NewServeMux()
-	if savepoint != nil {
-		mux.HandleFunc("POST /savepoints", func(w http.ResponseWriter, r *http.Request) {
-			info, err := savepoint(r.Context())
-			if err != nil {
-				http.Error(w, "savepoint failed: "+err.Error(), http.StatusConflict)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(struct {
-				ID   int64  `json:"id"`
-				Path string `json:"path"`
-			}{info.ID, info.Path})
-		})
+// ErrWriteNeedsToken is returned by Handler when write actions are asked
+// for without a token.
+var ErrWriteNeedsToken = errors.New("write actions (POST /savepoints) need a bearer token")
+
+// DefaultSavepointRetain is how many savepoints taken through POST
+// /savepoints are kept by default.
+const DefaultSavepointRetain = 5
+
+// Option configures Handler.
+type Option func(*handlerConfig)
+
+type handlerConfig struct {
+	token     string
+	take      func(context.Context) (checkpoint.Info, error)
+	retain    int
+	spTimeout time.Duration
+	readyAge  time.Duration
+	log       *slog.Logger
+}
+
+// Token requires "Authorization: Bearer <token>" on every request but the
+// probes. Default: none (then write actions cannot be enabled).
+func Token(token string) Option { return func(c *handlerConfig) { c.token = token } }
+
+// Savepoints enables POST /savepoints: take takes a savepoint of the
+// running job (into the directory the operator configured; a request cannot
+// choose it), and the handler answers {"id": …, "path": …}. Of the
+// savepoints taken through the endpoint, the newest retain are kept and
+// older ones deleted (retain <= 0 means DefaultSavepointRetain); savepoints
+// written otherwise (on stop, by other runs) are never deleted. A request
+// waits for its savepoint up to timeout (default 10 minutes). Default:
+// disabled. It needs Token.
+func Savepoints(take func(context.Context) (checkpoint.Info, error), retain int, timeout time.Duration) Option {
+	return func(c *handlerConfig) { c.take, c.retain, c.spTimeout = take, retain, timeout }
+}
+
+// ReadyCheckpointAge makes /readyz fail when no checkpoint completed for
+// longer than d (counted from the job's start before the first one).
+// Default 0: /readyz only checks that the job runs.
+func ReadyCheckpointAge(d time.Duration) Option { return func(c *handlerConfig) { c.readyAge = d } }
+
+// Logger logs savepoint pruning. Default: discard.
+func Logger(l *slog.Logger) Option { return func(c *handlerConfig) { c.log = l } }
+
+// Handler returns the endpoint's handler. view may return nil until the
+// job runs (then /status and /readyz answer 503). It fails with
+// ErrWriteNeedsToken if Savepoints is given without Token.
+func Handler(reg *metrics.Registry, view func() *jobstat.View, opts ...Option) (http.Handler, error) {
+	c := handlerConfig{log: slog.New(slog.DiscardHandler), spTimeout: 10 * time.Minute}
+	for _, o := range opts {
+		o(&c)
 	}
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+	if c.take != nil && c.token == "" {
+		return nil, ErrWriteNeedsToken
+	}
+	if c.retain <= 0 {
+		c.retain = DefaultSavepointRetain
+	}
+	protected := http.NewServeMux()
+	if c.take != nil {
+		sp := &savepoints{take: c.take, retain: c.retain, timeout: c.spTimeout, log: c.log}
+		protected.Handle("POST /savepoints", writeAction(http.HandlerFunc(sp.serve)))
+	}
+	protected.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = WriteMetrics(w, reg.Snapshot())
 	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+	protected.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		v := view()
 		if v == nil {
 			http.Error(w, "job not started", http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(v.Current(time.Now()))
+		writeJSON(w, http.StatusOK, v.Current(time.Now()))
 	})
-	if token == "" {
-		return mux
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		v := view()
+		if v == nil {
+			writeJSON(w, http.StatusServiceUnavailable, jobstat.Readiness{Reason: "the job has not started"})
+			return
+		}
+		r := v.Ready(time.Now(), c.readyAge)
+		code := http.StatusOK
+		if !r.Ready {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, r)
+	})
+	if c.token == "" {
+		mux.Handle("/", protected)
+		return mux, nil
 	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+	want := []byte(c.token)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !bearer(r, want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		mux.ServeHTTP(w, r)
-	})
+		protected.ServeHTTP(w, r)
+	}))
+	return mux, nil
+}
+
+// bearer reports whether r carries "Authorization: Bearer <want>"; the
+// scheme is case-insensitive (RFC 9110, 11.1).
+func bearer(r *http.Request, want []byte) bool {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), want) == 1
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// writeAction guards a state-changing handler against cross-site browser
+// requests: a cross-origin Origin or Sec-Fetch-Site is refused (403), and
+// so is a body of a type an HTML form can send (415; only
+// application/json, or no body type at all, is taken). A browser cannot
+// send the bearer token cross-site either; this is a second wall.
+func writeAction(h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+	}))
+	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o == "null" {
+			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// savepoints serves POST /savepoints and prunes what it wrote.
+type savepoints struct {
+	take    func(context.Context) (checkpoint.Info, error)
+	retain  int
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	written []string // paths, oldest first
+}
+
+func (s *savepoints) serve(w http.ResponseWriter, r *http.Request) {
+	// A savepoint may take longer than the server's read and write
+	// timeouts; the read deadline would cancel r.Context() when it passes.
+	rc, deadline := http.NewResponseController(w), time.Now().Add(s.timeout+10*time.Second)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	info, err := s.take(ctx)
+	if err != nil {
+		http.Error(w, "savepoint failed: "+err.Error(), http.StatusConflict)
+		return
+	}
+	pruned := s.prune(info.Path)
+	writeJSON(w, http.StatusOK, struct {
+		ID     int64    `json:"id"`
+		Path   string   `json:"path"`
+		Pruned []string `json:"pruned,omitempty"`
+	}{info.ID, info.Path, pruned})
+}
+
+// prune records path and deletes the savepoints written before the newest
+// retain. It deletes only directories named savepoint-<id>.
+func (s *savepoints) prune(path string) (pruned []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written = append(s.written, path)
+	for len(s.written) > s.retain {
+		old := s.written[0]
+		s.written = s.written[1:]
+		if !strings.HasPrefix(filepath.Base(old), "savepoint-") {
+			continue
+		}
+		if err := os.RemoveAll(old); err != nil {
+			s.log.Warn("could not delete an old savepoint", "path", old, "error", err)
+			continue
+		}
+		s.log.Info("deleted an old savepoint (savepoint retention)", "path", old, "retain", s.retain)
+		pruned = append(pruned, old)
+	}
+	return pruned
 }
 
 // family is one metric name with its samples.
@@ -226,6 +399,53 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ServerOption configures Start.
+type ServerOption func(*serverConfig)
+
+type serverConfig struct {
+	readHeader, read, write, idle time.Duration
+	maxConns                      int
+}
+
+// Server defaults.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxConnections    = 64
+)
+
+// Timeouts sets the server's timeouts: for the request headers (from the
+// connection's start or its last request), the whole request, writing the
+// response (POST /savepoints extends its own), and idle keep-alive
+// connections. Zero keeps a default (DefaultReadHeaderTimeout, …).
+func Timeouts(readHeader, read, write, idle time.Duration) ServerOption {
+	return func(c *serverConfig) {
+		c.readHeader = cmpOr(readHeader, c.readHeader)
+		c.read = cmpOr(read, c.read)
+		c.write = cmpOr(write, c.write)
+		c.idle = cmpOr(idle, c.idle)
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// MaxConnections caps the open connections; more wait in the listen
+// backlog until one closes. Default DefaultMaxConnections; n <= 0 keeps it.
+func MaxConnections(n int) ServerOption {
+	return func(c *serverConfig) {
+		if n > 0 {
+			c.maxConns = n
+		}
+	}
+}
+
 // Server is a running endpoint.
 type Server struct {
 	srv  *http.Server
@@ -234,24 +454,76 @@ type Server struct {
 }
 
 // Start listens on addr (see ListenAddr) and serves h.
-func Start(addr string, h http.Handler) (*Server, error) {
+func Start(addr string, h http.Handler, opts ...ServerOption) (*Server, error) {
+	c := serverConfig{readHeader: DefaultReadHeaderTimeout, read: DefaultReadTimeout, write: DefaultWriteTimeout,
+		idle: DefaultIdleTimeout, maxConns: DefaultMaxConnections}
+	for _, o := range opts {
+		o(&c)
+	}
 	ln, err := net.Listen("tcp", ListenAddr(addr))
 	if err != nil {
 		return nil, fmt.Errorf("http endpoint: %w", err)
 	}
-	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan error, 1)}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	lim := &limitListener{Listener: ln, sem: make(chan struct{}, c.maxConns), closed: make(chan struct{})}
+	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: c.readHeader, ReadTimeout: c.read, WriteTimeout: c.write,
+		IdleTimeout: c.idle, MaxHeaderBytes: 64 << 10}, ln: lim, done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(lim) }()
 	return s, nil
 }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Close shuts the server down, waiting for requests in flight up to ctx.
+// Close shuts the server down, waiting for requests in flight up to ctx;
+// then it closes the connections still open.
 func (s *Server) Close(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
 	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
+	return err
+}
+
+// limitListener accepts a connection only while fewer than cap(sem) are
+// open (as golang.org/x/net/netutil.LimitListener).
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
 	return err
 }

@@ -92,7 +92,11 @@ func get(t *testing.T, url, token string) (int, string) {
 func TestServer(t *testing.T) {
 	reg := testRegistry()
 	v := jobstat.New(fakeJob{reg}, `gen"erator`, "sink", time.Now())
-	srv, err := Start("127.0.0.1:0", Handler(reg, func() *jobstat.View { return v }, "tok", nil))
+	h, err := Handler(reg, func() *jobstat.View { return v }, Token("tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Start("127.0.0.1:0", h)
 	if err != nil {
 		t.Fatal(err)
 	}

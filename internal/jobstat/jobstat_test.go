@@ -1,11 +1,13 @@
 package jobstat
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
 type fakeJob struct {
@@ -33,19 +35,95 @@ func TestPoll(t *testing.T) {
 		t.Errorf("first poll: got %+v", s)
 	}
 	src.Add(300)
-	f.st.Checkpoints = runtime.CheckpointStats{Completed: 1, LastID: 7, LastDuration: 3 * time.Millisecond, LastSize: 10}
-	s = v.Poll(t0.Add(3 * time.Second))
-	if s.InPerSec != 150 || s.OutPerSec != 0 || s.Last == nil || s.Last.ID != 7 || len(s.Checkpoints) != 1 {
+	f.st.Checkpoints = runtime.CheckpointStats{Completed: 1, LastID: 7, LastDuration: 3 * time.Millisecond, LastSize: 10,
+		Recent: []runtime.CompletedCheckpoint{{ID: 7, Completed: t0.Add(2 * time.Second), Duration: 3 * time.Millisecond, Size: 10}}}
+	s = v.Poll(t0.Add(4 * time.Second))
+	if s.InPerSec != 100 || s.OutPerSec != 12.5 || s.Last == nil || s.Last.ID != 7 || !s.Last.CompletedAt.Equal(t0.Add(2*time.Second)) || len(s.Checkpoints) != 1 {
 		t.Errorf("second poll: got %+v", s)
 	}
-	if c := v.Current(t0.Add(4 * time.Second)); c.InPerSec != 150 || len(c.Checkpoints) != 1 || c.Uptime != 4*time.Second {
-		t.Errorf("Current: got %+v, want the last poll's rates and one checkpoint", c)
+	// Beyond the window, rates are over its last RateWindow: samples at 1s
+	// (100 in) and 4s (400 in) are kept; at 8s the base is the 1s sample,
+	// the newest one at least RateWindow old: 700 in over 7s.
+	src.Add(400)
+	if c := v.Current(t0.Add(8 * time.Second)); c.InPerSec != 100 || c.Uptime != 8*time.Second {
+		t.Errorf("Current at 8s: got rate %v uptime %v, want 100/s over the last 4s", c.InPerSec, c.Uptime)
 	}
-	for id := int64(8); id < 8+History+5; id++ {
-		f.st.Checkpoints.LastID = id
-		v.Poll(t0.Add(5 * time.Second))
+}
+
+// TestRatesFromTheFirstSecond: a status read before any progress poll has
+// rates (they were 0 until the first poll, 5s into a run without a
+// terminal).
+func TestRatesFromTheFirstSecond(t *testing.T) {
+	reg := metrics.NewRegistry()
+	src := reg.Root().With("job", "j").With("operator", "src").With("subtask", "0").Counter(metrics.NumRecordsIn)
+	t0 := time.Unix(1000, 0)
+	v := New(&fakeJob{reg: reg, st: runtime.Status{State: runtime.Running}}, "src", "snk", t0)
+	src.Add(500)
+	if c := v.Current(t0.Add(500 * time.Millisecond)); c.InPerSec != 1000 {
+		t.Errorf("rate after 0.5s: got %v, want 1000/s", c.InPerSec)
 	}
-	if s := v.Current(t0); len(s.Checkpoints) != History || s.Checkpoints[History-1].ID != 8+History+4 {
-		t.Errorf("history: got %d entries, last %+v", len(s.Checkpoints), s.Checkpoints[len(s.Checkpoints)-1])
+	if c := v.Current(t0.Add(time.Second)); c.InPerSec != 500 {
+		t.Errorf("rate after 1s: got %v, want 500/s", c.InPerSec)
+	}
+}
+
+// TestCheckpointsAsTheyCompleted: /status lists the runtime's record of
+// completed checkpoints, including those completed between two reads.
+func TestCheckpointsAsTheyCompleted(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	f := &fakeJob{reg: metrics.NewRegistry(), st: runtime.Status{State: runtime.Running}}
+	v := New(f, "src", "snk", t0)
+	for id := int64(1); id <= 5; id++ {
+		kind := checkpoint.Checkpoint
+		if id == 4 {
+			kind = checkpoint.Savepoint
+		}
+		f.st.Checkpoints.Recent = append(f.st.Checkpoints.Recent, runtime.CompletedCheckpoint{ID: id, Kind: kind,
+			Completed: t0.Add(time.Duration(id) * time.Second), Duration: time.Duration(id) * time.Millisecond, Size: 100 * id})
+	}
+	f.st.Checkpoints.LastID, f.st.Checkpoints.Completed, f.st.Checkpoints.Savepoints = 5, 4, 1
+	s := v.Current(t0.Add(10 * time.Second)) // one read after five completions
+	if len(s.Checkpoints) != 5 {
+		t.Fatalf("got %d checkpoints, want all 5: %+v", len(s.Checkpoints), s.Checkpoints)
+	}
+	for i, c := range s.Checkpoints {
+		id := int64(i + 1)
+		wantKind := "checkpoint"
+		if id == 4 {
+			wantKind = "savepoint"
+		}
+		if c.ID != id || c.Kind != wantKind || c.SizeBytes != 100*id || c.DurationMS != id || !c.CompletedAt.Equal(t0.Add(time.Duration(id)*time.Second)) {
+			t.Errorf("checkpoint %d: got %+v", i, c)
+		}
+	}
+	if s.Last == nil || s.Last.ID != 5 || s.Last.SizeBytes != 500 {
+		t.Errorf("last: got %+v", s.Last)
+	}
+}
+
+func TestReady(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	f := &fakeJob{reg: metrics.NewRegistry(), st: runtime.Status{State: runtime.Running}}
+	v := New(f, "src", "snk", t0)
+	if r := v.Ready(t0.Add(5*time.Second), 10*time.Second); !r.Ready || r.LastCheckpointAgeSeconds != 5 {
+		t.Errorf("running, 5s old, no checkpoint yet: got %+v, want ready", r)
+	}
+	if r := v.Ready(t0.Add(11*time.Second), 10*time.Second); r.Ready || !strings.Contains(r.Reason, "no checkpoint completed for 11s") {
+		t.Errorf("running 11s without a checkpoint: got %+v, want not ready", r)
+	}
+	if r := v.Ready(t0.Add(time.Hour), 0); !r.Ready {
+		t.Errorf("no bound: got %+v, want ready", r)
+	}
+	f.st.Checkpoints.Recent = []runtime.CompletedCheckpoint{{ID: 1, Completed: t0.Add(8 * time.Second)},
+		{ID: 2, Kind: checkpoint.Savepoint, Completed: t0.Add(15 * time.Second)}}
+	if r := v.Ready(t0.Add(17*time.Second), 10*time.Second); !r.Ready || r.LastCheckpointAgeSeconds != 9 {
+		t.Errorf("checkpoint 9s ago: got %+v, want ready", r)
+	}
+	if r := v.Ready(t0.Add(19*time.Second), 10*time.Second); r.Ready {
+		t.Errorf("checkpoint 11s ago (a savepoint 4s ago does not count): got %+v, want not ready", r)
+	}
+	f.st.State = runtime.Restarting
+	if r := v.Ready(t0.Add(9*time.Second), 10*time.Second); r.Ready || r.Reason != "the job is RESTARTING" || r.State != "RESTARTING" {
+		t.Errorf("restarting: got %+v, want not ready", r)
 	}
 }

@@ -36,7 +36,9 @@
 //	  options: {path: ./dead}
 //	http:
 //	  listen: 127.0.0.1:9249     # metrics and status; loopback by default
-//	  token: ${SLUICE_TOKEN}     # optional bearer token
+//	  token: ${SLUICE_TOKEN}     # optional bearer token (needed for POST /savepoints)
+//	  savepoint-retain: 5        # savepoints taken through POST /savepoints that are kept
+//	  ready-checkpoint-age: 0s   # /readyz bound; 0 = 3 × checkpoint.interval + checkpoint.timeout
 package pipeline
 
 import (
@@ -134,6 +136,11 @@ type Spec struct {
 
 	HTTPListen string // "" = no endpoint unless the command line asks
 	HTTPToken  string // secret: never print it
+	// HTTPSavepointRetain is how many savepoints taken through POST
+	// /savepoints are kept; HTTPReadyCheckpointAge bounds /readyz (0 =
+	// derived from the checkpoint settings).
+	HTTPSavepointRetain    int
+	HTTPReadyCheckpointAge time.Duration
 
 	// Warnings are problems that do not stop the pipeline (see
 	// registry.Sink.CheckSource), one line each.
@@ -481,6 +488,8 @@ var (
 	httpSchema = []registry.Option{
 		{Name: "listen", Type: registry.String, Default: "", Description: "address of the metrics and status endpoint; a bare :port listens on 127.0.0.1"},
 		{Name: "token", Type: registry.String, Default: "", Secret: true, Description: "bearer token required by the endpoint; use ${VAR}"},
+		{Name: "savepoint-retain", Type: registry.Int, Default: int64(5), Description: "savepoints taken through POST /savepoints that are kept; older ones are deleted"},
+		{Name: "ready-checkpoint-age", Type: registry.Duration, Default: time.Duration(0), Description: "/readyz fails when no checkpoint completed for this long; 0 = 3 × checkpoint.interval + checkpoint.timeout"},
 	}
 	jobSchema = []registry.Option{
 		{Name: "name", Type: registry.String, Description: "job name (default: the file name without extension)"},
@@ -489,6 +498,16 @@ var (
 	}
 	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "dead-letter", "on-error", "http"}
 )
+
+// keyNode returns the key node named key of mapping m, or m.
+func keyNode(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i]
+		}
+	}
+	return m
+}
 
 // JobSchema returns the documented settings of the sections of a pipeline
 // file, for `sluice connectors` and docs.
@@ -533,6 +552,13 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 
 	ho, _ := p.options(vals["http"], root, "http", httpSchema, "http")
 	s.HTTPListen, s.HTTPToken = ho.String("listen"), ho.String("token")
+	s.HTTPSavepointRetain, s.HTTPReadyCheckpointAge = int(ho.Int("savepoint-retain")), ho.Duration("ready-checkpoint-age")
+	if s.HTTPSavepointRetain < 1 {
+		p.errorf(keyNode(vals["http"], "savepoint-retain"), "http.savepoint-retain", "must be at least 1")
+	}
+	if s.HTTPReadyCheckpointAge < 0 {
+		p.errorf(keyNode(vals["http"], "ready-checkpoint-age"), "http.ready-checkpoint-age", "must not be negative")
+	}
 
 	var sinkEO bool
 	if n, ok := vals["source"]; ok {

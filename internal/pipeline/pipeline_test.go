@@ -39,6 +39,8 @@ sink:
 http:
   listen: ":9249"
   token: ${TOKEN}
+  savepoint-retain: 2
+  ready-checkpoint-age: 1m
 `
 
 func TestParseGood(t *testing.T) {
@@ -73,6 +75,9 @@ func TestParseGood(t *testing.T) {
 	if s.HTTPListen != ":9249" || s.HTTPToken != "s3cret" {
 		t.Errorf("http: got %q", s.HTTPListen)
 	}
+	if s.HTTPSavepointRetain != 2 || s.HTTPReadyCheckpointAge != time.Minute {
+		t.Errorf("http: savepoint-retain %d, ready-checkpoint-age %s; want 2, 1m", s.HTTPSavepointRetain, s.HTTPReadyCheckpointAge)
+	}
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -82,6 +87,9 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if s.Name != "my-job" || s.Parallelism != 1 || s.Delivery != registry.AtLeastOnce || s.CheckpointInterval != 5*time.Second {
 		t.Errorf("got name %q parallelism %d delivery %s interval %s", s.Name, s.Parallelism, s.Delivery, s.CheckpointInterval)
+	}
+	if s.HTTPSavepointRetain != 5 || s.HTTPReadyCheckpointAge != 0 {
+		t.Errorf("http defaults: savepoint-retain %d, ready-checkpoint-age %s; want 5, 0", s.HTTPSavepointRetain, s.HTTPReadyCheckpointAge)
 	}
 }
 
@@ -132,6 +140,10 @@ func TestConfigErrors(t *testing.T) {
 		{"validate rule", "source:\n  type: datagen\n  options:\n    splits: 0\nsink:\n  type: print\n",
 			"p.yaml:4: source.options.splits: must be between 1 and 65536, got 0"},
 		{"yaml syntax", "source: [\n", "p.yaml:1: invalid YAML: did not find expected node content"},
+		{"savepoint retention 0", base + "http:\n  listen: x\n  savepoint-retain: 0\n",
+			"p.yaml:9: http.savepoint-retain: must be at least 1"},
+		{"negative readiness bound", base + "http:\n  ready-checkpoint-age: -1s\n",
+			"p.yaml:8: http.ready-checkpoint-age: must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
