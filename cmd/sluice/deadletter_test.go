@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,36 +55,14 @@ var deadRawID = regexp.MustCompile(`^\{"id": (\d+), "amount$`)
 func readDeadLetterOutputs(t *testing.T, mainDir, deadDir string) (main, dead map[int64]int) {
 	t.Helper()
 	main, dead = map[int64]int{}, map[int64]int{}
-	read := func(dir string, each func(name string, rec map[string]any)) {
-		entries, err := os.ReadDir(dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for l := range strings.Lines(string(b)) {
-				var rec map[string]any
-				if err := json.Unmarshal([]byte(l), &rec); err != nil {
-					t.Fatalf("%s: %q: %v", e.Name(), l, err)
-				}
-				each(e.Name(), rec)
-			}
-		}
-	}
-	read(mainDir, func(name string, rec map[string]any) {
+	eachCommittedRecord(t, mainDir, func(name string, rec map[string]any) {
 		id, ok := rec["id"].(float64)
 		if !ok {
 			t.Fatalf("%s: main record %v has no id", name, rec)
 		}
 		main[int64(id)]++
 	})
-	read(deadDir, func(name string, rec map[string]any) {
+	eachCommittedRecord(t, deadDir, func(name string, rec map[string]any) {
 		errMsg, _ := rec["error"].(string)
 		switch rec["operator"] {
 		case "in": // the source: a malformed line

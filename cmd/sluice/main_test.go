@@ -252,10 +252,24 @@ func TestRunPrint(t *testing.T) {
 	}
 }
 
-// readOutput reads the committed part files under dir into a count per key.
-func readOutput(t *testing.T, dir, key string) map[int64]int {
+// eachCommittedRecord calls fn with every JSON record of the committed
+// (not hidden) part files directly under dir; a missing dir has none.
+func eachCommittedRecord(t *testing.T, dir string, fn func(file string, rec map[string]any)) {
 	t.Helper()
-	counts := map[int64]int{}
+	eachCommittedLine(t, dir, func(file, line string) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%s: %q: %v", file, line, err)
+		}
+		fn(file, rec)
+	})
+}
+
+// eachCommittedLine calls fn with every line (without its newline) of the
+// committed (not hidden) part files directly under dir; a missing dir has
+// none.
+func eachCommittedLine(t *testing.T, dir string, fn func(file, line string)) {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
@@ -269,17 +283,22 @@ func readOutput(t *testing.T, dir, key string) map[int64]int {
 			t.Fatal(err)
 		}
 		for l := range strings.Lines(string(b)) {
-			var rec map[string]any
-			if err := json.Unmarshal([]byte(l), &rec); err != nil {
-				t.Fatalf("%s: %q: %v", e.Name(), l, err)
-			}
-			id, ok := rec[key].(float64)
-			if !ok {
-				t.Fatalf("%s: %q has no numeric %q", e.Name(), l, key)
-			}
-			counts[int64(id)]++
+			fn(e.Name(), strings.TrimSuffix(l, "\n"))
 		}
 	}
+}
+
+// readOutput reads the committed part files under dir into a count per key.
+func readOutput(t *testing.T, dir, key string) map[int64]int {
+	t.Helper()
+	counts := map[int64]int{}
+	eachCommittedRecord(t, dir, func(file string, rec map[string]any) {
+		id, ok := rec[key].(float64)
+		if !ok {
+			t.Fatalf("%s: %v has no numeric %q", file, rec, key)
+		}
+		counts[int64(id)]++
+	})
 	return counts
 }
 

@@ -29,23 +29,11 @@ func writePipeline(t *testing.T, dir, yaml string) string {
 // files under dir, sorted.
 func committedLines(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+	if _, err := os.Stat(dir); err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for l := range strings.Lines(string(b)) {
-			lines = append(lines, strings.TrimSuffix(l, "\n"))
-		}
-	}
+	eachCommittedLine(t, dir, func(_, line string) { lines = append(lines, line) })
 	slices.Sort(lines)
 	return lines
 }
