@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,20 +23,54 @@ import (
 	"github.com/sluice-io/sluice/watermark"
 )
 
-// brokerScript returns scripts/kafka.sh if it runs the broker in
-// SLUICE_KAFKA_BROKERS (so the test may kill and restart it).
-func brokerScript(t *testing.T, brokers []string) string {
+// ownBroker is a broker of this test alone, started by scripts/kafka.sh in
+// a run dir of its own, so that the test may kill and restart it without
+// failing the tests of other packages that share the suite's broker (go
+// test runs packages in parallel).
+type ownBroker struct {
+	script, run string
+	brokers     []string
+}
+
+// startOwnBroker starts one; it is stopped when t ends. The real tier must
+// be enabled (SLUICE_KAFKA_BROKERS set), since it needs Java and the jars.
+func startOwnBroker(t *testing.T) *ownBroker {
 	t.Helper()
+	realBrokers(t)
 	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "kafka.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(t.Context(), script, "status").Output()
-	// status prints SLUICE_KAFKA_BROKERS=… and SLUICE_KAFKA_RUN=… lines.
-	if err != nil || !slices.Contains(strings.Split(strings.TrimSpace(string(out)), "\n"), "SLUICE_KAFKA_BROKERS="+strings.Join(brokers, ",")) {
-		t.Skipf("the broker %v is not run by %s (status: %q, %v); cannot kill it", brokers, script, out, err)
+	run, err := os.MkdirTemp("", "sluice-kafka-own.")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return script
+	b := &ownBroker{script: script, run: run}
+	out, err := b.cmd(t.Context(), "start").Output()
+	t.Cleanup(func() {
+		if out, err := b.cmd(context.Background(), "stop").CombinedOutput(); err != nil {
+			t.Logf("stop the test's own broker: %v: %s", err, out)
+		}
+	})
+	if err != nil {
+		t.Fatalf("start a broker of the test's own: %v: %s", err, out)
+	}
+	for l := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "SLUICE_KAFKA_BROKERS="); ok {
+			b.brokers = strings.Split(v, ",")
+		}
+	}
+	if len(b.brokers) == 0 {
+		t.Fatalf("scripts/kafka.sh start printed no SLUICE_KAFKA_BROKERS: %s", out)
+	}
+	return b
+}
+
+// cmd runs scripts/kafka.sh arg on this broker's run dir.
+func (b *ownBroker) cmd(ctx context.Context, arg string) *exec.Cmd {
+	c := exec.CommandContext(ctx, b.script, arg)
+	c.Env = append(os.Environ(), "SLUICE_KAFKA_RUN="+b.run)
+	return c
 }
 
 // TestAcceptanceKafkaToKafka is the end-to-end check on the real
@@ -50,8 +83,8 @@ func TestAcceptanceKafkaToKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long: skipped with -short")
 	}
-	brokers := realBrokers(t)
-	script := brokerScript(t, brokers)
+	own := startOwnBroker(t)
+	brokers := own.brokers
 	const count, parallelism = 200_000, 3
 	in, out := createTopic(t, brokers, 3), createTopic(t, brokers, 3)
 	fillTopic(t, brokers, in, 3, count, 5000)
@@ -101,7 +134,7 @@ func TestAcceptanceKafkaToKafka(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		killed <- killBrokerMidway(ctx, script, brokers, out, count/5)
+		killed <- killBrokerMidway(ctx, own, out, count/5)
 	}()
 	// A concurrent read_committed consumer must never stall for longer
 	// than the transaction timeout.
@@ -134,7 +167,8 @@ func TestAcceptanceKafkaToKafka(t *testing.T) {
 	checkNoOpenTransactions(t, brokers, prefix)
 }
 
-func killBrokerMidway(ctx context.Context, script string, brokers []string, topic string, after int64) error {
+func killBrokerMidway(ctx context.Context, own *ownBroker, topic string, after int64) error {
+	brokers := own.brokers
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return err
@@ -153,13 +187,11 @@ func killBrokerMidway(ctx context.Context, script string, brokers []string, topi
 	}
 	cl.Close()
 	log.Printf("acceptance: kill -9 the broker")
-	if out, err := exec.CommandContext(ctx, script, "kill9").CombinedOutput(); err != nil {
+	if out, err := own.cmd(ctx, "kill9").CombinedOutput(); err != nil {
 		return &exec.ExitError{Stderr: out}
 	}
 	time.Sleep(time.Second)
-	cmd := exec.Command(script, "restart")
-	cmd.Env = os.Environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := own.cmd(context.Background(), "restart").CombinedOutput(); err != nil {
 		return &scriptError{out: string(out), err: err}
 	}
 	log.Printf("acceptance: broker restarted")
