@@ -20,7 +20,8 @@
 // group once the checkpoint completes, for monitoring. A record the
 // [Deserializer] rejects fails the job with an error naming topic,
 // partition and offset (wrapping [ErrMalformedRecord]) or, with
-// [SkipOnError], is counted in numRecordsInErrors. Readers export the
+// [SkipOnError], is counted in numRecordsInErrors and logged with its
+// position at most once per 10 s per reader. Readers export the
 // gauges currentOffset, committedOffset and pendingRecords per partition
 // and the counter numBytesIn.
 //

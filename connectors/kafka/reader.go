@@ -91,6 +91,10 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 	log := cfg.logger.With("subtask", rctx.SubtaskIndex())
 	pm := &partMetricsSet{group: m, parts: map[string]*partMetrics{}}
 	r := &reader[T]{cfg: cfg, log: log, offsets: map[int64][]Split{}, committed: map[string]int64{}, pm: pm}
+	// skipped counts skipped records not yet logged; lastLog is when the
+	// last warning was logged (both owned by the task goroutine).
+	var skipped int64
+	var lastLog time.Time
 	emit := func(rec *kgo.Record, out source.Output[T], st *splitState) error {
 		st.Offset = rec.Offset + 1
 		st.m.current.Store(st.Offset)
@@ -102,8 +106,16 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 		if err != nil {
 			err = fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrMalformedRecord, rec.Topic, rec.Partition, rec.Offset, err)
 			if cfg.policy == SkipOnError {
+				// Counted always; logged at once for the first,
+				// then at most once per malformedLogEvery with
+				// the number skipped since the last warning.
 				errs.Inc()
-				log.Warn("kafka source: skipping malformed record", "err", err)
+				skipped++
+				if now := time.Now(); lastLog.IsZero() || now.Sub(lastLog) >= cfg.malformedLogEvery {
+					log.Warn("kafka source: skipped a malformed record (on-malformed: skip)", "topic", rec.Topic,
+						"partition", rec.Partition, "offset", rec.Offset, "error", err, "skipped_since_last_warning", skipped)
+					skipped, lastLog = 0, now
+				}
 				return nil
 			}
 			return err

@@ -97,7 +97,9 @@ const (
 	// offset and cause (the default).
 	FailOnError ErrorPolicy = iota
 	// SkipOnError drops the record, counts it in numRecordsInErrors and
-	// logs it.
+	// logs it with topic, partition and offset: the first at once, then
+	// at most one warning per reader every 10 s, with the number skipped
+	// since the last one.
 	SkipOnError
 )
 
@@ -120,7 +122,14 @@ type sourceConfig struct {
 	fetchMaxWait   time.Duration
 	clientOpts     []kgo.Opt
 	logger         *slog.Logger
+	// malformedLogEvery bounds the warnings about skipped records
+	// (tests shorten or lengthen it).
+	malformedLogEvery time.Duration
 }
+
+// malformedLogEvery is how often at most a reader logs a skipped record
+// (the file source uses the same bound).
+const malformedLogEvery = 10 * time.Second
 
 func defaultSourceConfig() sourceConfig {
 	return sourceConfig{
@@ -131,6 +140,8 @@ func defaultSourceConfig() sourceConfig {
 		maxPollRecords: 2000,
 		fetchMaxWait:   500 * time.Millisecond,
 		logger:         slog.Default(),
+
+		malformedLogEvery: malformedLogEvery,
 	}
 }
 
