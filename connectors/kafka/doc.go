@@ -64,6 +64,17 @@
 // first discovery, offsets that cannot be resolved) fail the job through
 // EnumeratorContext.FailJob.
 //
+// # Unreachable brokers
+//
+// Every client of a writer, a reader and of discovery reports its
+// connection attempts (franz-go hooks): a broker that cannot be reached is
+// logged at once (WARN, host:port and node), again at most every 10s with
+// how long it has been down, and when it is back. Once no broker could be
+// reached for the connect timeout ([SinkConnectTimeout],
+// [SourceConnectTimeout], default 30s), the blocking call fails with an
+// [*UnreachableError] (ErrBrokersUnreachable) and the job restarts as its
+// strategy says.
+//
 // # Security
 //
 // [TLS], [SASLPlain] and [SASLScram] configure the clients. A request the

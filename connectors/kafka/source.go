@@ -122,6 +122,7 @@ type sourceConfig struct {
 	fetchMaxWait   time.Duration
 	clientOpts     []kgo.Opt
 	logger         *slog.Logger
+	connTimeout    time.Duration
 	// malformedLogEvery bounds the warnings about skipped records
 	// (tests shorten or lengthen it).
 	malformedLogEvery time.Duration
@@ -141,6 +142,7 @@ func defaultSourceConfig() sourceConfig {
 		fetchMaxWait:   500 * time.Millisecond,
 		logger:         slog.Default(),
 
+		connTimeout:       DefaultConnectTimeout,
 		malformedLogEvery: malformedLogEvery,
 	}
 }
@@ -174,6 +176,8 @@ func (c *sourceConfig) validate() error {
 		return bad("stopping offsets cannot be Committed; allowed: Latest, AtTimestamp, AtOffsets")
 	case c.discovery < 0:
 		return bad("PartitionDiscovery is %v; must be >= 0 (0 disables it)", c.discovery)
+	case c.connTimeout <= 0:
+		return bad("ConnectTimeout is %v; must be positive", c.connTimeout)
 	case c.maxPollRecords < 1:
 		return bad("MaxPollRecords is %d; must be >= 1", c.maxPollRecords)
 	}
@@ -239,6 +243,18 @@ func MaxPollRecords(n int) SourceOption { return func(c *sourceConfig) { c.maxPo
 // client of the source.
 func SourceClientOpts(opts ...kgo.Opt) SourceOption {
 	return func(c *sourceConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// SourceConnectTimeout bounds how long a reader or the enumerator goes on
+// when it can reach no broker (default [DefaultConnectTimeout], 30s): no
+// connection opens and no request is answered. A broker that cannot be
+// reached is logged at once (WARN, naming host:port and node), again at
+// most every 10s with how long it has been down, and a line is logged
+// when it is back; once nothing could be reached for this long, the fetch
+// or discovery fails with an *UnreachableError (ErrBrokersUnreachable)
+// and the job restarts as its restart strategy says.
+func SourceConnectTimeout(d time.Duration) SourceOption {
+	return func(c *sourceConfig) { c.connTimeout = d }
 }
 
 // SourceLogger sets the logger (default slog.Default()).
