@@ -19,7 +19,6 @@ import (
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -137,12 +136,19 @@ func waitLog(t *testing.T, logs *logBuffer, s string, within time.Duration) {
 // says when it is back and how long it was down, and the output is the
 // input exactly once.
 func TestOutageThroughProxy(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
+	forEachBackend(t, func(t *testing.T, b backend) { testOutageThroughProxy(t, b, false) })
+}
+
+// TestLongOutageRestarts: an outage longer than the connect timeout (1s)
+// fails the job with ErrBrokersUnreachable (logged by the runtime), it
+// restarts (each attempt failing after 1s while the proxy is cut), and
+// once the proxy is back it finishes with the output exactly once.
+func TestLongOutageRestarts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) { testOutageThroughProxy(t, b, true) })
+}
+
+func testOutageThroughProxy(t *testing.T, b backend, long bool) {
+	brokers := b.brokers
 	px := newProxy(t, brokers[0])
 	defer func(d time.Duration) { unreachableWarnEvery = d }(unreachableWarnEvery)
 	unreachableWarnEvery = 200 * time.Millisecond
@@ -162,21 +168,25 @@ func TestOutageThroughProxy(t *testing.T) {
 
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
+	connTimeout, jobLog := time.Minute, runtime.DiscardLogger()
+	if long {
+		connTimeout, jobLog = time.Second, log
+	}
 	type doc struct{ N int }
 	src, err := NewSource(brokers, JSONDeserializer[doc](), Topics(in),
 		Bounded(AtOffsets(map[string]map[int32]int64{in: {0: 2 * half}}, Latest())),
-		SourceClientOpts(px.dialer()), SourceLogger(log), SourceConnectTimeout(time.Minute))
+		SourceClientOpts(px.dialer()), SourceLogger(log), SourceConnectTimeout(connTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
 	snk, err := NewSink(brokers, JSONSerializer[doc](), DefaultTopic(out), DeliveryGuarantee(ExactlyOnce),
 		TransactionalIDPrefix(uniqueName("outage")), SinkClientOpts(px.dialer()), SinkLogger(log),
-		SinkConnectTimeout(time.Minute))
+		SinkConnectTimeout(connTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.CheckpointEvery(100*time.Millisecond), stream.Logger(runtime.DiscardLogger()),
-		stream.Restart(restart.FixedDelay(5, 100*time.Millisecond)))
+	env := stream.New(stream.CheckpointEvery(100*time.Millisecond), stream.Logger(jobLog),
+		stream.Restart(restart.FixedDelay(30, 100*time.Millisecond)))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[doc](), "kafka"), snk, "out")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -196,8 +206,15 @@ func TestOutageThroughProxy(t *testing.T) {
 	waitLog(t, &logs, "cannot reach broker", 30*time.Second)
 	produce(half) // written directly: only the job's clients are cut off
 	waitLog(t, &logs, "still unreachable", 30*time.Second)
+	if long {
+		waitLog(t, &logs, "brokers unreachable", 30*time.Second)
+	}
 	px.restore()
-	waitLog(t, &logs, "reachable again", 30*time.Second)
+	if !long {
+		// (After a restart the new attempt's clients connect at once:
+		// they saw no outage, so they log no recovery.)
+		waitLog(t, &logs, "reachable again", 30*time.Second)
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("job: %v\n%s", err, logs.String())
 	}
@@ -214,7 +231,7 @@ func TestOutageThroughProxy(t *testing.T) {
 		t.Errorf("%d distinct records, want %d", len(seen), 2*half)
 	}
 	lg := logs.String()
-	if !strings.Contains(lg, "broker="+brokers[0]) || !strings.Contains(lg, "down_for=") {
+	if !strings.Contains(lg, "broker="+brokers[0]) || (!long && !strings.Contains(lg, "down_for=")) {
 		t.Errorf("the outage lines name no broker or duration:\n%s", lg)
 	}
 	t.Log(grepLines(lg, "broker"))
