@@ -20,7 +20,13 @@ import (
 // malformed, 1% without "amount").
 func produceDeadLetterInput(t *testing.T, brokers []string, from, to int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("in"))
+	produceDeadLetterInputTo(t, brokers, "in", from, to)
+}
+
+// produceDeadLetterInputTo is produceDeadLetterInput to topic.
+func produceDeadLetterInputTo(t *testing.T, brokers []string, topic string, from, to int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +51,14 @@ func produceDeadLetterInput(t *testing.T, brokers []string, from, to int) {
 // (read_committed) into counts per id.
 func readDeadTopic(t *testing.T, brokers []string) map[int64]int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("dead"),
+	return readDeadTopicOf(t, brokers, "dead", "in")
+}
+
+// readDeadTopicOf is readDeadTopic of topic dead, whose source dead
+// letters come from topic in.
+func readDeadTopicOf(t *testing.T, brokers []string, dead, in string) map[int64]int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(dead),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +87,7 @@ func readDeadTopic(t *testing.T, brokers []string) map[int64]int {
 			switch rec["operator"] {
 			case "in":
 				m := deadRawID.FindStringSubmatch(fmt.Sprint(rec["raw"]))
-				if m == nil || !strings.HasPrefix(fmt.Sprint(rec["split"]), "in-") || rec["offset"] == nil {
+				if m == nil || !strings.HasPrefix(fmt.Sprint(rec["split"]), in+"-") || rec["offset"] == nil {
 					t.Fatalf("bad source dead letter %v", rec)
 				}
 				id, _ := strconv.ParseInt(m[1], 10, 64)

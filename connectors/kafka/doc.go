@@ -20,7 +20,8 @@
 // group once the checkpoint completes, for monitoring. A record the
 // [Deserializer] rejects fails the job with an error naming topic,
 // partition and offset (wrapping [ErrMalformedRecord]) or, with
-// [SkipOnError], is counted in numRecordsInErrors. Readers export the
+// [SkipOnError], is counted in numRecordsInErrors and logged with its
+// position at most once per 10 s per reader. Readers export the
 // gauges currentOffset, committedOffset and pendingRecords per partition
 // and the counter numBytesIn.
 //
@@ -62,6 +63,17 @@
 // Enumerator failures found off the coordinator (a missing topic at the
 // first discovery, offsets that cannot be resolved) fail the job through
 // EnumeratorContext.FailJob.
+//
+// # Unreachable brokers
+//
+// Every client of a writer, a reader and of discovery reports its
+// connection attempts (franz-go hooks): a broker that cannot be reached is
+// logged at once (WARN, host:port and node), again at most every 10s with
+// how long it has been down, and when it is back. Once no broker could be
+// reached for the connect timeout ([SinkConnectTimeout],
+// [SourceConnectTimeout], default 30s), the blocking call fails with an
+// [*UnreachableError] (ErrBrokersUnreachable) and the job restarts as its
+// strategy says.
 //
 // # Security
 //

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,8 +67,8 @@ func (e *enumerator) Start(context.Context) error {
 	return nil
 }
 
-func (e *enumerator) newAdmin() (*kadm.Client, *kgo.Client, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.cfg.brokers...)}, e.cfg.clientOpts...)...)
+func (e *enumerator) newAdmin(r *reach) (*kadm.Client, *kgo.Client, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(e.cfg.brokers...)}, e.cfg.clientOpts...), r.opt())...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -79,9 +80,38 @@ type topicPartition struct {
 	p     int32
 }
 
+// withReach runs fn under a fresh reachability watcher: a connection
+// that cannot be opened is retried (with backoff) until the connect
+// timeout, whose expiry is then an *UnreachableError.
+func (e *enumerator) withReach(ctx context.Context, fn func(context.Context, *reach) (any, error)) (any, error) {
+	r := newReach(e.cfg.logger, "kafka source", e.cfg.brokers, e.cfg.connTimeout)
+	defer r.close()
+	bctx, stop := r.bound(ctx)
+	defer stop()
+	backoff := 100 * time.Millisecond
+	for {
+		v, err := fn(bctx, r)
+		if err == nil || !isDialErr(err) || bctx.Err() != nil {
+			return v, r.cause(err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-bctx.Done():
+			t.Stop()
+			return v, r.cause(bctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
 // discover lists the partitions to read. It runs off the coordinator.
 func (e *enumerator) discover(ctx context.Context) (any, error) {
-	adm, cl, err := e.newAdmin()
+	return e.withReach(ctx, e.discoverWith)
+}
+
+func (e *enumerator) discoverWith(ctx context.Context, r *reach) (any, error) {
+	adm, cl, err := e.newAdmin(r)
 	if err != nil {
 		return nil, err
 	}
@@ -232,11 +262,15 @@ func (e *enumerator) assignPending() {
 // offsets. Partitions of the first discovery start at the starting offsets,
 // later ones at the earliest offset.
 func (e *enumerator) resolve(ctx context.Context, tps []topicPartition, initial bool) (any, error) {
+	return e.withReach(ctx, func(ctx context.Context, r *reach) (any, error) { return e.resolveWith(ctx, r, tps, initial) })
+}
+
+func (e *enumerator) resolveWith(ctx context.Context, r *reach, tps []topicPartition, initial bool) (any, error) {
 	splits := make([]Split, 0, len(tps))
 	if len(tps) == 0 {
 		return splits, nil
 	}
-	adm, cl, err := e.newAdmin()
+	adm, cl, err := e.newAdmin(r)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,10 @@ var (
 	// kerr.TransactionalIDAuthorizationFailed, kerr.GroupAuthorizationFailed
 	// or kerr.ClusterAuthorizationFailed).
 	ErrNotAuthorized = errors.New("kafka: not authorized")
+	// ErrBrokersUnreachable is wrapped (by an *UnreachableError) when a
+	// source or sink could reach no broker for its connect timeout
+	// ([SinkConnectTimeout], [SourceConnectTimeout]).
+	ErrBrokersUnreachable = errors.New("brokers unreachable")
 )
 
 // AuthorizationError is a request the broker refused because the client's

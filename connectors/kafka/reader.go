@@ -74,6 +74,7 @@ type reader[T any] struct {
 	offsets  map[int64][]Split // by checkpoint, until completed
 	finished []Split           // finished since the last snapshot, to commit once
 	pm       *partMetricsSet
+	reach    *reach // watches the fetcher's brokers
 
 	commitMu   sync.Mutex
 	commitWG   sync.WaitGroup
@@ -90,7 +91,12 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 	bytesIn := m.Counter("numBytesIn")
 	log := cfg.logger.With("subtask", rctx.SubtaskIndex())
 	pm := &partMetricsSet{group: m, parts: map[string]*partMetrics{}}
-	r := &reader[T]{cfg: cfg, log: log, offsets: map[int64][]Split{}, committed: map[string]int64{}, pm: pm}
+	r := &reader[T]{cfg: cfg, log: log, offsets: map[int64][]Split{}, committed: map[string]int64{}, pm: pm,
+		reach: newReach(log, "kafka source", cfg.brokers, cfg.connTimeout)}
+	// skipped counts skipped records not yet logged; lastLog is when the
+	// last warning was logged (both owned by the task goroutine).
+	var skipped int64
+	var lastLog time.Time
 	emit := func(rec *kgo.Record, out source.Output[T], st *splitState) error {
 		st.Offset = rec.Offset + 1
 		st.m.current.Store(st.Offset)
@@ -102,8 +108,16 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 		if err != nil {
 			err = fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrMalformedRecord, rec.Topic, rec.Partition, rec.Offset, err)
 			if cfg.policy == SkipOnError {
+				// Counted always; logged at once for the first,
+				// then at most once per malformedLogEvery with
+				// the number skipped since the last warning.
 				errs.Inc()
-				log.Warn("kafka source: skipping malformed record", "err", err)
+				skipped++
+				if now := time.Now(); lastLog.IsZero() || now.Sub(lastLog) >= cfg.malformedLogEvery {
+					log.Warn("kafka source: skipped a malformed record (on-malformed: skip)", "topic", rec.Topic,
+						"partition", rec.Partition, "offset", rec.Offset, "error", err, "skipped_since_last_warning", skipped)
+					skipped, lastLog = 0, now
+				}
 				return nil
 			}
 			return err
@@ -112,7 +126,7 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 		return nil
 	}
 	base, err := readerbase.New(rctx, readerbase.Config[*kgo.Record, T, Split, *splitState]{
-		NewSplitReader: func() (readerbase.SplitReader[*kgo.Record, Split], error) { return newSplitReader(cfg, pm) },
+		NewSplitReader: func() (readerbase.SplitReader[*kgo.Record, Split], error) { return newSplitReader(cfg, pm, r.reach) },
 		Emitter:        readerbase.EmitterFunc[*kgo.Record, T, *splitState](emit),
 		InitState: func(s Split) *splitState {
 			st := &splitState{Split: s, m: pm.get(s.SplitID())}
@@ -130,6 +144,7 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 		},
 	}, readerbase.SingleFetcher())
 	if err != nil {
+		r.reach.close()
 		return nil, err
 	}
 	r.Reader = base
@@ -232,6 +247,7 @@ func (r *reader[T]) commitLoop(cl *kgo.Client, checkpointID int64) {
 // Close stops the fetcher and waits for an offset commit in flight.
 func (r *reader[T]) Close() error {
 	err := r.Reader.Close()
+	r.reach.close()
 	r.commitMu.Lock()
 	r.closed = true
 	r.commitMu.Unlock()
@@ -253,13 +269,14 @@ func (r *reader[T]) Close() error {
 type partReader struct {
 	cfg    *sourceConfig
 	pm     *partMetricsSet
+	reach  *reach
 	cl     *kgo.Client
 	stops  map[string]int64          // split id → stop offset (NoStop: none)
 	done   []string                  // splits finished before any fetch
 	paused map[string]map[int32]bool // finished partitions, paused
 }
 
-func newSplitReader(cfg *sourceConfig, pm *partMetricsSet) (*partReader, error) {
+func newSplitReader(cfg *sourceConfig, pm *partMetricsSet, r *reach) (*partReader, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.brokers...),
 		kgo.KeepControlRecords(),
@@ -269,12 +286,12 @@ func newSplitReader(cfg *sourceConfig, pm *partMetricsSet) (*partReader, error) 
 	if cfg.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	opts = append(opts, cfg.clientOpts...)
+	opts = append(append(opts, cfg.clientOpts...), r.opt())
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: source client: %w", ErrInvalidConfig, err)
 	}
-	return &partReader{cfg: cfg, pm: pm, cl: cl, stops: map[string]int64{}, paused: map[string]map[int32]bool{}}, nil
+	return &partReader{cfg: cfg, pm: pm, reach: r, cl: cl, stops: map[string]int64{}, paused: map[string]map[int32]bool{}}, nil
 }
 
 func (p *partReader) AddSplits(splits []Split) error {
@@ -315,7 +332,12 @@ func (p *partReader) Fetch(ctx context.Context) (readerbase.Batch[*kgo.Record], 
 		b.Finished, p.done = p.done, nil
 		return b, nil
 	}
-	fs := p.cl.PollRecords(ctx, p.cfg.maxPollRecords)
+	pctx, stop := p.reach.bound(ctx)
+	fs := p.cl.PollRecords(pctx, p.cfg.maxPollRecords)
+	stop()
+	if err := p.reach.err(); err != nil {
+		return b, err
+	}
 	remove := map[string][]int32{} // deleted partitions
 	pause := map[string][]int32{}  // finished partitions
 	for _, fe := range fs.Errors() {

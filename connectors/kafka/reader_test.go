@@ -98,7 +98,9 @@ func TestSplitReaderFetchesOnce(t *testing.T) {
 		cfg.logger = quiet
 		h := &fetchCounter{}
 		cfg.clientOpts = []kgo.Opt{kgo.WithHooks(h)}
-		p, err := newSplitReader(&cfg, &partMetricsSet{group: metrics.Discard(), parts: map[string]*partMetrics{}})
+		rch := newReach(quiet, "kafka source", cfg.brokers, cfg.connTimeout)
+		defer rch.close()
+		p, err := newSplitReader(&cfg, &partMetricsSet{group: metrics.Discard(), parts: map[string]*partMetrics{}}, rch)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,6 +60,7 @@ type sinkConfig struct {
 	txnTimeout   time.Duration
 	flushTimeout time.Duration
 	setupTimeout time.Duration
+	connTimeout  time.Duration
 	linger       time.Duration
 	allowance    time.Duration
 	maxBuffered  int
@@ -75,6 +76,7 @@ func defaultSinkConfig() sinkConfig {
 		txnTimeout:   10 * time.Minute,
 		flushTimeout: 2 * time.Minute,
 		setupTimeout: 2 * time.Minute,
+		connTimeout:  DefaultConnectTimeout,
 		linger:       0,
 		allowance:    DefaultRestartAllowance,
 		maxBuffered:  100_000,
@@ -99,6 +101,8 @@ func (c *sinkConfig) validate() error {
 		return bad("FlushTimeout is %v; must be positive", c.flushTimeout)
 	case c.setupTimeout <= 0:
 		return bad("SetupTimeout is %v; must be positive", c.setupTimeout)
+	case c.connTimeout <= 0:
+		return bad("ConnectTimeout is %v; must be positive", c.connTimeout)
 	case c.allowance < 0:
 		return bad("RestartAllowance is %v; must be >= 0", c.allowance)
 	}
@@ -190,6 +194,16 @@ func FlushTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.f
 // SetupTimeout bounds a writer's start: reaching the brokers, committing
 // restored transactions and aborting lingering ones (default 2m).
 func SetupTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.setupTimeout = d } }
+
+// SinkConnectTimeout bounds how long a writer goes on when it can reach
+// no broker (default [DefaultConnectTimeout], 30s): no connection opens
+// and no request is answered. A broker that cannot be reached is logged
+// at once (WARN, naming host:port and node), again at most every 10s with
+// how long it has been down, and a line is logged when it is back; once
+// nothing could be reached for this long, the writer's start, flush or
+// write fails with an *UnreachableError (ErrBrokersUnreachable) and the
+// job restarts as its restart strategy says.
+func SinkConnectTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.connTimeout = d } }
 
 // ProducerLinger sets how long the producer waits to fill batches (default
 // 0: send as soon as possible).
@@ -381,6 +395,7 @@ type writer[T any] struct {
 	log     *slog.Logger
 	prefix  string    // ExactlyOnce: of the transactional ids
 	lease   *leaseRef // ExactlyOnce: this job's hold on the prefix
+	reach   *reach    // watches the brokers of every client of the writer
 
 	cl    *kgo.Client // None / AtLeastOnce
 	slots []*slot     // ExactlyOnce
@@ -400,7 +415,7 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 		if err == nil {
 			return
 		}
-		err = authzError(err, cl, w.s.cfg.brokers, opWrite, resourceNames{topic: r.Topic, txnID: txnID})
+		err = authzError(w.reach.cause(err), cl, w.s.cfg.brokers, opWrite, resourceNames{topic: r.Topic, txnID: txnID})
 		if txnID != "" && isFenced(err) {
 			err = w.fencedError(txnID, err)
 		}
@@ -415,8 +430,14 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
 	w := &writer[T]{s: s, subtask: ictx.SubtaskIndex(), par: ictx.Parallelism(),
 		log: s.cfg.logger.With("sink", ictx.OperatorName(), "subtask", ictx.SubtaskIndex())}
+	w.reach = newReach(w.log, "kafka sink", s.cfg.brokers, s.cfg.connTimeout)
+	defer func() {
+		if err != nil {
+			w.reach.close()
+		}
+	}()
 	if s.cfg.guarantee != ExactlyOnce {
-		w.cl, err = kgo.NewClient(s.producerOpts("")...)
+		w.cl, err = kgo.NewClient(w.producerOpts("")...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: sink client: %w", ErrInvalidConfig, err)
 		}
@@ -435,10 +456,13 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 	for k := range s.cfg.slots {
 		w.slots = append(w.slots, &slot{id: txnID(w.prefix, w.subtask, k)})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
+	tctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
 	defer cancel()
+	ctx, stop := w.reach.bound(tctx)
+	defer stop()
 	if err := w.recover(ctx, ictx, states, restored); err != nil {
 		w.lease.release()
+		err = w.reach.cause(err)
 		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, w.prefix, err)
 	}
 	return w, nil
@@ -456,12 +480,15 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 // snapshot go to j % parallelism.
 func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) error {
 	cfg := w.s.cfg
-	admin, err := kgo.NewClient(w.s.baseOpts()...)
+	admin, err := kgo.NewClient(append(w.s.baseOpts(), w.reach.opt())...)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	defer admin.Close()
 	if err := pingUntil(ctx, admin); err != nil {
+		if u := w.reach.err(); u != nil {
+			return u
+		}
 		return fmt.Errorf("cannot reach brokers %v: %w", cfg.brokers, err)
 	}
 	if err := w.s.checkTransactionTimeout(ctx, admin); err != nil {
@@ -546,8 +573,25 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 
 func (w *writer[T]) failed() error {
 	w.errMu.Lock()
-	defer w.errMu.Unlock()
-	return w.err
+	err := w.err
+	w.errMu.Unlock()
+	if err == nil {
+		err = w.reach.err()
+	}
+	return err
+}
+
+// producerOpts are the sink's producer options plus the writer's
+// reachability hooks.
+func (w *writer[T]) producerOpts(txnID string) []kgo.Opt {
+	return append(w.s.producerOpts(txnID), w.reach.opt())
+}
+
+// flushCtx bounds a flush by FlushTimeout and by the connect timeout.
+func (w *writer[T]) flushCtx() (context.Context, context.CancelFunc) {
+	tctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	ctx, stop := w.reach.bound(tctx)
+	return ctx, func() { stop(); cancel() }
 }
 
 // acquire picks the next free slot and begins a transaction on it.
@@ -562,7 +606,7 @@ func (w *writer[T]) acquire() error {
 			w.release(sl)
 		}
 		if sl.cl == nil {
-			cl, err := kgo.NewClient(w.s.producerOpts(sl.id)...)
+			cl, err := kgo.NewClient(w.producerOpts(sl.id)...)
 			if err != nil {
 				return fmt.Errorf("%w: producer %q: %w", ErrInvalidConfig, sl.id, err)
 			}
@@ -630,7 +674,9 @@ func (w *writer[T]) Write(v T, c sink.Context) error {
 		}
 		cl, promise = w.cur.cl, w.cur.promise
 	}
-	cl.Produce(context.Background(), r, promise)
+	// Under the reach context, a produce blocked on a full buffer (or a
+	// record still buffered) fails once the brokers stay unreachable.
+	cl.Produce(w.reach.ctx, r, promise)
 	return nil
 }
 
@@ -647,10 +693,10 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 		}
 		cl = w.cur.cl
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	ctx, cancel := w.flushCtx()
 	defer cancel()
 	if err := cl.Flush(ctx); err != nil {
-		return fmt.Errorf("kafka sink: flush: %w", err)
+		return fmt.Errorf("kafka sink: flush: %w", w.reach.cause(err))
 	}
 	return w.failed()
 }
@@ -665,17 +711,17 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 	if sl == nil {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	ctx, cancel := w.flushCtx()
 	defer cancel()
 	if err := sl.cl.Flush(ctx); err != nil {
-		return nil, fmt.Errorf("kafka sink: flush: %w", err)
+		return nil, fmt.Errorf("kafka sink: flush: %w", w.reach.cause(err))
 	}
 	if err := w.failed(); err != nil {
 		return nil, err
 	}
 	pid, epoch, err := sl.cl.ProducerID(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, err)
+		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, w.reach.cause(err))
 	}
 	c := Committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
 	sl.pending, sl.inTxn, w.cur = &c, false, nil
@@ -709,6 +755,7 @@ func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
 // it here would race with a committer of a prepared one.
 func (w *writer[T]) Close() error {
 	defer w.lease.release()
+	defer w.reach.close()
 	if w.cl != nil {
 		w.cl.Close()
 	}

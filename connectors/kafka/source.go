@@ -97,7 +97,9 @@ const (
 	// offset and cause (the default).
 	FailOnError ErrorPolicy = iota
 	// SkipOnError drops the record, counts it in numRecordsInErrors and
-	// logs it.
+	// logs it with topic, partition and offset: the first at once, then
+	// at most one warning per reader every 10 s, with the number skipped
+	// since the last one.
 	SkipOnError
 )
 
@@ -120,7 +122,15 @@ type sourceConfig struct {
 	fetchMaxWait   time.Duration
 	clientOpts     []kgo.Opt
 	logger         *slog.Logger
+	connTimeout    time.Duration
+	// malformedLogEvery bounds the warnings about skipped records
+	// (tests shorten or lengthen it).
+	malformedLogEvery time.Duration
 }
+
+// malformedLogEvery is how often at most a reader logs a skipped record
+// (the file source uses the same bound).
+const malformedLogEvery = 10 * time.Second
 
 func defaultSourceConfig() sourceConfig {
 	return sourceConfig{
@@ -131,6 +141,9 @@ func defaultSourceConfig() sourceConfig {
 		maxPollRecords: 2000,
 		fetchMaxWait:   500 * time.Millisecond,
 		logger:         slog.Default(),
+
+		connTimeout:       DefaultConnectTimeout,
+		malformedLogEvery: malformedLogEvery,
 	}
 }
 
@@ -163,6 +176,8 @@ func (c *sourceConfig) validate() error {
 		return bad("stopping offsets cannot be Committed; allowed: Latest, AtTimestamp, AtOffsets")
 	case c.discovery < 0:
 		return bad("PartitionDiscovery is %v; must be >= 0 (0 disables it)", c.discovery)
+	case c.connTimeout <= 0:
+		return bad("ConnectTimeout is %v; must be positive", c.connTimeout)
 	case c.maxPollRecords < 1:
 		return bad("MaxPollRecords is %d; must be >= 1", c.maxPollRecords)
 	}
@@ -228,6 +243,18 @@ func MaxPollRecords(n int) SourceOption { return func(c *sourceConfig) { c.maxPo
 // client of the source.
 func SourceClientOpts(opts ...kgo.Opt) SourceOption {
 	return func(c *sourceConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// SourceConnectTimeout bounds how long a reader or the enumerator goes on
+// when it can reach no broker (default [DefaultConnectTimeout], 30s): no
+// connection opens and no request is answered. A broker that cannot be
+// reached is logged at once (WARN, naming host:port and node), again at
+// most every 10s with how long it has been down, and a line is logged
+// when it is back; once nothing could be reached for this long, the fetch
+// or discovery fails with an *UnreachableError (ErrBrokersUnreachable)
+// and the job restarts as its restart strategy says.
+func SourceConnectTimeout(d time.Duration) SourceOption {
+	return func(c *sourceConfig) { c.connTimeout = d }
 }
 
 // SourceLogger sets the logger (default slog.Default()).

@@ -21,6 +21,8 @@ func init() {
 			{Name: "start", Type: Enum, Values: []string{"earliest", "latest"}, Default: "earliest", Description: "where to start without a checkpoint"},
 			{Name: "group", Type: String, Default: "", Description: "consumer group that gets the checkpointed offsets (monitoring only); empty = none"},
 			{Name: "bounded", Type: Bool, Default: false, Description: "stop at the offsets that are latest when the job starts"},
+			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
+				Description: "how long the brokers may be unreachable (no connection, no answer) before the source fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a value that is not a JSON object: fail fails the job at once (no restarts) naming topic, partition and offset; skip skips it, counted in numRecordsInErrors and logged; dead-letter sends it, with topic, partition and offset, to the pipeline's dead-letter sink"},
 		},
 		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
@@ -31,6 +33,9 @@ func init() {
 			}
 			opts := []kafka.SourceOption{kafka.Topics(c.Options.Strings("topics")...), kafka.StartingOffsets(start),
 				kafka.SourceLogger(c.Logger)}
+			if d := c.Options.Duration("connect-timeout"); d > 0 {
+				opts = append(opts, kafka.SourceConnectTimeout(d))
+			}
 			if g := c.Options.String("group"); g != "" {
 				opts = append(opts, kafka.GroupID(g))
 			}
@@ -61,6 +66,8 @@ func init() {
 		Options: []Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "topic", Type: String, Required: true, Description: "topic to write"},
+			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
+				Description: "how long the brokers may be unreachable (no connection, no answer) before the sink fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "transactional-id-prefix", Type: String, Default: "",
 				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
 		},
@@ -71,6 +78,9 @@ func init() {
 			}
 			opts := []kafka.SinkOption{kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
 				kafka.SinkLogger(c.Logger)}
+			if d := c.Options.Duration("connect-timeout"); d > 0 {
+				opts = append(opts, kafka.SinkConnectTimeout(d))
+			}
 			if prefix := c.Options.String("transactional-id-prefix"); prefix != "" {
 				opts = append(opts, kafka.TransactionalIDPrefix(prefix))
 			}
