@@ -540,16 +540,20 @@ func TestAfterPrepareCommit(t *testing.T) {
 	if cs, err := w.PrepareCommit(1); err != nil || len(cs) != 1 {
 		t.Fatalf("PrepareCommit(1) = %d committables, %v; want 1, nil", len(cs), err)
 	}
+	// Nothing written: nothing prepared, the fault does not fire.
+	if cs, err := w.PrepareCommit(2); err != nil || len(cs) != 0 {
+		t.Fatalf("empty PrepareCommit(2) = %d committables, %v; want 0, nil", len(cs), err)
+	}
 	w.Write(2, sink.Context{})
-	cs, err := w.PrepareCommit(2)
+	cs, err := w.PrepareCommit(3)
 	injected(t, err, f)
 	if cs != nil {
 		t.Errorf("the failed PrepareCommit returned %d committables, want none", len(cs))
 	}
 	// The real PrepareCommit ran: checkpoint 2's transaction is staged and
 	// left behind.
-	if got := store.Staged(); !slices.Equal(got, []string{"job/sink/0/1", "job/sink/0/2"}) {
-		t.Fatalf("staged %v, want checkpoint 1's and 2's transactions", got)
+	if got := store.Staged(); !slices.Equal(got, []string{"job/sink/0/1", "job/sink/0/3"}) {
+		t.Fatalf("staged %v, want checkpoint 1's and 3's transactions", got)
 	}
 }
 

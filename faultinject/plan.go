@@ -37,10 +37,13 @@ const (
 	// WriterAfterRecords: a writer subtask fails in Write for record
 	// Records+1 of the current attempt (that record is not written).
 	WriterAfterRecords
-	// AfterPrepareCommit: at checkpoint Checkpoint, the writer's real
-	// PrepareCommit runs and succeeds, then the call fails: whatever the
-	// sink prepared (a transaction, a staged file) is left behind, and its
-	// committables are lost with the failed checkpoint. The sink must
+	// AfterPrepareCommit: at the first checkpoint at or after Checkpoint
+	// at which the writer's real PrepareCommit returns committables, the
+	// call fails after it: whatever the sink prepared (a transaction, a
+	// staged file) is left behind, and its committables are lost with the
+	// failed checkpoint. A PrepareCommit that returns none (nothing
+	// written since the last one, or a sink without committer) never
+	// fires it. The sink must
 	// abort it when it recovers, as after a crash right after
 	// pre-committing.
 	AfterPrepareCommit

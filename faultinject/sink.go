@@ -94,8 +94,8 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
 		return nil, err
 	}
 	cs, err := w.ErasedWriter.PrepareCommit(checkpointID)
-	if err != nil {
-		return cs, err
+	if err != nil || len(cs) == 0 {
+		return cs, err // nothing prepared: nothing to leave behind
 	}
 	where := fmt.Sprintf("writer subtask %d after PrepareCommit(%d) prepared %d committable(s), attempt %d", w.subtask, checkpointID, len(cs), w.attempt)
 	if err := w.plan.fireAt(AfterPrepareCommit, w.subtask, checkpointID, where); err != nil {
