@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
@@ -358,8 +357,6 @@ func (r *blockedReader) SnapshotState(id int64) ([]rangeSplit, error) {
 	}
 	return r.Reader.SnapshotState(id)
 }
-
-func restartOnce() restart.Strategy { return restart.FixedDelay(1, 0) }
 
 // waitCheckpoints waits, bounded (10 s), until the job completed n
 // checkpoints.
