@@ -350,8 +350,10 @@ func (s *sinkSuite[T]) cleanup(t tb, full bool) {
 	const parallelism = 2
 	g := s.c.strongest()
 	sc, _ := s.open(t, g)
-	want := s.data(s.c.records)
-	n := s.c.records
+	// Enough data (also with -short) for the writers to prepare
+	// something at the checkpoints the faults wait for.
+	n := max(s.c.records, 2000)
+	want := s.data(n)
 	plan := crashPlan(t,
 		faultinject.Fault{Kind: faultinject.WriterAfterRecords, Subtask: 0, Records: n / 2},
 		faultinject.Fault{Kind: faultinject.DuringSnapshot, Subtask: 1, Checkpoint: 4},
