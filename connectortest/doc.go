@@ -4,7 +4,10 @@
 // subtest — splits, idle readers, resuming and rescaling from a retained
 // checkpoint, recovery from injected failures with output equal to input,
 // nothing visible before a checkpoint completes, idempotent re-commits,
-// clean-up of aborted attempts, metrics, goroutine leaks (-short: a quick
+// clean-up of aborted attempts (writers that fail right after a pre-commit
+// and are abandoned without Close, as by kill -9; regional and full
+// failover; after a scale-down), restores from a checkpoint taken while a
+// commit was in flight, metrics, goroutine leaks (-short: a quick
 // subset). A case the connector cannot support is skipped with the reason:
 // return an error wrapping errors.ErrUnsupported, or pass [SkipCase].
 //
@@ -34,5 +37,7 @@
 // A [SinkContext] returns the sink, converts records and reads back the
 // committed view and the leftovers of aborted attempts. The suite needs only
 // the standard library and sluice; connector tests should add goleak to
-// their TestMain. docs/connector-howto.md walks through adoption.
+// their TestMain. [ExpectSinkFailures] runs the suite on a deliberately
+// broken sink and checks which cases fail, to prove the suite catches the
+// defect. docs/connector-howto.md walks through adoption.
 package connectortest

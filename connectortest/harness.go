@@ -40,6 +40,10 @@ type jobSpec struct {
 	// savepoint: stopHalfway stops with a savepoint (moved to another
 	// directory before it is loaded) instead of cancelling.
 	savepoint bool
+	// fullFailover restarts the whole job on every failure, instead of
+	// the runtime's default regional failover (which keeps the subtasks
+	// of other regions, and their prepared committables, running).
+	fullFailover bool
 }
 
 // pipeline adds the case's source → sink pipeline to env. It is called
@@ -77,6 +81,9 @@ func build(t tb, p pipeline, spec jobSpec) *sluiceruntime.Job {
 	if spec.restore != nil {
 		opts = append(opts, stream.RestoreFrom(spec.restore))
 	}
+	if spec.fullFailover {
+		opts = append(opts, stream.Failover(sluiceruntime.FailoverFull))
+	}
 	env := stream.New(opts...)
 	if err := p(env, spec); err != nil {
 		skipIfUnsupported(t, err, "build the job")
@@ -105,6 +112,19 @@ func run(t tb, c *config, p pipeline, spec jobSpec) *sluiceruntime.Result {
 		t.Logf("faults fired: %v; restarts %d; checkpoints %d", spec.plan.Fired(), res.Restarts, res.Checkpoints.Completed)
 	}
 	return res
+}
+
+// crashPlan returns a plan of faults in crash mode (writers of failed
+// attempts are abandoned without Close, as kill -9 abandons them); the
+// abandoned writers are closed when the case ends, after its checks.
+func crashPlan(t tb, faults ...faultinject.Fault) *faultinject.Plan {
+	p := faultinject.NewPlan(faults...).Crash()
+	t.Cleanup(func() {
+		if err := p.CloseAbandoned(); err != nil {
+			t.Logf("close the writers the crashed attempts abandoned: %v", err)
+		}
+	})
+	return p
 }
 
 func firedFaults(p *faultinject.Plan) string {

@@ -196,6 +196,12 @@ type memStore struct {
 	visibleInPrepare bool
 	// failOnRecommit makes committing a committed transaction an error.
 	failOnRecommit bool
+	// neverAbort makes writers leave the staged transactions of failed
+	// attempts behind.
+	neverAbort bool
+	// forgetHigher makes writers abort only their own subtask's leftovers,
+	// not those of subtasks beyond the parallelism (after scaling down).
+	forgetHigher bool
 
 	mu        sync.Mutex
 	committed []Record
@@ -210,10 +216,10 @@ func newMemStore() *memStore {
 func (s *memStore) CreateWriter(ctx sink.InitContext) (sink.Writer[Record], error) {
 	sub, p := ctx.SubtaskIndex(), ctx.Parallelism()
 	restored, ok := ctx.RestoredCheckpointID()
-	if ctx.Attempt() > 0 || ok {
+	if (ctx.Attempt() > 0 || ok) && !s.neverAbort {
 		s.mu.Lock()
 		for t := range s.staged {
-			if (t.Subtask == sub || (sub == 0 && t.Subtask >= p)) && (!ok || t.Checkpoint > restored) {
+			if (t.Subtask == sub || (sub == 0 && t.Subtask >= p && !s.forgetHigher)) && (!ok || t.Checkpoint > restored) {
 				delete(s.staged, t)
 			}
 		}

@@ -2,8 +2,10 @@ package connectortest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-io/sluice/sink"
 )
@@ -219,4 +221,84 @@ func (c *commitSpy) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return fmt.Sprintf("%d requests, outcomes %v", c.requests, c.outcomes)
+}
+
+// commitHold holds the first commit of checkpoint at or later in its
+// committer until release; with applied, the wrapped committer commits
+// first, then the call is held.
+type commitHold struct {
+	at          int64
+	applied     bool
+	held        atomic.Int64 // checkpoint id of the held commit; 0 = none yet
+	noCommitter atomic.Bool  // the sink made no committer
+	once        sync.Once
+	released    chan struct{}
+	relOnce     sync.Once
+}
+
+func newCommitHold(at int64, applied bool) *commitHold {
+	return &commitHold{at: at, applied: applied, released: make(chan struct{})}
+}
+
+func (h *commitHold) heldID() int64 { return h.held.Load() }
+
+func (h *commitHold) release() { h.relOnce.Do(func() { close(h.released) }) }
+
+func wrapHold[T any](s sink.Sink[T], h *commitHold) sink.Sink[T] {
+	return &holdSink[T]{Erased: sink.Erase(s), h: h}
+}
+
+type holdSink[T any] struct {
+	sink.Erased[T]
+	h *commitHold
+}
+
+func (s *holdSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+	return s.NewWriter(ctx, nil)
+}
+
+func (s *holdSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
+	c, err := s.Erased.NewCommitter(ctx)
+	if err != nil {
+		return c, err
+	}
+	if c == nil {
+		s.h.noCommitter.Store(true)
+		return c, nil
+	}
+	return &holdCommitter{ErasedCommitter: c, h: s.h}, nil
+}
+
+type holdCommitter struct {
+	sink.ErasedCommitter
+	h *commitHold
+}
+
+func (c *holdCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+	var id int64
+	for _, r := range reqs {
+		id = max(id, r.CheckpointID)
+	}
+	hold := false
+	if id >= c.h.at {
+		c.h.once.Do(func() { hold = true })
+	}
+	if !hold {
+		return c.ErasedCommitter.Commit(ctx, reqs)
+	}
+	var err error
+	if c.h.applied {
+		err = c.ErasedCommitter.Commit(ctx, reqs)
+	}
+	c.h.held.Store(id)
+	select {
+	case <-ctx.Done():
+	case <-c.h.released:
+	}
+	// The job is being cancelled: whatever the outcome, the runtime must
+	// not count on this commit.
+	for _, r := range reqs {
+		r.Outcome, r.Err = sink.FailedUnknown, errors.Join(errors.New("connectortest: commit held until the job was cancelled"), err)
+	}
+	return nil
 }

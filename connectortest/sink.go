@@ -80,43 +80,52 @@ func runSink[T any](t tb, newContext func(SinkSettings) (SinkContext[T], error),
 		name  string
 		long  bool
 		fault func(n int64) []faultinject.Fault
+		// crash: writers of failed attempts are abandoned without Close;
+		// full: full failover instead of regional.
+		crash, full bool
 	}{
 		{"before-prepare", false, func(n int64) []faultinject.Fault {
 			return []faultinject.Fault{
 				{Kind: faultinject.WriterAfterRecords, Subtask: 0, Records: n / 2},
 				{Kind: faultinject.WriterAfterRecords, Subtask: 1, Records: n / 3},
 			}
-		}},
+		}, false, false},
 		{"during-prepare", true, func(int64) []faultinject.Fault {
 			return []faultinject.Fault{
 				{Kind: faultinject.DuringSnapshot, Subtask: 0, Checkpoint: 3},
 				{Kind: faultinject.DuringSnapshot, Subtask: 1, Checkpoint: 8},
 			}
-		}},
+		}, false, false},
 		{"between-prepare-and-commit", false, func(int64) []faultinject.Fault {
 			return []faultinject.Fault{
 				{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 3},
 				{Kind: faultinject.BeforeCommit, Subtask: 1, Checkpoint: 8},
 			}
-		}},
+		}, false, false},
 		{"during-commit", false, func(int64) []faultinject.Fault {
 			return []faultinject.Fault{
 				{Kind: faultinject.DuringCommit, Subtask: 0, Checkpoint: 3},
 				{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 8},
 			}
-		}},
+		}, false, false},
+		{"after-prepare", false, afterPrepare, true, false},
+		{"after-prepare/full-failover", true, afterPrepare, true, true},
 	}
 	for _, g := range c.guarantees {
 		for _, f := range failures {
 			cases = append(cases, testCase{name: "failure/" + g.String() + "/" + f.name, long: f.long || g != c.strongest(),
-				run: func(t tb) { s.failure(t, g, f.fault) }})
+				run: func(t tb) { s.failure(t, g, f.fault, f.crash, f.full) }})
 		}
 	}
 	cases = append(cases,
 		testCase{name: "recommit-restored", run: s.recommit},
 		testCase{name: "nothing-visible-before-commit", run: s.visibility},
 		testCase{name: "metrics", run: s.metrics},
-		testCase{name: "cleanup-aborted", run: s.cleanup},
+		testCase{name: "cleanup-aborted", run: func(t tb) { s.cleanup(t, false) }},
+		testCase{name: "cleanup-aborted/full-failover", run: func(t tb) { s.cleanup(t, true) }},
+		testCase{name: "cleanup-aborted/scale-down", run: s.cleanupScaleDown},
+		testCase{name: "restore/commit-in-flight", run: func(t tb) { s.commitInFlight(t, false) }},
+		testCase{name: "restore/commit-in-flight-applied", run: func(t tb) { s.commitInFlight(t, true) }},
 		testCase{name: "goroutine-leaks", long: true, run: s.leaks},
 	)
 	runCases(t, c, cases)
@@ -146,7 +155,7 @@ func (s *sinkSuite[T]) data(n int64) [][]Record {
 // pipeline writes want through the sink under test. The source is a data
 // generator (replayable, exactly-once); with a probe, every record passes
 // it right before the writer.
-func (s *sinkSuite[T]) pipeline(sc SinkContext[T], want [][]Record, pr *probe, spy *commitSpy) pipeline {
+func (s *sinkSuite[T]) pipeline(sc SinkContext[T], want [][]Record, pr *probe, spy *commitSpy, wraps ...func(sink.Sink[T]) sink.Sink[T]) pipeline {
 	per, n := int64(len(want[0])), int64(len(want))
 	return func(env *stream.Environment, spec jobSpec) error {
 		snk, err := sc.Sink()
@@ -166,6 +175,9 @@ func (s *sinkSuite[T]) pipeline(sc SinkContext[T], want [][]Record, pr *probe, s
 		}
 		if spy != nil {
 			snk = wrapSpy(snk, spy)
+		}
+		for _, w := range wraps {
+			snk = w(snk)
 		}
 		stream.SinkTo(vals, faultinject.WrapSink(snk, spec.plan), sinkName)
 		return nil
@@ -225,16 +237,28 @@ func (s *sinkSuite[T]) resume(t tb, from, to int, savepoint bool) {
 	s.checkPending(t, sc, false) // the second job aborts what the first one left
 }
 
-func (s *sinkSuite[T]) failure(t tb, g Guarantee, faults func(n int64) []faultinject.Fault) {
+// afterPrepare fails each writer once right after a successful
+// PrepareCommit: what it prepared is left behind, never to be committed.
+func afterPrepare(int64) []faultinject.Fault {
+	return []faultinject.Fault{
+		{Kind: faultinject.AfterPrepareCommit, Subtask: 0, Checkpoint: 3},
+		{Kind: faultinject.AfterPrepareCommit, Subtask: 1, Checkpoint: 8},
+	}
+}
+
+func (s *sinkSuite[T]) failure(t tb, g Guarantee, faults func(n int64) []faultinject.Fault, crash, full bool) {
 	const parallelism = 2
 	sc, _ := s.open(t, g)
 	want := s.data(s.c.records)
 	plan := faultinject.NewPlan(faults(s.c.records)...)
+	if crash {
+		plan = crashPlan(t, faults(s.c.records)...)
+	}
 	// Each reader emits its share in about a second, so that checkpoints
 	// complete between the faults.
 	gt := paced(float64(count(want))/parallelism, 15)
 	spy := &commitSpy{}
-	run(t, s.c, s.pipeline(sc, want, nil, spy), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt})
+	run(t, s.c, s.pipeline(sc, want, nil, spy), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt, fullFailover: full})
 	if len(plan.Fired()) == 0 && !spy.committed() && needsCommitter(plan) {
 		t.Skipf("the %v sink has no committer: there is no commit to fail", g)
 	}
@@ -243,10 +267,11 @@ func (s *sinkSuite[T]) failure(t tb, g Guarantee, faults func(n int64) []faultin
 	s.checkPending(t, sc, false)
 }
 
-// needsCommitter reports whether every fault of p strikes a committer.
+// needsCommitter reports whether every fault of p strikes a committer or
+// a prepare that returned committables.
 func needsCommitter(p *faultinject.Plan) bool {
 	for _, f := range p.Faults() {
-		if f.Kind != faultinject.BeforeCommit && f.Kind != faultinject.DuringCommit {
+		if f.Kind != faultinject.BeforeCommit && f.Kind != faultinject.DuringCommit && f.Kind != faultinject.AfterPrepareCommit {
 			return false
 		}
 	}
@@ -314,25 +339,144 @@ func (s *sinkSuite[T]) metrics(t tb) {
 	s.verify(t, sc, want, g)
 }
 
-// cleanup injects failures at every stage and checks that the attempts
-// they killed left nothing pending.
-func (s *sinkSuite[T]) cleanup(t tb) {
+// cleanup injects failures at every stage — among them writers that fail
+// right after a successful PrepareCommit, leaving a prepared transaction
+// whose committables no checkpoint holds — in crash mode (failed writers
+// are not closed), and checks that the attempts they killed left nothing
+// pending: the sink must abort what it prepared but never committed when
+// it recovers, not in Writer.Close. With full, every failure restarts the
+// whole job; otherwise only the failed subtask's region restarts.
+func (s *sinkSuite[T]) cleanup(t tb, full bool) {
 	const parallelism = 2
 	g := s.c.strongest()
 	sc, _ := s.open(t, g)
-	want := s.data(s.c.records)
-	n := s.c.records
-	plan := faultinject.NewPlan(
+	// Enough data (also with -short) for the writers to prepare
+	// something at the checkpoints the faults wait for.
+	n := max(s.c.records, 2000)
+	want := s.data(n)
+	plan := crashPlan(t,
 		faultinject.Fault{Kind: faultinject.WriterAfterRecords, Subtask: 0, Records: n / 2},
 		faultinject.Fault{Kind: faultinject.DuringSnapshot, Subtask: 1, Checkpoint: 4},
-		faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 7},
-		faultinject.Fault{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 10},
+		faultinject.Fault{Kind: faultinject.AfterPrepareCommit, Subtask: 0, Checkpoint: 6},
+		faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 8},
+		faultinject.Fault{Kind: faultinject.AfterPrepareCommit, Subtask: 1, Checkpoint: 10},
+		faultinject.Fault{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 12},
 	)
-	gt := paced(float64(count(want))/parallelism, 15)
-	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt})
-	requireFired(t, plan)
+	gt := paced(float64(count(want))/parallelism, 20)
+	run(t, s.c, s.pipeline(sc, want, nil, nil), jobSpec{parallelism: parallelism, plan: plan, restarts: 10, gate: gt, fullFailover: full})
+	requireKindFired(t, plan, faultinject.AfterPrepareCommit)
 	s.verify(t, sc, want, g)
 	s.checkPending(t, sc, true)
+}
+
+// cleanupScaleDown leaves prepared transactions of subtasks that no longer
+// exist: a job at parallelism 4 fails (no restarts) right after subtask 3
+// prepared checkpoint 3 or later, its writers abandoned; a job at
+// parallelism 2 restored from its latest checkpoint must abort what
+// subtasks 2 and 3 left behind, and write everything exactly once.
+func (s *sinkSuite[T]) cleanupScaleDown(t tb) {
+	g := s.c.strongest()
+	sc, _ := s.open(t, g)
+	want := s.data(max(s.c.records, 5000))
+	p := s.pipeline(sc, want, nil, nil)
+	plan := crashPlan(t, faultinject.Fault{Kind: faultinject.AfterPrepareCommit, Subtask: 3, Checkpoint: 3})
+	gt := paced(float64(count(want))/4, 15)
+	j := build(t, p, jobSpec{parallelism: 4, plan: plan, gate: gt})
+	ctx, cancel := context.WithTimeout(t.Context(), s.c.timeout)
+	defer cancel()
+	_, err := j.Run(ctx)
+	if !errors.Is(err, faultinject.ErrInjected) {
+		t.Fatalf("the first job (parallelism 4, no restarts) ended with %v, want the injected fault after subtask 3's PrepareCommit (plan %v)", err, plan)
+	}
+	snap := j.Latest()
+	if snap == nil {
+		t.Fatalf("the first job failed before it completed a checkpoint")
+		return // unreachable: Fatalf ends the case
+	}
+	left, perr := sc.Pending()
+	if perr == nil {
+		t.Logf("the first job failed (%v); restoring at parallelism 2 from checkpoint %d; left pending: %v", err, snap.ID, left)
+	}
+	// The second job stands for a new process: the first one's abandoned
+	// writers are gone by then, with what they held (connections, leases
+	// of the prefix). Their Close runs only now, after what they left was
+	// listed above; a sink that aborts leftovers only in Close fails
+	// cleanup-aborted, where abandoned writers stay unclosed until the end.
+	if err := plan.CloseAbandoned(); err != nil {
+		t.Logf("close the first job's abandoned writers: %v", err)
+	}
+	if left, perr := sc.Pending(); perr == nil {
+		t.Logf("pending once the first job's writers were closed: %v", left)
+	}
+	gt.release()
+	run(t, s.c, p, jobSpec{parallelism: 2, restore: snap})
+	s.verify(t, sc, want, g)
+	s.checkPending(t, sc, true)
+}
+
+// commitInFlight holds the first commit of checkpoint 3 or later in the
+// committer until at least two more checkpoints completed, then cancels
+// the job and resumes from its latest checkpoint, which was taken while
+// that commit was in flight: the restored job must commit what the held
+// commit was committing, exactly once. With applied, the held commit
+// reached the external system before the job was cancelled (the runtime
+// never learnt that it succeeded), so the restored job commits it again;
+// without, it never reached it.
+func (s *sinkSuite[T]) commitInFlight(t tb, applied bool) {
+	g := s.c.strongest()
+	sc, _ := s.open(t, g)
+	want := s.data(max(s.c.records, 1000))
+	hold := newCommitHold(3, applied)
+	p := s.pipeline(sc, want, nil, nil, func(snk sink.Sink[T]) sink.Sink[T] { return wrapHold(snk, hold) })
+	gt := paced(float64(count(want))/2, 20)
+	j := build(t, p, jobSpec{parallelism: 2, gate: gt})
+	ctx, cancel := context.WithTimeout(t.Context(), s.c.timeout)
+	defer cancel()
+	h := j.Start(ctx)
+	stop := func() {
+		h.Cancel()
+		hold.release()
+		_, _ = h.Wait()
+	}
+	defer stop() // also on Fatalf: no job outlives its case
+	var held int64
+	var atHold int
+	ok := waitFor(ctx, pauseTimeout, func() bool {
+		if held == 0 {
+			if held = hold.heldID(); held != 0 {
+				atHold = h.Status().Checkpoints.Completed
+			}
+		}
+		return (held != 0 && h.Status().Checkpoints.Completed >= atHold+2) || hold.noCommitter.Load()
+	})
+	if hold.noCommitter.Load() {
+		t.Skipf("the %v sink has no committer: no commit can be in flight", g)
+	}
+	if !ok {
+		t.Fatalf("no commit of checkpoint 3 or later was held and followed by two completed checkpoints within %s (held %d; status %+v)", pauseTimeout, held, h.Status())
+	}
+	stop()
+	snap := j.Latest()
+	if snap == nil || snap.ID <= held {
+		t.Fatalf("the latest checkpoint (%v) is not later than the held commit's checkpoint %d", snap, held)
+		return // unreachable: Fatalf ends the case
+	}
+	t.Logf("held the commit of checkpoint %d (applied=%v) while checkpoints up to %d completed; resuming from %d", held, applied, snap.ID, snap.ID)
+	gt.release()
+	run(t, s.c, p, jobSpec{parallelism: 2, restore: snap})
+	s.verify(t, sc, want, g)
+	s.checkPending(t, sc, false)
+}
+
+// requireKindFired fails t if no fault of kind k fired.
+func requireKindFired(t tb, p *faultinject.Plan, k faultinject.Kind) {
+	t.Helper()
+	for _, f := range p.Fired() {
+		if f.Kind == k {
+			return
+		}
+	}
+	t.Errorf("no %v fault fired (plan %v): the case proved nothing about what such a failure leaves behind; raise RecordsPerSplit", k, p)
 }
 
 func (s *sinkSuite[T]) leaks(t tb) {

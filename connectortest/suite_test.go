@@ -52,6 +52,31 @@ func TestSuiteDetectsCommitterFailingOnRecommit(t *testing.T) {
 		[]string{"write/exactly-once", "metrics", "nothing-visible-before-commit"})
 }
 
+// A sink that never aborts what failed attempts prepared fails every case
+// that leaves a prepared transaction behind (writers failing right after
+// PrepareCommit, in crash mode), and passes those without failures.
+func TestSuiteDetectsSinkNeverAborting(t *testing.T) {
+	ft := newFakeT(t)
+	c := newConfig([]Guarantee{ExactlyOnce}, nil)
+	runSink(ft, memSinkFactory(func(s *memStore) { s.neverAbort = true }), &c)
+	mustFail := []string{"cleanup-aborted", "cleanup-aborted/full-failover", "cleanup-aborted/scale-down", "failure/exactly-once/after-prepare"}
+	if !testing.Short() {
+		mustFail = append(mustFail, "failure/exactly-once/after-prepare/full-failover")
+	}
+	ft.rec.expect(t, mustFail, []string{"write/exactly-once", "metrics", "recommit-restored", "nothing-visible-before-commit",
+		"restore/commit-in-flight", "restore/commit-in-flight-applied", "failure/exactly-once/between-prepare-and-commit", "failure/exactly-once/during-commit"})
+}
+
+// A sink that aborts its own subtask's leftovers but not those of subtasks
+// that no longer exist fails the scale-down case only.
+func TestSuiteDetectsSinkForgettingHigherSubtasks(t *testing.T) {
+	ft := newFakeT(t)
+	c := newConfig([]Guarantee{ExactlyOnce}, nil)
+	runSink(ft, memSinkFactory(func(s *memStore) { s.forgetHigher = true }), &c)
+	ft.rec.expect(t, []string{"cleanup-aborted/scale-down"}, []string{"write/exactly-once", "metrics", "recommit-restored",
+		"cleanup-aborted", "cleanup-aborted/full-failover", "failure/exactly-once/after-prepare", "restore/commit-in-flight", "restore/commit-in-flight-applied"})
+}
+
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Split: 3, Seq: 42, Payload: payload(7, 3, 42)}
 	got, err := ParseRecord(r.String())

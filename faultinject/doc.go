@@ -5,7 +5,11 @@
 // ([AfterRecords]), a reader snapshot or writer pre-commit that fails at a
 // checkpoint ([DuringSnapshot]), a committer that fails between prepare and
 // commit ([BeforeCommit]) or after committing ([DuringCommit]), a writer that
-// fails after N records ([WriterAfterRecords]). [WrapSource] and [WrapSink]
+// fails after N records ([WriterAfterRecords]), a writer that fails right
+// after a successful pre-commit, leaving a prepared transaction behind
+// ([AfterPrepareCommit]). In crash mode ([Plan.Crash]) the writers of a
+// failed attempt are abandoned without Close, as kill -9 abandons them.
+// [WrapSource] and [WrapSink]
 // return a source and a sink that behave like the wrapped ones except where
 // the plan says they fail. Every fault fires at most once across all
 // attempts of a job, so a job restarted by its restart strategy eventually

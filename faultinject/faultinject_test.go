@@ -523,3 +523,84 @@ func TestPlanString(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// closeCounter counts Close calls of the writer it wraps.
+type closeCounter struct {
+	sink.ErasedWriter[int]
+	closed *int
+}
+
+func (c closeCounter) Close() error { *c.closed++; return c.ErasedWriter.Close() }
+
+func TestAfterPrepareCommit(t *testing.T) {
+	f := Fault{Kind: AfterPrepareCommit, Subtask: 0, Checkpoint: 2}
+	store := testsink.NewStore[int]()
+	_, w := twoPhase(t, NewPlan(f), store)
+	w.Write(1, sink.Context{})
+	if cs, err := w.PrepareCommit(1); err != nil || len(cs) != 1 {
+		t.Fatalf("PrepareCommit(1) = %d committables, %v; want 1, nil", len(cs), err)
+	}
+	// Nothing written: nothing prepared, the fault does not fire.
+	if cs, err := w.PrepareCommit(2); err != nil || len(cs) != 0 {
+		t.Fatalf("empty PrepareCommit(2) = %d committables, %v; want 0, nil", len(cs), err)
+	}
+	w.Write(2, sink.Context{})
+	cs, err := w.PrepareCommit(3)
+	injected(t, err, f)
+	if cs != nil {
+		t.Errorf("the failed PrepareCommit returned %d committables, want none", len(cs))
+	}
+	// The real PrepareCommit ran: checkpoint 2's transaction is staged and
+	// left behind.
+	if got := store.Staged(); !slices.Equal(got, []string{"job/sink/0/1", "job/sink/0/3"}) {
+		t.Fatalf("staged %v, want checkpoint 1's and 3's transactions", got)
+	}
+}
+
+func TestCrashAbandonsWriters(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		f := Fault{Kind: WriterAfterRecords, Subtask: 0, Records: 1}
+		plan := NewPlan(f)
+		if crash {
+			plan.Crash()
+		}
+		s := WrapSink(testsink.NewTwoPhase(testsink.NewStore[int]()), plan)
+		inner := sink.Erase(s)
+		closed := 0
+		newWriter := func() sink.ErasedWriter[int] {
+			w, err := inner.NewWriter(&fakes.InitContext{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		// A writer closed before any fault fired is closed even in crash mode.
+		before := newWriter()
+		if err := before.Close(); err != nil {
+			t.Fatal(err)
+		}
+		w := newWriter()
+		cw := w.(*writer[int])
+		cw.ErasedWriter = closeCounter{cw.ErasedWriter, &closed}
+		if err := w.Unwrap().Write(1, sink.Context{}); err != nil {
+			t.Fatal(err)
+		}
+		injected(t, w.Unwrap().Write(2, sink.Context{}), f)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if crash {
+			want = 0
+		}
+		if closed != want {
+			t.Errorf("crash=%v: inner Close ran %d times after the fault, want %d", crash, closed, want)
+		}
+		if err := plan.CloseAbandoned(); err != nil {
+			t.Fatal(err)
+		}
+		if closed != 1 {
+			t.Errorf("crash=%v: inner Close ran %d times after CloseAbandoned, want 1", crash, closed)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package faultinject
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -36,11 +37,24 @@ const (
 	// WriterAfterRecords: a writer subtask fails in Write for record
 	// Records+1 of the current attempt (that record is not written).
 	WriterAfterRecords
+	// AfterPrepareCommit: at the first checkpoint at or after Checkpoint
+	// at which the writer's real PrepareCommit returns committables, the
+	// call fails after it: whatever the sink prepared (a transaction, a
+	// staged file) is left behind, and its committables are lost with the
+	// failed checkpoint. A PrepareCommit that returns none (nothing
+	// written since the last one, or a sink without committer) never
+	// fires it. The sink must
+	// abort it when it recovers, as after a crash right after
+	// pre-committing.
+	AfterPrepareCommit
 )
 
-var kindNames = [...]string{"AfterRecords", "DuringSnapshot", "BeforeCommit", "DuringCommit", "WriterAfterRecords"}
+var kindNames = [...]string{"AfterRecords", "DuringSnapshot", "BeforeCommit", "DuringCommit", "WriterAfterRecords", "AfterPrepareCommit"}
 
-// Kinds returns every Kind.
+// Kinds returns the kinds AfterRecords, DuringSnapshot, BeforeCommit,
+// DuringCommit and WriterAfterRecords. AfterPrepareCommit, added later, is
+// not among them, so that plans drawn by [RandomPlan] from a seed stay what
+// they were; append it to draw it too.
 func Kinds() []Kind {
 	return []Kind{AfterRecords, DuringSnapshot, BeforeCommit, DuringCommit, WriterAfterRecords}
 }
@@ -113,8 +127,12 @@ func (e *InjectedError) Unwrap() error { return ErrInjected }
 type Plan struct {
 	faults []Fault
 	fired  []atomic.Bool
+	nfired atomic.Int64 // len(order)
+	crash  bool
 	mu     sync.Mutex
 	order  []int // indexes of fired faults, in firing order
+	// abandoned writers, closed by CloseAbandoned (crash mode).
+	abandoned []io.Closer
 }
 
 // NewPlan returns a plan of the given faults.
@@ -215,8 +233,58 @@ func (p *Plan) fire(i int) bool {
 	}
 	p.mu.Lock()
 	p.order = append(p.order, i)
+	p.nfired.Add(1)
 	p.mu.Unlock()
 	return true
+}
+
+// Crash turns on crash mode and returns p: a wrapped writer of an attempt
+// in which a fault fired (anywhere) is abandoned when the runtime closes
+// it, as kill -9 abandons a process's writers: its Close does not run, so
+// a sink cannot rely on Close to abort what it prepared or staged. The
+// abandoned writers are closed by [Plan.CloseAbandoned], which a test calls
+// after it checked what the job left behind. Call Crash before the job
+// starts. By default (no crash mode) every writer is closed as usual.
+func (p *Plan) Crash() *Plan {
+	p.crash = true
+	return p
+}
+
+// CloseAbandoned closes the writers crash mode abandoned and returns their
+// errors joined. Call it once the job ended, to release their resources.
+func (p *Plan) CloseAbandoned() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	ws := p.abandoned
+	p.abandoned = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, w := range ws {
+		errs = append(errs, w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// abandon keeps w for CloseAbandoned if p is in crash mode and a fault
+// fired since firedAtStart; it reports whether it kept it.
+func (p *Plan) abandon(w io.Closer, firedAtStart int64) bool {
+	if p == nil || !p.crash || p.nfired.Load() <= firedAtStart {
+		return false
+	}
+	p.mu.Lock()
+	p.abandoned = append(p.abandoned, w)
+	p.mu.Unlock()
+	return true
+}
+
+// firedCount returns how many faults fired so far.
+func (p *Plan) firedCount() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.nfired.Load()
 }
 
 // fireAt fires the first unfired fault of kind k for subtask whose

@@ -7,8 +7,9 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-// WrapSink returns s with the plan's sink faults injected: WriterAfterRecords
-// and the writer side of DuringSnapshot into its writers, BeforeCommit and
+// WrapSink returns s with the plan's sink faults injected: WriterAfterRecords,
+// AfterPrepareCommit and the writer side of DuringSnapshot into its writers
+// (and, in crash mode, writers abandoned without Close), BeforeCommit and
 // DuringCommit into its committers. It works on the runtime's erased view
 // (sink.Erase(s)), so it wraps two-phase and stateful sinks built with
 // sink.NewTwoPhase and friends as well as plain ones; the result implements
@@ -45,6 +46,7 @@ func (s *wrappedSink[T]) NewWriter(ctx sink.InitContext, restored [][]byte) (sin
 		subtask:      sub,
 		attempt:      ctx.Attempt(),
 		count:        newCounter(s.plan, WriterAfterRecords, sub, ctx.Attempt(), fmt.Sprintf("writer subtask %d", sub)),
+		firedAtStart: s.plan.firedCount(),
 	}, nil
 }
 
@@ -68,6 +70,7 @@ type writer[T any] struct {
 	plan             *Plan
 	subtask, attempt int
 	count            *counter
+	firedAtStart     int64 // faults fired before the writer was created
 }
 
 // Unwrap returns the wrapper itself: the runtime calls Write on what Unwrap
@@ -90,7 +93,24 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
 	if err := w.snapshotFault("PrepareCommit", checkpointID); err != nil {
 		return nil, err
 	}
-	return w.ErasedWriter.PrepareCommit(checkpointID)
+	cs, err := w.ErasedWriter.PrepareCommit(checkpointID)
+	if err != nil || len(cs) == 0 {
+		return cs, err // nothing prepared: nothing to leave behind
+	}
+	where := fmt.Sprintf("writer subtask %d after PrepareCommit(%d) prepared %d committable(s), attempt %d", w.subtask, checkpointID, len(cs), w.attempt)
+	if err := w.plan.fireAt(AfterPrepareCommit, w.subtask, checkpointID, where); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// Close closes the wrapped writer, unless crash mode abandons it (see
+// [Plan.Crash]).
+func (w *writer[T]) Close() error {
+	if w.plan.abandon(w.ErasedWriter, w.firedAtStart) {
+		return nil
+	}
+	return w.ErasedWriter.Close()
 }
 
 func (w *writer[T]) SnapshotState(checkpointID int64) ([][]byte, error) {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
@@ -319,35 +318,45 @@ type (
 
 // slowSnapshot makes the reader's SnapshotState of checkpoint `at` in the
 // first attempt take d.
-type slowSnapshot struct {
+// blockedSnapshot is a scriptSource whose reader of the first attempt blocks
+// in SnapshotState of checkpoint at until release is closed or the reader's
+// task is cancelled.
+type blockedSnapshot struct {
 	*scriptSource
-	at int64
-	d  time.Duration
+	at      int64
+	release chan struct{}
 }
 
-func (s *slowSnapshot) CreateReader(ctx source.ReaderContext) (source.Reader[rec, rangeSplit], error) {
+func (s *blockedSnapshot) CreateReader(ctx source.ReaderContext) (source.Reader[rec, rangeSplit], error) {
 	r, err := s.scriptSource.CreateReader(ctx)
-	return &slowReader{Reader: r, s: s, attempt: ctx.Attempt()}, err
+	return &blockedReader{Reader: r, s: s, attempt: ctx.Attempt()}, err
 }
 
-type slowReader struct {
+type blockedReader struct {
 	source.Reader[rec, rangeSplit]
-	s       *slowSnapshot
+	s       *blockedSnapshot
 	attempt int
+	ctx     context.Context // the task's, from Start
 }
 
-func (r *slowReader) NotifyCheckpointComplete(id int64) error {
+func (r *blockedReader) Start(ctx context.Context) error {
+	r.ctx = ctx
+	return r.Reader.Start(ctx)
+}
+
+func (r *blockedReader) NotifyCheckpointComplete(id int64) error {
 	return r.Reader.(source.CheckpointListener).NotifyCheckpointComplete(id)
 }
 
-func (r *slowReader) SnapshotState(id int64) ([]rangeSplit, error) {
+func (r *blockedReader) SnapshotState(id int64) ([]rangeSplit, error) {
 	if id == r.s.at && r.attempt == 0 {
-		time.Sleep(r.s.d)
+		select {
+		case <-r.s.release:
+		case <-r.ctx.Done():
+		}
 	}
 	return r.Reader.SnapshotState(id)
 }
-
-func restartOnce() restart.Strategy { return restart.FixedDelay(1, 0) }
 
 // waitCheckpoints waits, bounded (10 s), until the job completed n
 // checkpoints.

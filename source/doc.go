@@ -20,7 +20,10 @@
 // Readers never block: [Reader.PollNext] returns MoreAvailable,
 // NothingAvailable (then the runtime waits on [Reader.Available]) or
 // EndOfInput. Package readerbase turns blocking fetches into such a reader;
-// most connectors should start there.
+// most connectors should start there. The runtime snapshots a reader only
+// between two PollNext calls, so the records of one call — with readerbase,
+// one fetched batch — are the unit of a snapshot: a split's position is
+// snapshotted after a batch, never between two of its elements.
 //
 // Enumerators and readers exchange custom [Event]s both ways:
 // [EnumeratorContext.SendEventToReader] and

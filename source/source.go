@@ -200,7 +200,10 @@ type Reader[T any, S Split] interface {
 	// NotifyNoMoreSplits says the enumerator will assign nothing more.
 	NotifyNoMoreSplits()
 	// SnapshotState returns the reader's unfinished splits with their
-	// current positions. The caller owns the returned slice.
+	// current positions. The caller owns the returned slice. It is called
+	// between PollNext calls, never during one: the records one PollNext
+	// call emits are the unit of a snapshot, and a position between two of
+	// them is never snapshotted.
 	SnapshotState(checkpointID int64) ([]S, error)
 	// Close releases resources and stops the reader's goroutines, waiting
 	// for them.

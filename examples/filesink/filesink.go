@@ -37,7 +37,10 @@ func New(dir string) sink.Sink[string] {
 	return sink.NewTwoPhase[string, Committable](&fileSink{dir: dir})
 }
 
-type fileSink struct{ dir string }
+type fileSink struct {
+	dir       string
+	noCleanup bool // the suite's self-test: a sink that leaves leftovers
+}
 
 func (s *fileSink) CommittableSerializer() serde.Versioned[Committable] {
 	return serde.JSON[Committable](1)
@@ -54,7 +57,7 @@ func (s *fileSink) CreateCommitter(sink.InitContext) (sink.Committer[Committable
 func (s *fileSink) CreateWriter(ctx sink.InitContext) (sink.Writer[string], error) {
 	sub, par := ctx.SubtaskIndex(), ctx.Parallelism()
 	restored, ok := ctx.RestoredCheckpointID()
-	if ctx.Attempt() > 0 || ok {
+	if (ctx.Attempt() > 0 || ok) && !s.noCleanup {
 		entries, err := os.ReadDir(s.dir)
 		if err != nil {
 			return nil, err

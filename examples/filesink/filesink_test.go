@@ -16,9 +16,18 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // dirContext is the external system: a directory.
-type dirContext struct{ dir string }
+type dirContext struct {
+	dir    string
+	broken bool // the sink without its cleanup
+}
 
-func (c *dirContext) Sink() (sink.Sink[string], error)    { return filesink.New(c.dir), nil }
+func (c *dirContext) Sink() (sink.Sink[string], error) {
+	if c.broken {
+		return filesink.NewWithoutCleanup(c.dir), nil
+	}
+	return filesink.New(c.dir), nil
+}
+
 func (c *dirContext) Value(r connectortest.Record) string { return r.String() }
 func (c *dirContext) Close() error                        { return nil }
 
@@ -38,11 +47,27 @@ func (c *dirContext) Pending() ([]string, error) {
 	return filepath.Glob(filepath.Join(c.dir, ".*"))
 }
 
-func TestConformance(t *testing.T) {
-	connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[string], error) {
+func newContext(broken bool) func(connectortest.SinkSettings) (connectortest.SinkContext[string], error) {
+	return func(s connectortest.SinkSettings) (connectortest.SinkContext[string], error) {
 		if s.Guarantee != connectortest.ExactlyOnce {
 			return nil, fmt.Errorf("filesink is exactly-once: %w", errors.ErrUnsupported)
 		}
-		return &dirContext{dir: s.TempDir}, os.MkdirAll(s.TempDir, 0o755)
-	}, connectortest.Guarantees(connectortest.ExactlyOnce))
+		return &dirContext{dir: s.TempDir, broken: broken}, os.MkdirAll(s.TempDir, 0o755)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	connectortest.TestSink(t, newContext(false), connectortest.Guarantees(connectortest.ExactlyOnce))
+}
+
+// The suite catches the sink with its cleanup removed: the cases that
+// leave prepared files behind fail, the others pass.
+func TestConformanceCatchesMissingCleanup(t *testing.T) {
+	mustFail := []string{"cleanup-aborted", "cleanup-aborted/full-failover", "cleanup-aborted/scale-down", "failure/exactly-once/after-prepare"}
+	if !testing.Short() {
+		mustFail = append(mustFail, "failure/exactly-once/after-prepare/full-failover")
+	}
+	connectortest.ExpectSinkFailures(t, newContext(true), mustFail,
+		[]string{"write/exactly-once", "metrics", "recommit-restored", "nothing-visible-before-commit", "restore/commit-in-flight", "restore/commit-in-flight-applied"},
+		connectortest.Guarantees(connectortest.ExactlyOnce))
 }

@@ -28,7 +28,10 @@
 // [Reader.SnapshotState] sees exactly the progress of the emitted records.
 // Batches still in the queue at a snapshot are not part of it; after a
 // restore they are read again from the snapshot's positions, neither lost
-// nor duplicated.
+// nor duplicated. A snapshot never falls inside a batch: PollNext emits a
+// whole batch and the runtime snapshots between PollNext calls, so the
+// batch is the unit of a snapshot: the split state after the batch's last
+// element is what a checkpoint holds.
 //
 // The task goroutine hands splits and pause requests to a fetcher through a
 // task list and wakes it: a fetcher blocked in Fetch is woken by cancelling

@@ -136,6 +136,22 @@ func (f *fakeT) finish() {
 	}
 }
 
+// ExpectSinkFailures runs the sink cases of [TestSink] against a
+// deliberately broken sink, without failing t for the cases that fail, and
+// fails t unless every case named in mustFail failed and every case named
+// in mustPass passed. It proves that the suite catches a defect: break a
+// copy of a connector in one way (for example, remove the recovery code
+// that aborts leftover prepared transactions) and name the cases that must
+// catch it. Case names are as printed by go test -v after the suite's test
+// name, e.g. "cleanup-aborted/scale-down".
+func ExpectSinkFailures[T any](t *testing.T, newContext func(SinkSettings) (SinkContext[T], error), mustFail, mustPass []string, opts ...Option) {
+	t.Helper()
+	c := newConfig([]Guarantee{ExactlyOnce, AtLeastOnce}, opts)
+	ft := newFakeT(t)
+	runSink(ft, newContext, &c)
+	ft.rec.expect(t, mustFail, mustPass)
+}
+
 // expect fails t unless every case in mustFail failed and every case in
 // mustPass passed.
 func (r *recording) expect(t *testing.T, mustFail, mustPass []string) {
