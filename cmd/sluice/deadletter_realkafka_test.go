@@ -151,24 +151,7 @@ sink:
   type: file
   options: {path: %s}
 `, strings.Split(brokers, ",")[0], in, filepath.Join(work, "out")))
-			r := run(t, nil, "run", "--progress", "off", file)
-			if r.code != 1 {
-				t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
-			}
-			failed := ""
-			for l := range strings.Lines(r.stderr) {
-				if strings.HasPrefix(l, "failed: ") {
-					failed = l
-				}
-			}
-			for _, want := range append(c.want, "failed without restarting") {
-				if !strings.Contains(failed, want) {
-					t.Errorf("the failure line %q does not contain %q\n%s", failed, want, r.stderr)
-				}
-			}
-			if !strings.Contains(r.stderr, " 0 restarts") || strings.Contains(r.stderr, "restarting from the latest") {
-				t.Errorf("the job restarted:\n%s", r.stderr)
-			}
+			checkFailedFast(t, run(t, nil, "run", "--progress", "off", file), c.want...)
 		})
 	}
 }

@@ -254,24 +254,7 @@ sink:
   type: file
   options: {path: %s}
 `, in, filepath.Join(work, "out")))
-			r := run(t, nil, "run", "--progress", "off", file)
-			if r.code != 1 {
-				t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
-			}
-			failed := ""
-			for l := range strings.Lines(r.stderr) {
-				if strings.HasPrefix(l, "failed: ") {
-					failed = l
-				}
-			}
-			for _, want := range append(c.want, "failed without restarting") {
-				if !strings.Contains(failed, want) {
-					t.Errorf("the failure line %q does not contain %q\n%s", failed, want, r.stderr)
-				}
-			}
-			if !strings.Contains(r.stderr, " 0 restarts") || strings.Contains(r.stderr, "restarting from the latest") {
-				t.Errorf("the job restarted:\n%s", r.stderr)
-			}
+			checkFailedFast(t, run(t, nil, "run", "--progress", "off", file), c.want...)
 		})
 	}
 }
@@ -334,4 +317,28 @@ func readAll(t *testing.T, dir string) string {
 		b.Write(data)
 	}
 	return b.String()
+}
+
+// checkFailedFast checks that a run failed with exit code 1 at once: its
+// "failed: " line contains every want and says it did not restart, and the
+// job never restarted.
+func checkFailedFast(t *testing.T, r result, want ...string) {
+	t.Helper()
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	failed := ""
+	for l := range strings.Lines(r.stderr) {
+		if strings.HasPrefix(l, "failed: ") {
+			failed = l
+		}
+	}
+	for _, w := range append(want, "failed without restarting") {
+		if !strings.Contains(failed, w) {
+			t.Errorf("the failure line %q does not contain %q\n%s", failed, w, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, " 0 restarts") || strings.Contains(r.stderr, "restarting from the latest") {
+		t.Errorf("the job restarted:\n%s", r.stderr)
+	}
 }
