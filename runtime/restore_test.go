@@ -292,7 +292,7 @@ type uidSink struct{ seen chan string }
 
 func (s uidSink) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
 	select {
-	case s.seen <- sink.OperatorUID(ctx) + "/" + ctx.OperatorName():
+	case s.seen <- ctx.OperatorUID() + "/" + ctx.OperatorName():
 	default:
 	}
 	return discardWriter{}, nil
@@ -304,7 +304,7 @@ func (discardWriter) Write(int64, sink.Context) error { return nil }
 func (discardWriter) Flush(bool) error                { return nil }
 func (discardWriter) Close() error                    { return nil }
 
-// TestSinkSeesOperatorUID: sink.OperatorUID gives a sink its operator's
+// TestSinkSeesOperatorUID: InitContext.OperatorUID gives a sink its operator's
 // uid (the name by default), for the names it derives.
 func TestSinkSeesOperatorUID(t *testing.T) {
 	for _, c := range []struct {

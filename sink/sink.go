@@ -177,8 +177,14 @@ type InitContext interface {
 	// file names) from it, so that two jobs never touch each other's.
 	JobID() string
 	// OperatorName is the sink operator's name. It may change between
-	// versions of a job; derive external names from OperatorUID(ctx).
+	// versions of a job; derive external names from OperatorUID.
 	OperatorName() string
+	// OperatorUID is the sink operator's stable id (Flink's uid, set with
+	// stream.UID; by default its name): the key of its checkpoint state,
+	// and unlike OperatorName the same when a job renames the operator.
+	// Derive the names a sink leaves in external systems from JobID and
+	// OperatorUID.
+	OperatorUID() string
 	// RestoredCheckpointID is the checkpoint the job was restored from.
 	RestoredCheckpointID() (int64, bool)
 	// Metrics is the writer's metric group.
@@ -187,19 +193,6 @@ type InitContext interface {
 	// checkpoints are off. A sink whose prepared data expires (a Kafka
 	// transaction timeout) can check its timeout against it.
 	CheckpointInterval() time.Duration
-}
-
-// OperatorUID returns the sink operator's stable id (Flink's uid, set with
-// stream.UID; by default its name): the key of its checkpoint state, and
-// unlike OperatorName the same when a job renames the operator. Derive the
-// names a sink leaves in external systems from JobID and OperatorUID. A
-// context without an OperatorUID method (a test double) yields its
-// OperatorName.
-func OperatorUID(ctx InitContext) string {
-	if u, ok := ctx.(interface{ OperatorUID() string }); ok {
-		return u.OperatorUID()
-	}
-	return ctx.OperatorName()
 }
 
 // ErrCommitFailed is wrapped by the job error when a committer signalled a

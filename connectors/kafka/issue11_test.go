@@ -294,6 +294,7 @@ func (f *fakeInit) Attempt() int           { return 0 }
 func (f *fakeInit) JobName() string        { return "fake" }
 func (f *fakeInit) JobID() string          { return f.job }
 func (f *fakeInit) OperatorName() string   { return f.op }
+func (f *fakeInit) OperatorUID() string    { return f.op }
 func (f *fakeInit) Metrics() metrics.Group { return metrics.NewRegistry().Root() }
 func (f *fakeInit) RestoredCheckpointID() (int64, bool) {
 	return f.restored, f.restored > 0

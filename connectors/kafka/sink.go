@@ -144,7 +144,7 @@ func DefaultTransactionalIDPrefix(ictx sink.InitContext) string {
 	if ictx.JobID() == "" {
 		return ""
 	}
-	return "sluice-" + ictx.JobID() + "-" + sanitizeName(sink.OperatorUID(ictx))
+	return "sluice-" + ictx.JobID() + "-" + sanitizeName(ictx.OperatorUID())
 }
 
 // sanitizeName keeps [A-Za-z0-9._-] and replaces every other rune by "_".

@@ -28,6 +28,7 @@ func (s subtask) Parallelism() int                  { return s.of }
 func (subtask) Attempt() int                        { return 0 }
 func (subtask) JobName() string                     { return "job" }
 func (subtask) JobID() string                       { return "0123456789abcdef" }
+func (subtask) OperatorUID() string                 { return "print" }
 func (subtask) OperatorName() string                { return "print" }
 func (subtask) RestoredCheckpointID() (int64, bool) { return 0, false }
 func (subtask) CheckpointInterval() time.Duration   { return 0 }

@@ -46,6 +46,7 @@ func (initContext) Parallelism() int                    { return 1 }
 func (initContext) Attempt() int                        { return 0 }
 func (initContext) JobName() string                     { return "orders" }
 func (initContext) JobID() string                       { return "0123456789abcdef" }
+func (initContext) OperatorUID() string                 { return "out" }
 func (initContext) OperatorName() string                { return "out" }
 func (initContext) RestoredCheckpointID() (int64, bool) { return 0, false }
 func (initContext) CheckpointInterval() time.Duration   { return 0 }

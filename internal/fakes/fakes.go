@@ -286,6 +286,7 @@ func (c *InitContext) OperatorName() string {
 	}
 	return c.Operator
 }
+func (c *InitContext) OperatorUID() string                 { return c.OperatorName() }
 func (c *InitContext) RestoredCheckpointID() (int64, bool) { return c.Restored, c.HasRestored }
 func (c *InitContext) CheckpointInterval() time.Duration   { return c.Interval }
 
