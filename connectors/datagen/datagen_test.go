@@ -689,27 +689,7 @@ func TestUnboundedMoreSplitsThanReaders(t *testing.T) {
 					opts = append(opts, PushAssignment())
 				}
 				h := newHarness(t, New(ident, opts...), tc.p, false)
-				for range 4 * tc.splits {
-					h.deliver()
-					for _, r := range h.readers {
-						if _, err := r.PollNext(h.out); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				st, _ := h.enum.SnapshotState(1)
-				if len(st.Unassigned) != 0 {
-					t.Errorf("enumerator still holds %v", nums(st.Unassigned))
-				}
-				per := map[string]int{}
-				for _, r := range h.out.Records {
-					per[r.Split]++
-				}
-				for i := range tc.splits {
-					if id := fmt.Sprintf("split-%d", i); per[id] == 0 {
-						t.Errorf("%s produced no records (records per split: %v)", id, per)
-					}
-				}
+				readEverySplit(t, h, 4*tc.splits, tc.splits)
 				held := 0
 				for _, r := range h.readers {
 					held += len(mustSnapshot(t, r))
@@ -775,27 +755,35 @@ func TestUnboundedResumeStrandedSplits(t *testing.T) {
 				}
 				h.rctx, h.readers = append(h.rctx, c), append(h.readers, r)
 			}
-			for range 16 {
-				h.deliver()
-				for _, r := range h.readers {
-					if _, err := r.PollNext(h.out); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			st, _ := h.enum.SnapshotState(1)
-			if len(st.Unassigned) != 0 {
-				t.Errorf("enumerator still holds %v", nums(st.Unassigned))
-			}
-			per := map[string]int{}
-			for _, r := range h.out.Records {
-				per[r.Split]++
-			}
-			for i := range 4 {
-				if id := fmt.Sprintf("split-%d", i); per[id] == 0 {
-					t.Errorf("%s produced no records (records per split: %v)", id, per)
-				}
-			}
+			readEverySplit(t, h, 16, 4)
 		})
+	}
+}
+
+// readEverySplit delivers the enumerator's mail and polls every reader for
+// the given number of rounds, then checks that the enumerator holds no
+// split and that each of splits produced records.
+func readEverySplit(t *testing.T, h *harness, rounds, splits int) {
+	t.Helper()
+	for range rounds {
+		h.deliver()
+		for _, r := range h.readers {
+			if _, err := r.PollNext(h.out); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st, _ := h.enum.SnapshotState(1)
+	if len(st.Unassigned) != 0 {
+		t.Errorf("enumerator still holds %v", nums(st.Unassigned))
+	}
+	per := map[string]int{}
+	for _, r := range h.out.Records {
+		per[r.Split]++
+	}
+	for i := range splits {
+		if id := fmt.Sprintf("split-%d", i); per[id] == 0 {
+			t.Errorf("%s produced no records (records per split: %v)", id, per)
+		}
 	}
 }
