@@ -8,11 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
-	sluiceruntime "github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/stream"
 )
 
@@ -65,7 +64,7 @@ func skipIfUnsupported(t tb, err error, what string) {
 }
 
 // build plans a job of spec.
-func build(t tb, p pipeline, spec jobSpec) *sluiceruntime.Job {
+func build(t tb, p pipeline, spec jobSpec) *stream.Job {
 	t.Helper()
 	if spec.reg == nil {
 		spec.reg = metrics.NewRegistry()
@@ -73,7 +72,7 @@ func build(t tb, p pipeline, spec jobSpec) *sluiceruntime.Job {
 	opts := []stream.Option{
 		stream.Parallelism(spec.parallelism),
 		stream.CheckpointEvery(checkpointInterval),
-		stream.Logger(sluiceruntime.DiscardLogger()),
+		stream.Logger(stream.DiscardLogger()),
 		stream.Metrics(spec.reg),
 		stream.Restart(restart.FixedDelay(spec.restarts, 10*time.Millisecond)),
 		stream.BufferTimeout(10 * time.Millisecond),
@@ -82,7 +81,7 @@ func build(t tb, p pipeline, spec jobSpec) *sluiceruntime.Job {
 		opts = append(opts, stream.RestoreFrom(spec.restore))
 	}
 	if spec.fullFailover {
-		opts = append(opts, stream.Failover(sluiceruntime.FailoverFull))
+		opts = append(opts, stream.Failover(stream.FailoverFull))
 	}
 	env := stream.New(opts...)
 	if err := p(env, spec); err != nil {
@@ -96,7 +95,7 @@ func build(t tb, p pipeline, spec jobSpec) *sluiceruntime.Job {
 }
 
 // run runs a job to its end and fails the case if it does not finish.
-func run(t tb, c *config, p pipeline, spec jobSpec) *sluiceruntime.Result {
+func run(t tb, c *config, p pipeline, spec jobSpec) *stream.Result {
 	t.Helper()
 	j := build(t, p, spec)
 	ctx, cancel := context.WithTimeout(t.Context(), c.timeout)

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
@@ -74,7 +73,7 @@ func (w *vaultWriter) PrepareCommit(checkpointID int64) ([]txn, error) {
 
 func ExampleNewTwoPhase() {
 	v := &vault{staged: map[string][]int64{}, committed: map[string][]int64{}}
-	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.Logger(stream.DiscardLogger()))
 	src := datagen.New(func(i int64) int64 { return i }, datagen.Count(100), datagen.Splits(2))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[int64](), "numbers"),
 		sink.NewTwoPhase[int64, txn](vaultSink{v}), "vault")

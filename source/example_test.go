@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/sluice-io/sluice/connectors/print"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
@@ -103,7 +102,7 @@ func (r *reader) SnapshotState(int64) ([]sentence, error) {
 func (r *reader) Close() error { return nil }
 
 func Example() {
-	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Logger(stream.DiscardLogger()))
 	src := words{text: []string{"exactly once", "from Go"}}
 	upper := stream.Map(stream.FromSource(env, src, watermark.None[string](), "words"), strings.ToUpper, stream.Name("upper"))
 	stream.SinkTo(upper, print.New[string](print.To(os.Stdout)), "print")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -74,7 +73,7 @@ func baselineCalls(n int64) {
 
 func runJob(b *testing.B, n int64, rebalance bool, interval time.Duration) {
 	b.Helper()
-	opts := []stream.Option{stream.Logger(runtime.DiscardLogger()), stream.BatchSize(benchBatch)}
+	opts := []stream.Option{stream.Logger(stream.DiscardLogger()), stream.BatchSize(benchBatch)}
 	if interval > 0 {
 		opts = append(opts, stream.CheckpointEvery(interval))
 	}

@@ -9,13 +9,12 @@ import (
 	"github.com/sluice-io/sluice/connectors/print"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
 
 func Example() {
-	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Logger(stream.DiscardLogger()))
 	numbers := stream.FromSource(env, datagen.New(func(i int64) int64 { return i }, datagen.Count(6)), watermark.None[int64](), "numbers")
 	odd := stream.Filter(numbers, func(v int64) bool { return v%2 == 1 }, stream.Name("odd"))
 	squares := stream.Map(odd, func(v int64) string { return fmt.Sprint(v * v) }, stream.Name("square"))
@@ -33,7 +32,7 @@ func Example() {
 // two-phase sink; the result carries the job's metrics.
 func Example_exactlyOnce() {
 	store := testsink.NewStore[int64]()
-	env := stream.New(stream.Parallelism(4), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(4), stream.Logger(stream.DiscardLogger()))
 	src := datagen.New(func(i int64) int64 { return i }, datagen.Count(10_000), datagen.Splits(8))
 	doubled := stream.Map(stream.FromSource(env, src, watermark.None[int64](), "gen"), func(v int64) int64 { return 2 * v }, stream.Name("double"))
 	stream.SinkTo(stream.Rebalance(doubled), testsink.NewTwoPhase(store), "sink")

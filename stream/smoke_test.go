@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -39,7 +38,7 @@ func (w *memWriter) Close() error { return nil }
 
 func TestSmoke(t *testing.T) {
 	for _, p := range []int{1, 4} {
-		env := stream.New(stream.Parallelism(p), stream.Logger(runtime.DiscardLogger()))
+		env := stream.New(stream.Parallelism(p), stream.Logger(stream.DiscardLogger()))
 		src := datagen.New(func(i int64) int64 { return i }, datagen.Count(10000), datagen.Splits(3))
 		s := stream.FromSource(env, src, watermark.None[int64](), "gen")
 		m := stream.Map(s, func(v int64) int64 { return v * 2 }, stream.Name("double"))

@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/watermark"
@@ -17,8 +17,8 @@ import (
 // Environment collects a job's operators and settings. It is not safe for
 // concurrent use; build the job on one goroutine, then Execute it.
 type Environment struct {
-	cfg     runtime.Config
-	graph   *runtime.Graph
+	cfg     engine.Config
+	graph   *engine.Graph
 	ckptDir string
 	retain  int
 	// unaligned: sources with watermark alignment tolerate readers that
@@ -31,7 +31,7 @@ type Option func(*Environment)
 
 // New returns an empty environment.
 func New(opts ...Option) *Environment {
-	e := &Environment{graph: runtime.NewGraph()}
+	e := &Environment{graph: engine.NewGraph()}
 	for _, o := range opts {
 		o(e)
 	}
@@ -86,10 +86,10 @@ func TolerableCheckpointFailures(n int) Option {
 // Restart sets the restart strategy (default restart.None()).
 func Restart(s restart.Strategy) Option { return func(e *Environment) { e.cfg.Restart = s } }
 
-// Failover sets the failover strategy (default runtime.FailoverRegion:
+// Failover sets the failover strategy (default FailoverRegion:
 // only the failed task's region restarts when subtasks exchange no records;
-// runtime.FailoverFull always restarts the whole job).
-func Failover(f runtime.Failover) Option { return func(e *Environment) { e.cfg.Failover = f } }
+// FailoverFull always restarts the whole job).
+func Failover(f FailoverMode) Option { return func(e *Environment) { e.cfg.Failover = f } }
 
 // BatchSize sets the number of records per batch between tasks (default
 // 1024).
@@ -130,7 +130,7 @@ func Logger(l *slog.Logger) Option { return func(e *Environment) { e.cfg.Logger 
 func Metrics(r *metrics.Registry) Option { return func(e *Environment) { e.cfg.Metrics = r } }
 
 // RestoreFrom starts the job from a checkpoint or savepoint. State in it
-// that matches no operator's uid fails Build (runtime.ErrUnmatchedState),
+// that matches no operator's uid fails Build (ErrUnmatchedState),
 // naming the unmatched uids and the job's operators, unless
 // AllowNonRestoredState is set. To resume from the newest completed
 // checkpoint of a directory, load it with checkpoint.LoadLatest, which
@@ -149,7 +149,7 @@ func AllowNonRestoredState() Option {
 
 // JobID sets the job's id (default: the id stored in the snapshot the job
 // is restored from, or a new random one). Sinks derive external names such
-// as Kafka transactional ids from it; see runtime.Config.JobID.
+// as Kafka transactional ids from it; see the job id notes in the package doc.
 func JobID(id string) Option { return func(e *Environment) { e.cfg.JobID = id } }
 
 // OpOption configures one operator.
@@ -170,7 +170,7 @@ func opts(o []OpOption) opConfig {
 	return c
 }
 
-func (c opConfig) apply(n *runtime.Node) {
+func (c opConfig) apply(n *engine.Node) {
 	if c.parallelism != 0 {
 		n.SetParallelism(c.parallelism)
 	}
@@ -210,8 +210,8 @@ func NoChaining() OpOption { return func(c *opConfig) { c.noChain = true } }
 // checkpoints, so the outputs together are exactly once.
 type DataStream[T any] struct {
 	env  *Environment
-	node *runtime.Node
-	part runtime.Partitioning
+	node *engine.Node
+	part engine.Partitioning
 	expl bool
 	hash any
 }
@@ -223,12 +223,12 @@ func FromSource[T any, S source.Split, E any](env *Environment, src source.Sourc
 	if env.unaligned {
 		ws = ws.WithUnalignedSourceSplits()
 	}
-	n := runtime.SourceNode(env.graph, name, src, ws)
+	n := engine.SourceNode(env.graph, name, src, ws)
 	opts(o).apply(n)
 	return DataStream[T]{env: env, node: n}
 }
 
-func connect[T, U any](in DataStream[T], n *runtime.Node, c opConfig) DataStream[U] {
+func connect[T, U any](in DataStream[T], n *engine.Node, c opConfig) DataStream[U] {
 	c.apply(n)
 	in.env.graph.Connect(in.node, n, in.part, in.expl, in.hash)
 	return DataStream[U]{env: in.env, node: n}
@@ -237,66 +237,66 @@ func connect[T, U any](in DataStream[T], n *runtime.Node, c opConfig) DataStream
 // Map applies fn to every record.
 func Map[T, U any](in DataStream[T], fn func(T) U, o ...OpOption) DataStream[U] {
 	c := opts(o)
-	return connect[T, U](in, runtime.MapNode(in.env.graph, c.name, fn), c)
+	return connect[T, U](in, engine.MapNode(in.env.graph, c.name, fn), c)
 }
 
 // TryMap applies fn to every record. An error from fn fails the task: the
 // job fails or restarts per its strategy, with an error naming the operator.
 func TryMap[T, U any](in DataStream[T], fn func(T) (U, error), o ...OpOption) DataStream[U] {
 	c := opts(o)
-	return connect[T, U](in, runtime.TryMapNode(in.env.graph, c.name, fn), c)
+	return connect[T, U](in, engine.TryMapNode(in.env.graph, c.name, fn), c)
 }
 
 // TryFilter keeps the records for which fn returns true; an error from fn
 // fails the task like TryMap's.
 func TryFilter[T any](in DataStream[T], fn func(T) (bool, error), o ...OpOption) DataStream[T] {
 	c := opts(o)
-	return connect[T, T](in, runtime.TryFilterNode(in.env.graph, c.name, fn), c)
+	return connect[T, T](in, engine.TryFilterNode(in.env.graph, c.name, fn), c)
 }
 
 // Filter keeps the records for which fn returns true.
 func Filter[T any](in DataStream[T], fn func(T) bool, o ...OpOption) DataStream[T] {
 	c := opts(o)
-	return connect[T, T](in, runtime.FilterNode(in.env.graph, c.name, fn), c)
+	return connect[T, T](in, engine.FilterNode(in.env.graph, c.name, fn), c)
 }
 
 // FlatMap calls fn for every record; fn emits zero or more records.
 func FlatMap[T, U any](in DataStream[T], fn func(v T, emit func(U)), o ...OpOption) DataStream[U] {
 	c := opts(o)
-	return connect[T, U](in, runtime.FlatMapNode(in.env.graph, c.name, fn), c)
+	return connect[T, U](in, engine.FlatMapNode(in.env.graph, c.name, fn), c)
 }
 
 // Rebalance spreads the records round-robin over the next operator's
 // subtasks.
 func Rebalance[T any](in DataStream[T]) DataStream[T] {
-	in.part, in.expl, in.hash = runtime.Rebalance, true, nil
+	in.part, in.expl, in.hash = engine.Rebalance, true, nil
 	return in
 }
 
 // Forward sends subtask i's records to subtask i of the next operator; it
 // needs equal parallelism (otherwise the runtime rebalances).
 func Forward[T any](in DataStream[T]) DataStream[T] {
-	in.part, in.expl, in.hash = runtime.Forward, false, nil
+	in.part, in.expl, in.hash = engine.Forward, false, nil
 	return in
 }
 
 // KeyBy sends all records with the same key to the same subtask of the
 // next operator.
 func KeyBy[T any, K comparable](in DataStream[T], key func(T) K) DataStream[T] {
-	in.part, in.expl, in.hash = runtime.Hash, true, runtime.HashOf(key)
+	in.part, in.expl, in.hash = engine.Hash, true, engine.HashOf(key)
 	return in
 }
 
 // SinkTo ends the stream at a sink. Two-phase sinks must be built with
 // sink.NewTwoPhase (connectors do that for you).
 func SinkTo[T any](in DataStream[T], s sink.Sink[T], name string, o ...OpOption) {
-	n := runtime.SinkNode(in.env.graph, name, s)
+	n := engine.SinkNode(in.env.graph, name, s)
 	connect[T, struct{}](in, n, opts(o))
 }
 
 // Build validates the environment's graph and plans the job without
 // running it.
-func (e *Environment) Build(name string) (*runtime.Job, error) {
+func (e *Environment) Build(name string) (*Job, error) {
 	cfg := e.cfg
 	if cfg.Storage == nil && e.ckptDir != "" {
 		var opts []checkpoint.Option
@@ -309,11 +309,11 @@ func (e *Environment) Build(name string) (*runtime.Job, error) {
 		}
 		cfg.Storage = st
 	}
-	return runtime.NewJob(name, e.graph, cfg)
+	return engine.NewJob(name, e.graph, cfg)
 }
 
 // Execute runs the job until it finishes, fails, or ctx is cancelled.
-func (e *Environment) Execute(ctx context.Context, name string) (*runtime.Result, error) {
+func (e *Environment) Execute(ctx context.Context, name string) (*Result, error) {
 	j, err := e.Build(name)
 	if err != nil {
 		return nil, err
@@ -322,7 +322,7 @@ func (e *Environment) Execute(ctx context.Context, name string) (*runtime.Result
 }
 
 // Start runs the job in the background and returns its handle.
-func (e *Environment) Start(ctx context.Context, name string) (*runtime.Handle, error) {
+func (e *Environment) Start(ctx context.Context, name string) (*Handle, error) {
 	j, err := e.Build(name)
 	if err != nil {
 		return nil, err

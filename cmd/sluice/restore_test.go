@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/checkpoint"
 )
 
 // restorePipeline writes a datagen-to-file pipeline like

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -46,7 +45,7 @@ func TestRestoreVersion1Checkpoint(t *testing.T) {
 	// the process that wrote it; this run collects into a sink of another
 	// name, dropping the old sink's state on purpose, and checks the source.
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.RestoreFrom(snap),
-		stream.AllowNonRestoredState(), stream.Logger(runtime.DiscardLogger()))
+		stream.AllowNonRestoredState(), stream.Logger(stream.DiscardLogger()))
 	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(1000), datagen.Splits(4))
 	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), testsink.NewCollect(store), "collect")
 	if _, err := env.Execute(ctx, "compat"); err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -136,7 +135,7 @@ func BenchmarkRead(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			cs := &countSink{}
-			env := stream.New(stream.Parallelism(1), stream.Logger(runtime.DiscardLogger()))
+			env := stream.New(stream.Parallelism(1), stream.Logger(stream.DiscardLogger()))
 			stream.SinkTo(stream.FromSource(env, NewSource(TextLines(), []string{dir}), watermark.None[string](), "read"), sink.Sink[string](cs), "count")
 			if _, err := env.Execute(context.Background(), "bench-read"); err != nil {
 				b.Fatal(err)
@@ -199,7 +198,7 @@ func BenchmarkWrite(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			env := stream.New(stream.Parallelism(1), stream.Logger(runtime.DiscardLogger()))
+			env := stream.New(stream.Parallelism(1), stream.Logger(stream.DiscardLogger()))
 			gen := datagen.New(func(i int64) string { return lines[i] }, datagen.Count(int64(len(lines))))
 			stream.SinkTo(stream.FromSource(env, gen, watermark.None[string](), "gen"), sk, "write")
 			if _, err := env.Execute(context.Background(), "bench-write"); err != nil {
@@ -245,7 +244,7 @@ func TestRoundTrip1GB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(time.Second), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(time.Second), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, NewSource(JSONLines[json.RawMessage](), []string{in}), watermark.None[json.RawMessage](), "read"), sk, "write")
 	start := time.Now()
 	res, err := env.Execute(t.Context(), "roundtrip")

@@ -17,9 +17,9 @@ import (
 
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/internal/fakes"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/stream"
 )
 
 // byFirstLetter buckets a line by its first byte.
@@ -832,7 +832,7 @@ func TestCopyExactlyOnceWithCompaction(t *testing.T) {
 	}
 	fired, totalCompacted := 0, 0
 	for _, c := range cases {
-		for _, failover := range []runtime.Failover{runtime.FailoverRegion, runtime.FailoverFull} {
+		for _, failover := range []stream.FailoverMode{stream.FailoverRegion, stream.FailoverFull} {
 			t.Run(fmt.Sprintf("seed=%d/%s/every=%d/%v", c.seed, c.rolling, c.every, failover), func(t *testing.T) {
 				in, out := t.TempDir(), t.TempDir()
 				want := writeInput(t, in, files, lines)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -46,7 +45,7 @@ func TestContinuousSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond),
-		stream.Restart(restart.None()), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.None()), stream.Logger(stream.DiscardLogger()))
 	src := NewSource(TextLines(), []string{in}, ContinuousDiscovery(10*time.Millisecond))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[string](), "files"), sk, "out")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

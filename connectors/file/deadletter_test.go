@@ -18,7 +18,6 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -87,7 +86,7 @@ func TestDeadLettersExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := stream.New(stream.Parallelism(par), stream.CheckpointEvery(5*time.Millisecond),
-				stream.Restart(restart.FixedDelay(10, 0)), stream.Logger(runtime.DiscardLogger()))
+				stream.Restart(restart.FixedDelay(10, 0)), stream.Logger(stream.DiscardLogger()))
 			s := stream.FromSource(env, faultinject.WrapSource[jrec](src, plan), watermark.None[jrec](), "files")
 			items := stream.Map(s, func(r jrec) item {
 				if d, ok := r["dead"].(string); ok {
@@ -170,7 +169,7 @@ func TestMalformedFailsWithoutRestart(t *testing.T) {
 	if err := os.WriteFile(p, []byte("{\"id\": 1}\n{\"id\": 2, \"secretless but bad\n{\"id\": 3}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, NewSource(JSONLines[jrec](), []string{in}), watermark.None[jrec](), "files")
 	stream.SinkTo(s, testsink.NewTwoPhase(testsink.NewStore[jrec]()), "out")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -218,7 +217,7 @@ func TestSkipMalformedLogsRateLimited(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	store := testsink.NewStore[jrec]()
-	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, NewSource(JSONLines[jrec](), []string{in}, OnMalformed(SkipMalformed), SourceLogger(log)), watermark.None[jrec](), "files")
 	stream.SinkTo(s, testsink.NewTwoPhase(store), "out")
 	res, err := env.Execute(t.Context(), "skip")

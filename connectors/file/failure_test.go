@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -41,14 +40,14 @@ var _ restart.Strategy = repairing{}
 
 // runRepaired copies in to out with the given sink options and restart
 // strategy and returns the result.
-func runRepaired(t *testing.T, in, out string, strategy restart.Strategy, sinkOpts ...SinkOption) *runtime.Result {
+func runRepaired(t *testing.T, in, out string, strategy restart.Strategy, sinkOpts ...SinkOption) *stream.Result {
 	t.Helper()
 	sk, err := NewRowSink(out, LinesFormat(), sinkOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond),
-		stream.Restart(strategy), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(strategy), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, NewSource(TextLines(), []string{in}), watermark.None[string](), "files"), sk, "out")
 	res, err := env.Execute(t.Context(), "repaired")
 	if err != nil {
@@ -57,7 +56,7 @@ func runRepaired(t *testing.T, in, out string, strategy restart.Strategy, sinkOp
 	return res
 }
 
-func checkFailure(t *testing.T, res *runtime.Result, want ...string) {
+func checkFailure(t *testing.T, res *stream.Result, want ...string) {
 	t.Helper()
 	if res.Restarts == 0 || len(res.Failures) == 0 {
 		t.Fatalf("the job did not fail (%d restarts)", res.Restarts)
@@ -199,8 +198,8 @@ func TestBaseDirectoryNotADirectory(t *testing.T) {
 // exist, with an error naming it, instead of waiting forever.
 func TestMissingInputPathFailsJob(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
-	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()))
-	stream.SinkTo(stream.FromSource(env, NewSource(TextLines(), []string{missing}, SourceLogger(runtime.DiscardLogger())), watermark.None[string](), "files"),
+	env := stream.New(stream.Parallelism(2), stream.Logger(stream.DiscardLogger()))
+	stream.SinkTo(stream.FromSource(env, NewSource(TextLines(), []string{missing}, SourceLogger(stream.DiscardLogger())), watermark.None[string](), "files"),
 		sink.Sink[string](&countSink{}), "count")
 	_, err := env.Execute(t.Context(), "missing")
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
@@ -174,7 +173,7 @@ type jobOpts struct {
 	// wrap, if set, wraps the sink (inside the fault injection).
 	wrap func(sink.Sink[string]) sink.Sink[string]
 	// failover is the failover strategy (default: the runtime's).
-	failover runtime.Failover
+	failover stream.FailoverMode
 	// srcWrap, if set, wraps the file source (inside the fault injection).
 	srcWrap func(*Source[string]) source.Source[string, Split, EnumState]
 	// jobID is the job's id (default: a new one).
@@ -185,7 +184,7 @@ type jobOpts struct {
 
 // runCopy runs a bounded job that copies the text lines under in to a row
 // file sink at out and returns its result.
-func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
+func runCopy(t *testing.T, in, out string, o jobOpts) (*stream.Result, error) {
 	t.Helper()
 	if o.parallelism == 0 {
 		o.parallelism = 2
@@ -206,7 +205,7 @@ func runCopy(t *testing.T, in, out string, o jobOpts) (*runtime.Result, error) {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(o.parallelism), stream.CheckpointEvery(o.interval),
-		stream.Restart(restart.FixedDelay(o.restarts, 0)), stream.Logger(runtime.DiscardLogger()),
+		stream.Restart(restart.FixedDelay(o.restarts, 0)), stream.Logger(stream.DiscardLogger()),
 		stream.TolerableCheckpointFailures(o.tolerable), stream.Failover(o.failover), stream.JobID(o.jobID))
 	var s sink.Sink[string] = sk
 	if o.wrap != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -25,7 +24,7 @@ import (
 func readBack[T any](t *testing.T, dir string, format Format[T], str func(T) string) []string {
 	t.Helper()
 	store := testsink.NewStore[string]()
-	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, NewSource(format, []string{dir}), watermark.None[T](), "read")
 	stream.SinkTo(stream.Map(s, str), testsink.NewTwoPhase(store), "collect")
 	if _, err := env.Execute(t.Context(), "read-back"); err != nil {
@@ -67,7 +66,7 @@ func TestJSONLinesRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	ws := watermark.BoundedOutOfOrderness[event](time.Hour).WithTimestampAssigner(func(e event, _ int64) int64 { return int64(e.ID) * 3_600_000 })
 	stream.SinkTo(stream.FromSource(env, NewSource(JSONLines[event](), []string{in}), ws, "events"), sk, "out")
 	if _, err := env.Execute(t.Context(), "json"); err != nil {
@@ -96,7 +95,7 @@ func TestBulkGzipRoundTrip(t *testing.T) {
 	}
 	const faults = 4
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(5*time.Millisecond),
-		stream.Restart(restart.FixedDelay(faults+2, 0)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.FixedDelay(faults+2, 0)), stream.Logger(stream.DiscardLogger()))
 	plan := faultinject.RandomPlan(7, faults, faultinject.Kinds(), 2, 4000, 6)
 	stream.SinkTo(stream.FromSource(env, faultinject.WrapSource(NewSource(TextLines(), []string{in}), plan), watermark.None[string](), "files"),
 		faultinject.WrapSink(sk, plan), "out")
@@ -129,7 +128,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, NewSource(CSV(CSVHeader()), []string{in}), watermark.None[[]string](), "csv"), sink.Sink[[]string](sk), "out")
 	if _, err := env.Execute(context.Background(), "csv"); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -112,7 +111,7 @@ func TestAcceptanceKafkaToKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(200*time.Millisecond),
-		stream.Restart(restart.Exponential(100*time.Millisecond, 2*time.Second, 60)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.Exponential(100*time.Millisecond, 2*time.Second, 60)), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, faultinject.WrapSource(src, plan), watermark.None[Record](), "in")
 	var n atomic.Int64
 	m := stream.Map(s, func(r Record) keyed {

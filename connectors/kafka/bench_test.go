@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -140,7 +139,7 @@ func sluiceJob(b *testing.B, brokers []string, in, out string, g Guarantee, inte
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := stream.New(stream.Parallelism(1), stream.CheckpointEvery(interval), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(1), stream.CheckpointEvery(interval), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[[]byte](), "in"), sk, "out")
 	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
 	defer cancel()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/kafka"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -53,7 +52,7 @@ func Example() {
 		return
 	}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(100*time.Millisecond),
-		stream.Logger(runtime.DiscardLogger()))
+		stream.Logger(stream.DiscardLogger()))
 	upper := stream.Map(stream.FromSource(env, src, watermark.None[string](), "in"),
 		func(s string) string { return s + s })
 	stream.SinkTo(upper, sk, "out")
@@ -66,7 +65,7 @@ func Example() {
 	back, _ := kafka.NewSource(brokers, kafka.StringDeserializer(),
 		kafka.Topics("out"), kafka.Bounded(kafka.Latest()), kafka.SourceLogger(quiet))
 	store := testsink.NewStore[string]()
-	env2 := stream.New(stream.Parallelism(1), stream.Logger(runtime.DiscardLogger()))
+	env2 := stream.New(stream.Parallelism(1), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env2, back, watermark.None[string](), "out"), testsink.NewTwoPhase(store), "collect")
 	if _, err := env2.Execute(ctx, "read"); err != nil {
 		fmt.Println(err)

@@ -20,7 +20,6 @@ import (
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -46,7 +45,7 @@ func genJob(t *testing.T, brokers []string, jobID, topic string, count int64, ra
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.JobID(jobID),
-		stream.Restart(restartStrategy), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restartStrategy), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sk, "kafka")
 	return env
 }
@@ -172,7 +171,7 @@ func TestFencedProducerFailsUnrecoverable(t *testing.T) {
 	env := genJob(t, b, newJobID(t), topic, count, 2000, restart.FixedDelay(10, 0), TransactionalIDPrefix(prefix), TransactionSlots(2))
 	var wg sync.WaitGroup
 	var err error
-	var res *runtime.Result
+	var res *stream.Result
 	wg.Go(func() {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
@@ -249,7 +248,7 @@ func TestOldAndFutureTimestamps(t *testing.T) {
 		faultinject.Fault{Kind: faultinject.AfterRecords, Subtask: 1, Records: count / 4},
 		faultinject.Fault{Kind: faultinject.DuringCommit, Subtask: 1, Checkpoint: 4})
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Restart(restart.FixedDelay(10, 0)),
-		stream.Logger(runtime.DiscardLogger()))
+		stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, faultinject.WrapSource(src, plan), watermark.None[string](), "in")
 	stream.SinkTo(s, faultinject.WrapSink(sk, plan), "out")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -280,7 +279,7 @@ func TestOldAndFutureTimestamps(t *testing.T) {
 	}
 }
 
-// fakeInit is a sink.InitContext for driving a sink without the runtime.
+// fakeInit is a sink.InitContext for driving a sink without the engine.
 type fakeInit struct {
 	job, op       string
 	subtask, par  int

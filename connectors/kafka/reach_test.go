@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -168,7 +167,7 @@ func testOutageThroughProxy(t *testing.T, b backend, long bool) {
 
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	connTimeout, jobLog := time.Minute, runtime.DiscardLogger()
+	connTimeout, jobLog := time.Minute, stream.DiscardLogger()
 	if long {
 		connTimeout, jobLog = time.Second, log
 	}
@@ -267,7 +266,7 @@ func TestUnreachableFailsBounded(t *testing.T) {
 	run := func(t *testing.T, build func(env *stream.Environment, broker string, log *slog.Logger)) {
 		broker := closedPort(t)
 		var logs logBuffer
-		env := stream.New(stream.CheckpointEvery(100*time.Millisecond), stream.Logger(runtime.DiscardLogger()),
+		env := stream.New(stream.CheckpointEvery(100*time.Millisecond), stream.Logger(stream.DiscardLogger()),
 			stream.Restart(restart.None()))
 		build(env, broker, slog.New(slog.NewTextHandler(&logs, nil)))
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

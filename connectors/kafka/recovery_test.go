@@ -8,11 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/source/ratelimit"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -53,7 +52,7 @@ func crashAndRestore(t *testing.T, b backend, before, after int) {
 			t.Fatal(err)
 		}
 		opts := []stream.Option{stream.Parallelism(par), stream.CheckpointEvery(50 * time.Millisecond),
-			stream.CheckpointStorage(store), stream.Restart(restart.None()), stream.Logger(runtime.DiscardLogger())}
+			stream.CheckpointStorage(store), stream.Restart(restart.None()), stream.Logger(stream.DiscardLogger())}
 		if restore != nil {
 			opts = append(opts, stream.RestoreFrom(restore))
 		}
@@ -118,7 +117,7 @@ func TestLingeringTransactionsAborted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 		stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sk, "kafka")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -149,7 +148,7 @@ func TestUnreachableBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.Parallelism(1), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(1), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sk, "kafka")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

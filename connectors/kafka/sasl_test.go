@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -35,7 +34,7 @@ func TestSASL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := stream.New(stream.Parallelism(1), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+		env := stream.New(stream.Parallelism(1), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 		stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sk, "kafka")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()

@@ -19,7 +19,6 @@ import (
 
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -295,7 +294,7 @@ func TestSecureRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(100*time.Millisecond),
-				stream.Restart(restart.FixedDelay(5, 0)), stream.Logger(runtime.DiscardLogger()))
+				stream.Restart(restart.FixedDelay(5, 0)), stream.Logger(stream.DiscardLogger()))
 			s := stream.FromSource(env, faultinject.WrapSource(src, plan), watermark.None[Record](), "in")
 			m := stream.Map(s, func(r Record) keyed {
 				v, _ := strconv.ParseInt(string(r.Value), 10, 64)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/serde/jsonrecord"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -108,7 +107,7 @@ func runJSON(t *testing.T, brokers []string, topic string, opts ...SourceOption)
 		t.Fatal(err)
 	}
 	store := testsink.NewStore[map[string]any]()
-	env := stream.New(stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, src, watermark.None[map[string]any](), "kafka")
 	stream.SinkTo(s, testsink.NewTwoPhase(store), "collect")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

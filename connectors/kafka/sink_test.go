@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -91,7 +90,7 @@ func runSinkChaos(t *testing.T, b backend, seed int64) {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(100*time.Millisecond),
-		stream.Restart(restart.FixedDelay(10, 0)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.FixedDelay(10, 0)), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, faultinject.WrapSource(gen, plan), watermark.None[int64](), "gen")
 	m := stream.Map(s, func(v int64) int64 { return v }, stream.Name("identity"))
 	stream.SinkTo(m, faultinject.WrapSink(sk, plan), "kafka")

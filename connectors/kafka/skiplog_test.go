@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -72,7 +71,7 @@ func TestSkipLogsRateLimited(t *testing.T) {
 	}
 	src.cfg.malformedLogEvery = time.Hour
 	store := testsink.NewStore[doc]()
-	env := stream.New(stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[doc](), "kafka"), testsink.NewTwoPhase(store), "collect")
 	res, err := env.Execute(t.Context(), "skip-log")
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -34,7 +33,7 @@ func TestSourceCommitsOffsetsOnCheckpoint(t *testing.T) {
 		reg := metrics.NewRegistry()
 		store := testsink.NewStore[string]()
 		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond),
-			stream.Logger(runtime.DiscardLogger()), stream.Metrics(reg))
+			stream.Logger(stream.DiscardLogger()), stream.Metrics(reg))
 		stream.SinkTo(stream.FromSource(env, src, watermark.None[string](), "kafka"), testsink.NewTwoPhase(store), "collect")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -95,7 +94,7 @@ func TestSourceDiscoversNewPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		store := testsink.NewStore[string]()
-		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 		stream.SinkTo(stream.FromSource(env, src, watermark.None[string](), "kafka"), testsink.NewTwoPhase(store), "collect")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -163,7 +162,7 @@ func TestSourcePatternAndDeletedTopic(t *testing.T) {
 			t.Fatal(err)
 		}
 		store := testsink.NewStore[string]()
-		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 		stream.SinkTo(stream.FromSource(env, src, watermark.None[string](), "kafka"), testsink.NewTwoPhase(store), "collect")
 		h, err := env.Start(ctx, "pattern")
 		if err != nil {
@@ -239,7 +238,7 @@ func TestSourceStartingOffsets(t *testing.T) {
 					t.Fatal(err)
 				}
 				store := testsink.NewStore[string]()
-				env := stream.New(stream.Parallelism(1), stream.Logger(runtime.DiscardLogger()))
+				env := stream.New(stream.Parallelism(1), stream.Logger(stream.DiscardLogger()))
 				stream.SinkTo(stream.FromSource(env, src, watermark.None[string](), "kafka"), testsink.NewTwoPhase(store), "collect")
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()

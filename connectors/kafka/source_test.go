@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -79,7 +78,7 @@ func TestSourceBoundedReadCommitted(t *testing.T) {
 			t.Fatal(err)
 		}
 		store := testsink.NewStore[Record]()
-		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 		s := stream.FromSource(env, src, watermark.None[Record](), "kafka")
 		stream.SinkTo(s, testsink.NewTwoPhase(store), "collect")
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -138,7 +137,7 @@ func runKafkaToKafka(t *testing.T, b backend, seed int64) {
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(100*time.Millisecond),
-		stream.Restart(restart.FixedDelay(10, 0)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.FixedDelay(10, 0)), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, faultinject.WrapSource(src, plan), watermark.None[Record](), "in")
 	m := stream.Map(s, func(r Record) keyed {
 		v, _ := strconv.ParseInt(string(r.Value), 10, 64)
@@ -219,7 +218,7 @@ func TestSourceErrors(t *testing.T) {
 func runToStore[T any](t *testing.T, src *Source[T], par int) error {
 	t.Helper()
 	store := testsink.NewStore[T]()
-	env := stream.New(stream.Parallelism(par), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(par), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, src, watermark.None[T](), "kafka")
 	stream.SinkTo(s, testsink.NewTwoPhase(store), "collect")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

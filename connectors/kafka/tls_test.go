@@ -19,7 +19,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -123,7 +122,7 @@ func produceIndexesErr(t *testing.T, brokers []string, topic string, count int64
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sk, "kafka")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -142,7 +141,7 @@ func produceIndexes(t *testing.T, brokers []string, topic string, count int64, o
 func readSource(t *testing.T, src *Source[Record], par int) []*kgo.Record {
 	t.Helper()
 	store := testsink.NewStore[Record]()
-	env := stream.New(stream.Parallelism(par), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(par), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[Record](), "kafka"), testsink.NewTwoPhase(store), "collect")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

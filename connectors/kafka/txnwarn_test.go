@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -89,7 +88,7 @@ func TestTransactionTimeoutWarning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			envOpts := []stream.Option{stream.Parallelism(2), stream.Logger(runtime.DiscardLogger())}
+			envOpts := []stream.Option{stream.Parallelism(2), stream.Logger(stream.DiscardLogger())}
 			if tc.interval > 0 {
 				envOpts = append(envOpts, stream.CheckpointEvery(tc.interval))
 			}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/examples/sourceevents"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -20,7 +19,7 @@ func Example() {
 	src := sourceevents.New(sizes, 3)
 
 	store := testsink.NewStore[sourceevents.Item]()
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(10*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(10*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[sourceevents.Item](), "jobs"), testsink.NewTwoPhase(store), "sink")
 	if _, err := env.Execute(context.Background(), "source-events"); err != nil {
 		fmt.Println(err)

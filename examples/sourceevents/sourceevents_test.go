@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-io/sluice/examples/sourceevents"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -22,11 +21,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // run executes the job: the source (wrapped by the plan, if any) into the
 // two-phase test sink, checkpoints every 10 ms.
-func run(t *testing.T, src *sourceevents.Source, p int, plan *faultinject.Plan) (*testsink.Store[sourceevents.Item], *runtime.Result) {
+func run(t *testing.T, src *sourceevents.Source, p int, plan *faultinject.Plan) (*testsink.Store[sourceevents.Item], *stream.Result) {
 	t.Helper()
 	store := testsink.NewStore[sourceevents.Item]()
 	env := stream.New(stream.Parallelism(p), stream.CheckpointEvery(10*time.Millisecond),
-		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(stream.DiscardLogger()))
 	s := stream.FromSource(env, faultinject.WrapSource(src, plan), watermark.None[sourceevents.Item](), "jobs")
 	stream.SinkTo(s, testsink.NewTwoPhase(store), "sink")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

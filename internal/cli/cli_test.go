@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluice-io/sluice/runtime/checkpoint"
+	"github.com/sluice-io/sluice/checkpoint"
 )
 
 func TestParseFlagsAnywhere(t *testing.T) {

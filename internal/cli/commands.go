@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/internal/cliui"
 	"github.com/sluice-io/sluice/internal/pipeline"
 	"github.com/sluice-io/sluice/internal/registry"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
 func (a *App) cmdCheckpoints(args []string) error {

@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/internal/cliui"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/internal/httpstatus"
 	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/internal/pipeline"
@@ -21,8 +23,6 @@ import (
 	"github.com/sluice-io/sluice/internal/transform"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/stream"
 )
 
@@ -100,7 +100,7 @@ func loadError(err error) error {
 // exitCode is 0 when the job finished or ended because a signal asked it
 // to (stopped or cancelled), 1 when it failed.
 func (o *outcome) exitCode() int {
-	if o.err == nil || o.signalled && o.res != nil && o.res.State == runtime.Cancelled {
+	if o.err == nil || o.signalled && o.res != nil && o.res.State == engine.Cancelled {
 		return ExitOK
 	}
 	return ExitFailed
@@ -138,7 +138,7 @@ func (a *App) cmdValidate(args []string) error {
 
 // outcome is how a run ended.
 type outcome struct {
-	res       *runtime.Result
+	res       *engine.Result
 	err       error  // the job's error
 	signalled bool   // a signal asked the job to end
 	stopped   bool   // ended by a clean stop (final checkpoint committed)
@@ -149,24 +149,24 @@ type outcome struct {
 	jsonLog *slog.Logger
 }
 
-// stopper is how a signal ends the job: runtime.Handle.Stop takes a final
+// stopper is how a signal ends the job: engine.Handle.Stop takes a final
 // checkpoint, commits it and ends the job; with --savepoint-dir the final
 // checkpoint is a savepoint written there.
 type stopper interface {
-	Stop(ctx context.Context) (*runtime.Result, error)
+	Stop(ctx context.Context) (*engine.Result, error)
 }
 
-var _ stopper = (*runtime.Handle)(nil)
+var _ stopper = (*engine.Handle)(nil)
 
 // savepointStopper stops with a savepoint into dir and records its path.
 type savepointStopper struct {
-	h    *runtime.Handle
+	h    *engine.Handle
 	dir  string
 	log  *slog.Logger
 	path *string
 }
 
-func (s savepointStopper) Stop(ctx context.Context) (*runtime.Result, error) {
+func (s savepointStopper) Stop(ctx context.Context) (*engine.Result, error) {
 	info, res, err := s.h.StopWithSavepoint(ctx, s.dir)
 	if err != nil {
 		s.log.Error("stop with savepoint failed; the job keeps running (signal again to cancel)", "dir", s.dir, "error", err)
@@ -371,7 +371,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 
 	// The HTTP endpoint.
 	var view *jobstat.View
-	var handle *runtime.Handle // set once the job started, for POST /savepoints
+	var handle *engine.Handle // set once the job started, for POST /savepoints
 	var viewMu sync.Mutex
 	getView := func() *jobstat.View { viewMu.Lock(); defer viewMu.Unlock(); return view }
 	addr, token := spec.HTTPListen, spec.HTTPToken
@@ -478,7 +478,7 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	}
 	prog.Update(out.snap)
 	prog.Done()
-	if out.res != nil && out.signalled && out.res.State == runtime.Finished {
+	if out.res != nil && out.signalled && out.res.State == engine.Finished {
 		out.stopped = true
 	}
 	return out, nil
@@ -601,7 +601,7 @@ func (a *App) summarize(spec *pipeline.Spec, out *outcome, file string) {
 // errorCounts is the summary line of records with errors (skipped and
 // dead-lettered by the transforms and the source), "" if there were none.
 // Records replayed after a restart are counted again.
-func errorCounts(spec *pipeline.Spec, res *runtime.Result) string {
+func errorCounts(spec *pipeline.Spec, res *engine.Result) string {
 	skipped, dead := recordsWithErrors(spec, res)
 	if skipped == 0 && dead == 0 {
 		return ""
@@ -611,7 +611,7 @@ func errorCounts(spec *pipeline.Spec, res *runtime.Result) string {
 
 // recordsWithErrors counts the records skipped and dead-lettered by the
 // error policies of the transforms and the source.
-func recordsWithErrors(spec *pipeline.Spec, res *runtime.Result) (skipped, dead int64) {
+func recordsWithErrors(spec *pipeline.Spec, res *engine.Result) (skipped, dead int64) {
 	if res == nil || res.Metrics == nil {
 		return 0, 0
 	}

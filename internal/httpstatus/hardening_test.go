@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
 // serve starts h on loopback and returns its base URL.
@@ -65,10 +65,10 @@ func do(t *testing.T, method, url string, hdr map[string]string) (int, string) {
 type statusJob struct {
 	reg *metrics.Registry
 	mu  sync.Mutex
-	st  runtime.Status
+	st  engine.Status
 }
 
-func (f *statusJob) Status() runtime.Status     { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
+func (f *statusJob) Status() engine.Status      { f.mu.Lock(); defer f.mu.Unlock(); return f.st }
 func (f *statusJob) Metrics() *metrics.Registry { return f.reg }
 
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
@@ -190,7 +190,7 @@ func TestSavepointRetention(t *testing.T) {
 }
 
 func TestProbes(t *testing.T) {
-	f := &statusJob{reg: metrics.NewRegistry(), st: runtime.Status{State: runtime.Running}}
+	f := &statusJob{reg: metrics.NewRegistry(), st: engine.Status{State: engine.Running}}
 	var mu sync.Mutex
 	var view *jobstat.View
 	h, err := Handler(f.reg, func() *jobstat.View { mu.Lock(); defer mu.Unlock(); return view }, Token("tok"), ReadyCheckpointAge(time.Hour))
@@ -219,7 +219,7 @@ func TestProbes(t *testing.T) {
 		t.Errorf("/readyz running: %d %+v", code, r)
 	}
 	f.mu.Lock()
-	f.st.State = runtime.Restarting
+	f.st.State = engine.Restarting
 	f.mu.Unlock()
 	if code, r := readyz(); code != 503 || r.Ready || r.Reason != "the job is RESTARTING" {
 		t.Errorf("/readyz restarting: %d %+v", code, r)

@@ -47,9 +47,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
 // Prefix starts every exported metric name.

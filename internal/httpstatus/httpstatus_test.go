@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/internal/promparse"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
 	"go.uber.org/goleak"
 )
 
@@ -62,9 +62,9 @@ func TestWriteMetricsParses(t *testing.T) {
 
 type fakeJob struct{ reg *metrics.Registry }
 
-func (f fakeJob) Status() runtime.Status {
-	return runtime.Status{Name: "orders", State: runtime.Running, Restarts: 2,
-		Checkpoints: runtime.CheckpointStats{Completed: 3, LastID: 3, LastDuration: 12 * time.Millisecond, LastSize: 999}}
+func (f fakeJob) Status() engine.Status {
+	return engine.Status{Name: "orders", State: engine.Running, Restarts: 2,
+		Checkpoints: engine.CheckpointStats{Completed: 3, LastID: 3, LastDuration: 12 * time.Millisecond, LastSize: 999}}
 }
 func (f fakeJob) Metrics() *metrics.Registry { return f.reg }
 

@@ -1,7 +1,7 @@
 // Package jobstat turns a running job's status and metrics into the
 // snapshots the CLI shows: progress lines, the JSON status endpoint and the
 // final summary. Its checkpoint history is the runtime's record of the last
-// checkpoints as they completed (runtime.CheckpointStats.Recent), so it does
+// checkpoints as they completed (engine.CheckpointStats.Recent), so it does
 // not depend on how often anyone looks. Record rates are measured over the
 // last RateWindow (from the job's start while it is younger), so they are
 // there from the first second.
@@ -13,14 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
-// Job is what a View watches; *runtime.Handle implements it.
+// Job is what a View watches; *engine.Handle implements it.
 type Job interface {
-	Status() runtime.Status
+	Status() engine.Status
 	Metrics() *metrics.Registry
 }
 
@@ -61,7 +61,7 @@ type Snapshot struct {
 	Failed    int         `json:"checkpoints_failed"`
 	Last      *Checkpoint `json:"last_checkpoint,omitempty"`
 	// Checkpoints are the last completed checkpoints and savepoints as
-	// they completed, oldest first (at most runtime.RecentCheckpoints).
+	// they completed, oldest first (at most engine.RecentCheckpoints).
 	Checkpoints []Checkpoint `json:"checkpoints"`
 	Subtasks    []Subtask    `json:"subtasks"`
 }
@@ -145,7 +145,7 @@ func (v *View) Ready(now time.Time, maxAge time.Duration) Readiness {
 	age := max(0, now.Sub(last))
 	r := Readiness{Ready: true, State: string(st.State), LastCheckpointAgeSeconds: age.Seconds()}
 	switch {
-	case st.State != runtime.Running:
+	case st.State != engine.Running:
 		r.Ready, r.Reason = false, fmt.Sprintf("the job is %s", st.State)
 	case maxAge > 0 && age > maxAge:
 		r.Ready, r.Reason = false, fmt.Sprintf("no checkpoint completed for %s (bound %s)", age.Round(time.Millisecond), maxAge)

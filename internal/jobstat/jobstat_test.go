@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 )
 
 type fakeJob struct {
 	reg *metrics.Registry
-	st  runtime.Status
+	st  engine.Status
 }
 
-func (f *fakeJob) Status() runtime.Status     { return f.st }
+func (f *fakeJob) Status() engine.Status      { return f.st }
 func (f *fakeJob) Metrics() *metrics.Registry { return f.reg }
 
 func TestPoll(t *testing.T) {
@@ -24,7 +24,7 @@ func TestPoll(t *testing.T) {
 	src := job.With("operator", "src").With("subtask", "0").Counter(metrics.NumRecordsIn)
 	snk := job.With("operator", "snk").With("subtask", "0").Counter(metrics.NumRecordsSend)
 	job.With("operator", "src").With("subtask", "0").Gauge(metrics.PendingRecords, func() int64 { return 42 })
-	f := &fakeJob{reg: reg, st: runtime.Status{Name: "j", State: runtime.Running}}
+	f := &fakeJob{reg: reg, st: engine.Status{Name: "j", State: engine.Running}}
 	t0 := time.Unix(1000, 0)
 	v := New(f, "src", "snk", t0)
 
@@ -35,8 +35,8 @@ func TestPoll(t *testing.T) {
 		t.Errorf("first poll: got %+v", s)
 	}
 	src.Add(300)
-	f.st.Checkpoints = runtime.CheckpointStats{Completed: 1, LastID: 7, LastDuration: 3 * time.Millisecond, LastSize: 10,
-		Recent: []runtime.CompletedCheckpoint{{ID: 7, Completed: t0.Add(2 * time.Second), Duration: 3 * time.Millisecond, Size: 10}}}
+	f.st.Checkpoints = engine.CheckpointStats{Completed: 1, LastID: 7, LastDuration: 3 * time.Millisecond, LastSize: 10,
+		Recent: []engine.CompletedCheckpoint{{ID: 7, Completed: t0.Add(2 * time.Second), Duration: 3 * time.Millisecond, Size: 10}}}
 	s = v.Poll(t0.Add(4 * time.Second))
 	if s.InPerSec != 100 || s.OutPerSec != 12.5 || s.Last == nil || s.Last.ID != 7 || !s.Last.CompletedAt.Equal(t0.Add(2*time.Second)) || len(s.Checkpoints) != 1 {
 		t.Errorf("second poll: got %+v", s)
@@ -57,7 +57,7 @@ func TestRatesFromTheFirstSecond(t *testing.T) {
 	reg := metrics.NewRegistry()
 	src := reg.Root().With("job", "j").With("operator", "src").With("subtask", "0").Counter(metrics.NumRecordsIn)
 	t0 := time.Unix(1000, 0)
-	v := New(&fakeJob{reg: reg, st: runtime.Status{State: runtime.Running}}, "src", "snk", t0)
+	v := New(&fakeJob{reg: reg, st: engine.Status{State: engine.Running}}, "src", "snk", t0)
 	src.Add(500)
 	if c := v.Current(t0.Add(500 * time.Millisecond)); c.InPerSec != 1000 {
 		t.Errorf("rate after 0.5s: got %v, want 1000/s", c.InPerSec)
@@ -71,14 +71,14 @@ func TestRatesFromTheFirstSecond(t *testing.T) {
 // completed checkpoints, including those completed between two reads.
 func TestCheckpointsAsTheyCompleted(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	f := &fakeJob{reg: metrics.NewRegistry(), st: runtime.Status{State: runtime.Running}}
+	f := &fakeJob{reg: metrics.NewRegistry(), st: engine.Status{State: engine.Running}}
 	v := New(f, "src", "snk", t0)
 	for id := int64(1); id <= 5; id++ {
 		kind := checkpoint.Checkpoint
 		if id == 4 {
 			kind = checkpoint.Savepoint
 		}
-		f.st.Checkpoints.Recent = append(f.st.Checkpoints.Recent, runtime.CompletedCheckpoint{ID: id, Kind: kind,
+		f.st.Checkpoints.Recent = append(f.st.Checkpoints.Recent, engine.CompletedCheckpoint{ID: id, Kind: kind,
 			Completed: t0.Add(time.Duration(id) * time.Second), Duration: time.Duration(id) * time.Millisecond, Size: 100 * id})
 	}
 	f.st.Checkpoints.LastID, f.st.Checkpoints.Completed, f.st.Checkpoints.Savepoints = 5, 4, 1
@@ -103,7 +103,7 @@ func TestCheckpointsAsTheyCompleted(t *testing.T) {
 
 func TestReady(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	f := &fakeJob{reg: metrics.NewRegistry(), st: runtime.Status{State: runtime.Running}}
+	f := &fakeJob{reg: metrics.NewRegistry(), st: engine.Status{State: engine.Running}}
 	v := New(f, "src", "snk", t0)
 	if r := v.Ready(t0.Add(5*time.Second), 10*time.Second); !r.Ready || r.LastCheckpointAgeSeconds != 5 {
 		t.Errorf("running, 5s old, no checkpoint yet: got %+v, want ready", r)
@@ -114,7 +114,7 @@ func TestReady(t *testing.T) {
 	if r := v.Ready(t0.Add(time.Hour), 0); !r.Ready {
 		t.Errorf("no bound: got %+v, want ready", r)
 	}
-	f.st.Checkpoints.Recent = []runtime.CompletedCheckpoint{{ID: 1, Completed: t0.Add(8 * time.Second)},
+	f.st.Checkpoints.Recent = []engine.CompletedCheckpoint{{ID: 1, Completed: t0.Add(8 * time.Second)},
 		{ID: 2, Kind: checkpoint.Savepoint, Completed: t0.Add(15 * time.Second)}}
 	if r := v.Ready(t0.Add(17*time.Second), 10*time.Second); !r.Ready || r.LastCheckpointAgeSeconds != 9 {
 		t.Errorf("checkpoint 9s ago: got %+v, want ready", r)
@@ -122,7 +122,7 @@ func TestReady(t *testing.T) {
 	if r := v.Ready(t0.Add(19*time.Second), 10*time.Second); r.Ready {
 		t.Errorf("checkpoint 11s ago (a savepoint 4s ago does not count): got %+v, want not ready", r)
 	}
-	f.st.State = runtime.Restarting
+	f.st.State = engine.Restarting
 	if r := v.Ready(t0.Add(9*time.Second), 10*time.Second); r.Ready || r.Reason != "the job is RESTARTING" || r.State != "RESTARTING" {
 		t.Errorf("restarting: got %+v, want not ready", r)
 	}

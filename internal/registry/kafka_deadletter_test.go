@@ -10,8 +10,8 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,7 +54,7 @@ func TestKafkaSourceDeadLetters(t *testing.T) {
 	produceFaulty(t, c.ListenAddrs(), "in", n)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	log := runtime.DiscardLogger()
+	log := engine.DiscardLogger()
 	plan := faultinject.RandomPlan(7, 4, []faultinject.Kind{faultinject.WriterAfterRecords}, 2, n/2/2, 1)
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(log),
 		stream.Restart(restart.FixedDelay(10, 0)))
@@ -122,7 +122,7 @@ func TestKafkaSourceMalformedFailsWithoutRestart(t *testing.T) {
 	produceFaulty(t, c.ListenAddrs(), "in", 50)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	log := runtime.DiscardLogger()
+	log := engine.DiscardLogger()
 	env := stream.New(stream.Logger(log), stream.Restart(restart.FixedDelay(3, 0)))
 	src, _ := Default().Source("kafka")
 	recs, err := src.Build(BuildContext{Env: env, Name: "from-kafka", Logger: log, Options: NewOptions(map[string]any{

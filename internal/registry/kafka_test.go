@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -25,7 +25,7 @@ func TestKafkaRoundTrip(t *testing.T) {
 	brokers := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	log := runtime.DiscardLogger()
+	log := engine.DiscardLogger()
 
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.Logger(log))
 	gen, _ := Default().Source("datagen")

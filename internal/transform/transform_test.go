@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"go.uber.org/goleak"
@@ -82,7 +82,7 @@ func TestRunErrors(t *testing.T) {
 // TestInJob runs steps in a job at parallelism 2 and checks the output.
 func TestInJob(t *testing.T) {
 	store := testsink.NewStore[Record]()
-	env := stream.New(stream.Parallelism(2), stream.Logger(runtime.DiscardLogger()), stream.CheckpointEvery(50*time.Millisecond))
+	env := stream.New(stream.Parallelism(2), stream.Logger(engine.DiscardLogger()), stream.CheckpointEvery(50*time.Millisecond))
 	src := stream.FromSource(env, datagen.New(func(i int64) Record { return Record{"id": i} }, datagen.Count(1000), datagen.Splits(4)),
 		watermark.None[Record](), "gen")
 	out := AddTo(src, []*Compiled{

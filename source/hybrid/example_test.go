@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/hybrid"
 	"github.com/sluice-io/sluice/stream"
@@ -25,7 +24,7 @@ func Example() {
 	}
 
 	store := testsink.NewStore[string]()
-	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[string](), "hybrid"), testsink.NewTwoPhase(store), "sink")
 	if _, err := env.Execute(context.Background(), "backlog-then-live"); err != nil {
 		fmt.Println(err)
@@ -91,7 +90,7 @@ func ExampleBuilder_AddSourceFactory() {
 	}
 
 	store := testsink.NewStore[int64]()
-	env := stream.New(stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[int64](), "hybrid"), testsink.NewTwoPhase(store), "sink")
 	if _, err := env.Execute(context.Background(), "handover"); err != nil {
 		fmt.Println(err)

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
-	"github.com/sluice-io/sluice/runtime/checkpoint"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/hybrid"
@@ -70,7 +69,7 @@ func (c jobCase) source(t *testing.T, factoryCalls *atomic.Int32) *hybrid.Source
 
 func newEnv(store *testsink.Store[int64], src *hybrid.Source[int64]) *stream.Environment {
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(50*time.Millisecond),
-		stream.Restart(restart.FixedDelay(5, 0)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.FixedDelay(5, 0)), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[int64](), "hybrid"), testsink.NewTwoPhase(store), "sink")
 	return env
 }
@@ -80,7 +79,7 @@ func fault(kind faultinject.Kind, records, checkpointID int64) *faultinject.Plan
 }
 
 // checkResult checks the restarts and that every restart was injected.
-func checkResult(t *testing.T, c jobCase, res *runtime.Result) {
+func checkResult(t *testing.T, c jobCase, res *stream.Result) {
 	t.Helper()
 	if res.Restarts != c.wantRestarts {
 		t.Errorf("%d restarts (%v), want %d", res.Restarts, res.Failures, c.wantRestarts)

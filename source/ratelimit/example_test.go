@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/source/ratelimit"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -22,7 +21,7 @@ func Example() {
 	throttled := ratelimit.Wrap(gen, ratelimit.PerSecond(20_000))
 
 	store := testsink.NewStore[int64]()
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, throttled, watermark.None[int64](), "gen"), testsink.NewTwoPhase(store), "sink")
 	if _, err := env.Execute(context.Background(), "throttled"); err != nil {
 		fmt.Println(err)
@@ -41,7 +40,7 @@ func ExamplePerCheckpoint() {
 	throttled := ratelimit.Wrap(gen, ratelimit.PerCheckpoint(4096))
 
 	store := testsink.NewStore[int64]()
-	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(5*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(5*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, throttled, watermark.None[int64](), "gen"), testsink.NewTwoPhase(store), "sink")
 	if _, err := env.Execute(context.Background(), "per-checkpoint"); err != nil {
 		fmt.Println(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
-	"github.com/sluice-io/sluice/runtime"
 	"github.com/sluice-io/sluice/source/ratelimit"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -49,7 +48,7 @@ func TestPerCheckpointThroughRuntime(t *testing.T) {
 	)
 	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(5))
 	store := testsink.NewStore[int64]()
-	env := stream.New(stream.Parallelism(p), stream.CheckpointEvery(10*time.Millisecond), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(p), stream.CheckpointEvery(10*time.Millisecond), stream.Logger(stream.DiscardLogger()))
 	src := ratelimit.Wrap(gen, ratelimit.PerCheckpoint(p*share))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[int64](), "gen"), testsink.NewTwoPhase(store), "sink")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -97,7 +96,7 @@ func TestPerSecondExactlyOnceUnderFailure(t *testing.T) {
 	src := ratelimit.Wrap(faultinject.WrapSource(gen, plan), ratelimit.PerSecond(40_000))
 	store := testsink.NewStore[int64]()
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond),
-		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(runtime.DiscardLogger()))
+		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(stream.DiscardLogger()))
 	stream.SinkTo(stream.FromSource(env, src, watermark.None[int64](), "gen"), testsink.NewTwoPhase(store), "sink")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -128,7 +127,7 @@ func rateRun(ctx context.Context, count int64, rate float64, p int) (float64, er
 	}
 	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(p))
 	store := testsink.NewStore[int64]()
-	env := stream.New(stream.Parallelism(p), stream.Logger(runtime.DiscardLogger()))
+	env := stream.New(stream.Parallelism(p), stream.Logger(stream.DiscardLogger()))
 	s := stream.Map(stream.FromSource(env, ratelimit.Wrap(gen, ratelimit.PerSecond(rate)), watermark.None[int64](), "gen"),
 		stamp, stream.Name("stamp"))
 	stream.SinkTo(s, testsink.NewCollect(store), "sink")

@@ -33,7 +33,7 @@ var (
 // goroutine, where PollNext re-raises it, as golang.org/x/sync/errgroup
 // re-raises a panic in Wait: a panic in connector code is still a panic
 // in the reader, and the runtime turns it into a task failure (wrapping
-// runtime.ErrPanic) that goes through the restart strategy. Once PollNext
+// stream.ErrPanic) that goes through the restart strategy. Once PollNext
 // has panicked, later calls return the PanicError as their error.
 type PanicError struct {
 	// Fetcher is the fetcher's number, and Splits the splits it held.

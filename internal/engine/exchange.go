@@ -1,0 +1,377 @@
+package engine
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// Collector receives batches of records on a task goroutine. Chained
+// operators are collectors that process a batch and hand their own output
+// batch to the next collector: a tight loop per operator instead of a chain
+// of calls per record. A collector must not modify or keep recs after it
+// returns.
+type Collector[T any] interface {
+	Collect(recs []elem[T])
+}
+
+// elem is a record with its event timestamp (or watermark.NoTimestamp).
+type elem[T any] struct {
+	v  T
+	ts int64
+}
+
+type msgKind uint8
+
+const (
+	msgData msgKind = iota
+	msgWatermark
+	msgIdle
+	msgBarrier
+	msgEnd
+)
+
+// netMsg travels on a channel between two subtasks. Data travels in
+// batches; control messages are in line with data, so a barrier or a
+// watermark is never overtaken by records sent before it.
+type netMsg[T any] struct {
+	kind  msgKind
+	recs  *[]elem[T]
+	value int64 // watermark or checkpoint id
+}
+
+// Partitioning says how records are spread over the subtasks of the
+// receiving operator.
+type Partitioning int
+
+const (
+	// Forward sends subtask i's records to subtask i (same parallelism).
+	Forward Partitioning = iota
+	// Rebalance spreads records round-robin over all receivers.
+	Rebalance
+	// Hash sends every record with the same key to the same receiver.
+	Hash
+)
+
+func (p Partitioning) String() string {
+	return [...]string{"forward", "rebalance", "hash"}[p]
+}
+
+// edgeChannels is one attempt's channels of one edge: ch[src][dst].
+type edgeChannels[T any] struct {
+	ch     [][]chan netMsg[T]
+	notify []chan struct{} // per receiver: a token after each send
+	pool   *sync.Pool
+}
+
+func newEdgeChannels[T any](srcPar, dstPar int, forward bool, capacity int) *edgeChannels[T] {
+	e := &edgeChannels[T]{
+		ch:     make([][]chan netMsg[T], srcPar),
+		notify: make([]chan struct{}, dstPar),
+		pool:   &sync.Pool{},
+	}
+	for d := range dstPar {
+		e.notify[d] = make(chan struct{}, 1)
+	}
+	for s := range srcPar {
+		e.ch[s] = make([]chan netMsg[T], dstPar)
+		for d := range dstPar {
+			if forward && s != d {
+				continue
+			}
+			e.ch[s][d] = make(chan netMsg[T], capacity)
+		}
+	}
+	return e
+}
+
+// inputs returns receiver d's channels, in sender order.
+func (e *edgeChannels[T]) inputs(d int) []chan netMsg[T] {
+	var out []chan netMsg[T]
+	for s := range e.ch {
+		if c := e.ch[s][d]; c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// netOutput is the tail of a chain that feeds an edge: it buffers records
+// per receiver and sends full batches. Sends block when the receiver's
+// channel is full (backpressure), but give up when ctx is cancelled.
+type netOutput[T any] struct {
+	ctx       context.Context
+	chans     []chan netMsg[T] // by receiver; nil entries are skipped
+	notify    []chan struct{}
+	bufs      []*[]elem[T]
+	pool      *sync.Pool
+	batchSize int
+	part      Partitioning
+	self      int
+	rr        int
+	hash      func(T) uint64
+	out       int64 // records sent, flushed to metrics by the task
+	fail      func(error)
+}
+
+func newNetOutput[T any](ctx context.Context, e *edgeChannels[T], src int, part Partitioning, hash func(T) uint64, batchSize int, fail func(error)) *netOutput[T] {
+	o := &netOutput[T]{
+		ctx: ctx, chans: e.ch[src], notify: e.notify, pool: e.pool,
+		batchSize: batchSize, part: part, self: src, hash: hash, fail: fail,
+		bufs: make([]*[]elem[T], len(e.ch[src])),
+		rr:   src % max(1, len(e.ch[src])),
+	}
+	for i := range o.bufs {
+		if o.chans[i] != nil {
+			o.bufs[i] = o.newBatch()
+		}
+	}
+	return o
+}
+
+func (o *netOutput[T]) newBatch() *[]elem[T] {
+	if b, ok := o.pool.Get().(*[]elem[T]); ok {
+		*b = (*b)[:0]
+		return b
+	}
+	s := make([]elem[T], 0, o.batchSize)
+	return &s
+}
+
+func (o *netOutput[T]) Collect(recs []elem[T]) {
+	switch o.part {
+	case Forward:
+		o.append(o.self, recs)
+	case Rebalance:
+		n := len(o.bufs)
+		for len(recs) > 0 && n > 1 {
+			// Round-robin per record, done as runs into each receiver's
+			// batch to keep the loop tight.
+			b := o.bufs[o.rr]
+			*b = append(*b, recs[0])
+			recs = recs[1:]
+			if len(*b) >= o.batchSize {
+				o.sendBatch(o.rr)
+			}
+			o.rr++
+			if o.rr == n {
+				o.rr = 0
+			}
+		}
+		if n == 1 {
+			o.append(0, recs)
+		}
+	case Hash:
+		n := uint64(len(o.bufs))
+		for _, r := range recs {
+			i := int(o.hash(r.v) % n)
+			b := o.bufs[i]
+			*b = append(*b, r)
+			if len(*b) >= o.batchSize {
+				o.sendBatch(i)
+			}
+		}
+	}
+}
+
+// append copies recs into receiver i's batches.
+func (o *netOutput[T]) append(i int, recs []elem[T]) {
+	for len(recs) > 0 {
+		b := o.bufs[i]
+		k := min(len(recs), o.batchSize-len(*b))
+		*b = append(*b, recs[:k]...)
+		recs = recs[k:]
+		if len(*b) >= o.batchSize {
+			o.sendBatch(i)
+		}
+	}
+}
+
+func (o *netOutput[T]) sendBatch(i int) {
+	b := o.bufs[i]
+	if len(*b) == 0 {
+		return
+	}
+	o.out += int64(len(*b))
+	o.bufs[i] = o.newBatch()
+	o.send(i, netMsg[T]{kind: msgData, recs: b})
+}
+
+func (o *netOutput[T]) send(i int, m netMsg[T]) {
+	select {
+	case o.chans[i] <- m:
+	default:
+		select {
+		case o.chans[i] <- m:
+		case <-o.ctx.Done():
+			o.fail(o.ctx.Err())
+			return
+		}
+	}
+	select {
+	case o.notify[i] <- struct{}{}:
+	default:
+	}
+}
+
+// flush sends every partial batch.
+func (o *netOutput[T]) flush() {
+	for i := range o.bufs {
+		if o.chans[i] != nil {
+			o.sendBatch(i)
+		}
+	}
+}
+
+// broadcast flushes, then sends a control message to every receiver.
+func (o *netOutput[T]) broadcast(kind msgKind, value int64) {
+	o.flush()
+	for i := range o.chans {
+		if o.chans[i] != nil {
+			o.send(i, netMsg[T]{kind: kind, value: value})
+		}
+	}
+}
+
+// HashOf returns a hash function for keys of a comparable type, stable
+// within one process.
+func HashOf[T any, K comparable](key func(T) K) func(T) uint64 {
+	seed := maphash.MakeSeed()
+	return func(v T) uint64 { return maphash.Comparable(seed, key(v)) }
+}
+
+// gate is the head of a chain fed by an edge: it reads the channels of all
+// senders, aligns checkpoint barriers and combines watermarks.
+type gate[T any] struct {
+	chans    []chan netMsg[T]
+	notify   chan struct{}
+	pool     *sync.Pool
+	next     Collector[T]
+	blocked  []bool
+	ended    []bool
+	nEnded   int
+	aligning int64 // checkpoint being aligned, 0 if none
+	nBlocked int
+	lastDone int64 // highest checkpoint id aligned or aborted
+	wms      *watermark.Combiner[int]
+	rr       int
+	in       int64 // records received
+}
+
+func newGate[T any](e *edgeChannels[T], d int) *gate[T] {
+	g := &gate[T]{chans: e.inputs(d), notify: e.notify[d], pool: e.pool, wms: watermark.NewCombiner[int]()}
+	g.blocked = make([]bool, len(g.chans))
+	g.ended = make([]bool, len(g.chans))
+	for i := range g.chans {
+		g.wms.Add(i)
+	}
+	return g
+}
+
+// gateEvents is what a gate asks of its task.
+type gateEvents interface {
+	emitWatermark(wm int64)
+	markIdle()
+	barrier(id int64) error
+	endOfInput() error
+}
+
+// poll handles at most one message without blocking and reports whether it
+// found one.
+func (g *gate[T]) poll(t gateEvents) (bool, error) {
+	n := len(g.chans)
+	for k := 0; k < n; k++ {
+		i := g.rr
+		g.rr++
+		if g.rr == n {
+			g.rr = 0
+		}
+		if g.blocked[i] {
+			continue // aligning: hold this input until the barrier is on all
+		}
+		// Ended inputs are still read: their senders stay alive after the
+		// end of input and forward the barriers of later checkpoints.
+		select {
+		case m := <-g.chans[i]:
+			return true, g.handle(t, i, m)
+		default:
+		}
+	}
+	return false, nil
+}
+
+func (g *gate[T]) handle(t gateEvents, i int, m netMsg[T]) error {
+	switch m.kind {
+	case msgData:
+		recs := *m.recs
+		g.next.Collect(recs)
+		g.in += int64(len(recs))
+		clear(recs)
+		g.pool.Put(m.recs)
+	case msgWatermark:
+		g.wms.Update(i, m.value)
+		g.advance(t)
+	case msgIdle:
+		g.wms.MarkIdle(i)
+		g.advance(t)
+	case msgBarrier:
+		return g.onBarrier(t, i, m.value)
+	case msgEnd:
+		if g.ended[i] {
+			return nil
+		}
+		g.ended[i] = true
+		g.nEnded++
+		g.wms.Remove(i)
+		g.advance(t)
+		if g.nEnded == len(g.chans) {
+			return t.endOfInput()
+		}
+	}
+	return nil
+}
+
+func (g *gate[T]) advance(t gateEvents) {
+	wm, advanced, allIdle := g.wms.Advance()
+	if advanced {
+		t.emitWatermark(wm)
+	} else if allIdle {
+		t.markIdle()
+	}
+}
+
+func (g *gate[T]) onBarrier(t gateEvents, i int, id int64) error {
+	if id <= g.lastDone {
+		return nil // a barrier of an aborted or subsumed checkpoint
+	}
+	if id > g.aligning {
+		g.release() // a newer checkpoint cancels an unfinished alignment
+		g.aligning = id
+	}
+	g.blocked[i] = true
+	g.nBlocked++
+	if g.nBlocked < len(g.chans) {
+		return nil
+	}
+	g.release()
+	g.lastDone = id
+	return t.barrier(id)
+}
+
+// abort releases an alignment of checkpoint id (aborted by the coordinator).
+func (g *gate[T]) abort(id int64) {
+	if id >= g.aligning && g.aligning != 0 {
+		g.release()
+	}
+	if id > g.lastDone {
+		g.lastDone = id
+	}
+}
+
+func (g *gate[T]) release() {
+	clear(g.blocked)
+	g.nBlocked = 0
+	g.aligning = 0
+}

@@ -1,0 +1,96 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/connectors/datagen"
+	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/internal/engine"
+	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
+)
+
+// TestMapFilterChains: a map chained into a filter runs as one pass; the
+// output is what map-then-filter computes, also with the type changing
+// and with pointer-holding records, and with a filter that keeps nothing.
+func TestMapFilterChains(t *testing.T) {
+	const n = 10_000
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	env := stream.New(stream.Parallelism(2), stream.Logger(engine.DiscardLogger()))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(3))
+	src := stream.FromSource(env, gen, watermark.None[int64](), "gen")
+	strs := testsink.NewStore[string]()
+	m := stream.Map(src, func(v int64) string { return fmt.Sprint(v * 3) })
+	f := stream.Filter(m, func(s string) bool { return s[len(s)-1] == '0' })
+	stream.SinkTo(f, testsink.NewTwoPhase(strs), "strings")
+	none := testsink.NewStore[int64]()
+	stream.SinkTo(stream.Filter(stream.Map(src, func(v int64) int64 { return -v }), func(int64) bool { return false }), testsink.NewTwoPhase(none), "none")
+	if _, err := env.Execute(ctx, "fusion"); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range int64(n) {
+		if s := fmt.Sprint(i * 3); s[len(s)-1] == '0' {
+			want = append(want, s)
+		}
+	}
+	got := strs.Committed()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d records, want %d", len(got), len(want))
+	}
+	if c := none.Committed(); len(c) != 0 {
+		t.Fatalf("a filter that keeps nothing let %d records through", len(c))
+	}
+}
+
+// TestBatchCollectWithTimestamps: datagen emits through
+// source.BatchCollector; with a timestamp assigner and bounded
+// out-of-orderness watermarks the slow path assigns every record its
+// timestamp.
+func TestBatchCollectWithTimestamps(t *testing.T) {
+	const n = 5000
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	env := stream.New(stream.Parallelism(1), stream.Logger(engine.DiscardLogger()), stream.WatermarkInterval(time.Millisecond))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(2))
+	ws := watermark.BoundedOutOfOrderness[int64](0).WithTimestampAssigner(func(v int64, _ int64) int64 { return 1000 + v })
+	probe := &tsProbe{}
+	stream.SinkTo(stream.FromSource(env, gen, ws, "gen"), probe, "probe")
+	if _, err := env.Execute(ctx, "batch-ts"); err != nil {
+		t.Fatal(err)
+	}
+	if len(probe.recs) != n {
+		t.Fatalf("got %d records, want %d", len(probe.recs), n)
+	}
+	for _, r := range probe.recs {
+		if !r.has || r.ts != 1000+r.v {
+			t.Fatalf("record %d has timestamp %d (set %v), want %d", r.v, r.ts, r.has, 1000+r.v)
+		}
+	}
+}
+
+// tsProbe is a plain sink (one subtask) that records timestamps.
+type tsProbe struct {
+	recs []tsRec
+}
+
+type tsRec struct {
+	v, ts int64
+	has   bool
+}
+
+func (p *tsProbe) CreateWriter(sink.InitContext) (sink.Writer[int64], error) { return p, nil }
+func (p *tsProbe) Write(v int64, c sink.Context) error {
+	p.recs = append(p.recs, tsRec{v, c.Timestamp, c.HasTimestamp})
+	return nil
+}
+func (p *tsProbe) Flush(bool) error { return nil }
+func (p *tsProbe) Close() error     { return nil }

@@ -1,0 +1,353 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/source"
+)
+
+// Regional failover (Flink's default failover strategy, "region").
+//
+// A region is a set of subtasks connected by pipelined exchanges: subtask
+// i of a chain that reaches the next vertex only through forward edges is
+// in one region with subtask i of that vertex; a rebalance or hash edge
+// joins every subtask of both vertices. When a task fails and its region
+// is not the whole job, only that region restarts, from the latest
+// completed checkpoint, while the other regions keep running:
+//
+//   - its tasks are cancelled and, once they have all exited, restarted
+//     after the restart strategy's delay (regional restarts count against
+//     the strategy like global ones);
+//   - a pending checkpoint that is not yet being stored is aborted, and no
+//     checkpoint starts while a region is down (one being stored completes
+//     first, and is the restore point if it succeeds);
+//   - its readers are unregistered from their enumerators while down; on
+//     restart, the splits assigned to them after the restore checkpoint's
+//     enumerator snapshot go back to the enumerator (AddSplitsBack), then
+//     the reader registers again (AddReader). Enumerators are not reset.
+//     As in Flink, an enumerator that signalled "no more splits" to a
+//     reader must do so again on AddReader if it still holds;
+//   - its sinks restore writer state and pending committables from the
+//     checkpoint and commit those again.
+//
+// Failures of the coordinator side (enumerators, global committers,
+// checkpoint failures beyond the tolerance) and failures of a region that
+// spans every task fail over globally.
+
+// Failover selects the failover strategy.
+type Failover int
+
+const (
+	// FailoverRegion restarts only the failed task's region (the default).
+	FailoverRegion Failover = iota
+	// FailoverFull restarts the whole job from its latest checkpoint.
+	FailoverFull
+)
+
+func (f Failover) String() string {
+	if f == FailoverFull {
+		return "full"
+	}
+	return "region"
+}
+
+// regionWaitBound bounds how long the tasks of a failed region may take to
+// exit before the failure escalates to a global failover.
+const regionWaitBound = time.Minute
+
+// computeRegions groups the job's subtasks into failover regions.
+func computeRegions(vs []*vertex) (regions [][]taskKey, of map[taskKey]int) {
+	parent := map[taskKey]taskKey{}
+	find := func(k taskKey) taskKey {
+		for parent[k] != k {
+			parent[k] = parent[parent[k]]
+			k = parent[k]
+		}
+		return k
+	}
+	union := func(a, b taskKey) { parent[find(a)] = find(b) }
+	byHead := map[*Node]*vertex{}
+	var keys []taskKey
+	for _, v := range vs {
+		byHead[v.head()] = v
+		for i := range v.parallelism {
+			k := taskKey{v.id, i}
+			parent[k] = k
+			keys = append(keys, k)
+		}
+	}
+	for _, v := range vs {
+		for _, e := range v.outputs {
+			w := byHead[e.to]
+			if e.part == Forward && v.parallelism == w.parallelism {
+				for i := range v.parallelism {
+					union(taskKey{v.id, i}, taskKey{w.id, i})
+				}
+				continue
+			}
+			for i := range v.parallelism {
+				union(taskKey{v.id, i}, taskKey{w.id, 0})
+			}
+			for i := range w.parallelism {
+				union(taskKey{w.id, i}, taskKey{w.id, 0})
+			}
+		}
+	}
+	of = map[taskKey]int{}
+	index := map[taskKey]int{}
+	for _, k := range keys {
+		r := find(k)
+		n, ok := index[r]
+		if !ok {
+			n = len(regions)
+			index[r] = n
+			regions = append(regions, nil)
+		}
+		regions[n] = append(regions[n], k)
+		of[k] = n
+	}
+	return regions, of
+}
+
+// regionState is the attempt's view of one region.
+type regionState struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     *sync.WaitGroup // its task goroutines
+	down   bool            // cancelled, not yet restarted
+	ready  bool            // its tasks exited and the delay passed
+}
+
+// assignment is a split assignment the coordinator remembers until a
+// checkpoint covers it, so that a regional restart can hand it back.
+type assignment struct {
+	after  int64 // the last checkpoint whose enumerator snapshot preceded it
+	splits any   // []S
+}
+
+// recordAssignment remembers splits assigned to a reader.
+func (a *attempt) recordAssignment(v *vertex, subtask int, splits any) {
+	if a.job.cfg.Failover != FailoverRegion {
+		return
+	}
+	k := taskKey{v.id, subtask}
+	a.assigned[k] = append(a.assigned[k], assignment{after: a.epoch, splits: splits})
+}
+
+// pruneAssignments forgets assignments that checkpoint id covers.
+func (a *attempt) pruneAssignments(id int64) {
+	for k, list := range a.assigned {
+		keep := list[:0]
+		for _, as := range list {
+			if as.after >= id {
+				keep = append(keep, as)
+			}
+		}
+		clear(list[len(keep):])
+		a.assigned[k] = keep
+	}
+}
+
+// anyRegionDown reports whether a region is being restarted.
+func (a *attempt) anyRegionDown() bool {
+	for _, r := range a.regions {
+		if r.down {
+			return true
+		}
+	}
+	return false
+}
+
+// taskFailed handles a task's failure: a regional failover if the job
+// allows one, else the error, which fails the attempt (global failover).
+func (a *attempt) taskFailed(k taskKey, cause error) error {
+	j := a.job
+	r := j.regionOf[k]
+	if j.cfg.Failover != FailoverRegion || len(j.regions[r]) == len(j.regionOf) || a.done {
+		return cause
+	}
+	delay, again, _ := j.nextRestart(cause)
+	if !again {
+		return cause // the attempt fails, and so does the job
+	}
+	j.log.Warn("task failed; restarting its region from the latest completed checkpoint",
+		"region", r, "tasks", len(j.regions[r]), "delay", delay, "error", cause)
+
+	rs := a.regions[r]
+	rs.down, rs.ready = true, false
+	for _, key := range j.regions[r] {
+		a.gens[key]++ // everything the old tasks still send is stale
+		if a.finishedSet[key] {
+			delete(a.finishedSet, key)
+			a.finished--
+		}
+		v := a.vertexByID[key.vertex]
+		if ec := a.enums[v]; ec != nil {
+			delete(ec.readers, key.subtask)
+		}
+	}
+	if p := a.tr.pending; p != nil && !p.persisting {
+		// It cannot complete without the region's tasks; it is not
+		// counted as a failed checkpoint.
+		handled, err := a.savepointFailed(p.id, fmt.Errorf("aborted by a regional failover: %w", cause))
+		if !handled {
+			j.log.Info("checkpoint aborted by a regional failover", "id", p.id)
+			a.tr.discard(p.id, time.Now())
+			err = a.notifyAborted(p.id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rs.cancel()
+	wg := rs.wg
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		exited := make(chan struct{})
+		a.wg.Add(1)
+		go func() { // ends when the tasks do, which teardown waits for
+			defer a.wg.Done()
+			wg.Wait()
+			close(exited)
+		}()
+		t := time.NewTimer(regionWaitBound)
+		defer t.Stop()
+		select {
+		case <-exited:
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+			a.inbox.Put(coordMsg{kind: cmRegionRestart, id: int64(r),
+				err: fmt.Errorf("region %d: tasks did not exit within %s after a failure: %w", r, regionWaitBound, cause)})
+			return
+		}
+		if delay > 0 {
+			t.Reset(delay)
+			select {
+			case <-a.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		a.inbox.Put(coordMsg{kind: cmRegionRestart, id: int64(r)})
+	}()
+	return nil
+}
+
+// maybeRestartRegions restarts regions whose tasks exited and whose delay
+// passed, once no checkpoint is being stored (its outcome decides the
+// restore point).
+func (a *attempt) maybeRestartRegions() error {
+	if a.tr.pending != nil {
+		return nil
+	}
+	for r, rs := range a.regions {
+		if rs.down && rs.ready {
+			if err := a.restartRegion(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restartRegion builds the region's tasks anew from the latest completed
+// checkpoint and starts them.
+func (a *attempt) restartRegion(r int) error {
+	j := a.job
+	snap := j.Latest()
+	var restoredID int64
+	if snap != nil {
+		restoredID = snap.ID
+	}
+	states, err := redistribute(j.vertices, snap)
+	if err != nil {
+		return err
+	}
+	rs := a.regions[r]
+	rs.ctx, rs.cancel = context.WithCancel(a.ctx)
+	rs.wg = &sync.WaitGroup{}
+	keys := j.regions[r]
+	// Fresh channels for the region's edges: the old ones may hold batches
+	// of the failed tasks. (A forward edge's new set is used only by the
+	// region's subtask; the others keep theirs.)
+	inRegion := map[string]bool{}
+	for _, k := range keys {
+		inRegion[k.vertex] = true
+	}
+	channels := map[*edge]any{}
+	for _, v := range j.vertices {
+		for _, e := range v.outputs {
+			channels[e] = a.channels[e]
+			if inRegion[v.id] {
+				channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
+			}
+		}
+	}
+	j.mu.Lock()
+	attemptNo := j.attempts
+	j.attempts++
+	j.mu.Unlock()
+	var built []*task
+	for _, k := range keys {
+		v := a.vertexByID[k.vertex]
+		t := a.newTask(v, k.subtask, rs.ctx, a.gens[k], attemptNo, restoredID)
+		if err := t.build(channels, states[k]); err != nil {
+			for _, b := range built {
+				_ = b.close()
+			}
+			return &TaskError{Operator: v.describe(), Subtask: k.subtask, Err: fmt.Errorf("regional restart: %w", err)}
+		}
+		built = append(built, t)
+		a.tasks[v][k.subtask] = t
+	}
+	for _, t := range built {
+		if t.sinkOp != nil {
+			a.sinks[t.sinkNode].upTo[t.env.subtask] = t.sinkOp.committedUpTo(restoredID)
+		}
+	}
+	rs.down, rs.ready = false, false
+	for _, t := range built {
+		a.startTask(t, rs.wg)
+	}
+	// Readers: hand back what was assigned since the snapshot, then
+	// register again.
+	for _, k := range keys {
+		v := a.vertexByID[k.vertex]
+		ec := a.enums[v]
+		if ec == nil {
+			continue
+		}
+		// Assignments the restore checkpoint covers are in the restored
+		// reader state; the others go back.
+		back := a.assigned[k]
+		a.assigned[k] = nil
+		for _, as := range back {
+			if as.after < restoredID {
+				continue
+			}
+			if err := ec.enum.addSplitsBack(as.splits, k.subtask); err != nil {
+				return enumError(v, fmt.Sprintf("add splits back from reader %d", k.subtask), err)
+			}
+		}
+		ec.readers[k.subtask] = source.ReaderInfo{Subtask: k.subtask, Location: "local"}
+		if err := ec.enum.addReader(k.subtask); err != nil {
+			return enumError(v, fmt.Sprintf("add reader %d", k.subtask), err)
+		}
+	}
+	j.log.Info("region restarted", "region", r, "tasks", len(keys), "checkpoint", restoredID)
+	return nil
+}
+
+// regionRestartMsg handles the message that a failed region may restart.
+func (a *attempt) regionRestartMsg(m coordMsg) error {
+	if m.err != nil {
+		return m.err
+	}
+	a.regions[int(m.id)].ready = true
+	return a.maybeRestartRegions()
+}
