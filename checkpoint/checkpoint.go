@@ -155,7 +155,11 @@ var (
 const DefaultRetain = 3
 
 // Option configures NewLocal and NewMemory.
-type Option func(*options)
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	retain int
@@ -165,7 +169,7 @@ type options struct {
 func newOptions(opts []Option) options {
 	o := options{retain: DefaultRetain, fs: osFS{}}
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
 	}
 	return o
 }
@@ -174,12 +178,12 @@ func newOptions(opts []Option) options {
 // after each successful Save of a checkpoint. Savepoints are never pruned by
 // retention. n <= 0 keeps every checkpoint.
 func Retain(n int) Option {
-	return func(o *options) { o.retain = n }
+	return optionFunc(func(o *options) { o.retain = n })
 }
 
 // withFS replaces the file system Local writes through (tests inject faults).
 func withFS(f fileSystem) Option {
-	return func(o *options) { o.fs = f }
+	return optionFunc(func(o *options) { o.fs = f })
 }
 
 // validate checks what Save needs of a snapshot.

@@ -26,25 +26,32 @@ type Environment struct {
 	unaligned bool
 }
 
-// Option configures an Environment.
-type Option func(*Environment)
+// Option configures an Environment; see the functions that return one. The
+// style is franz-go's (an interface with an unexported method), used by
+// every sluice package: options can only come from their package, and one
+// value may configure several things.
+type Option interface{ apply(*Environment) }
+
+type optionFunc func(*Environment)
+
+func (f optionFunc) apply(e *Environment) { f(e) }
 
 // New returns an empty environment.
 func New(opts ...Option) *Environment {
 	e := &Environment{graph: engine.NewGraph()}
 	for _, o := range opts {
-		o(e)
+		o.apply(e)
 	}
 	return e
 }
 
 // Parallelism sets the default parallelism of every operator (default 1).
-func Parallelism(n int) Option { return func(e *Environment) { e.cfg.Parallelism = n } }
+func Parallelism(n int) Option { return optionFunc(func(e *Environment) { e.cfg.Parallelism = n }) }
 
 // CheckpointEvery enables periodic checkpoints (default: off; a bounded job
 // still commits its output with a final checkpoint at the end).
 func CheckpointEvery(d time.Duration) Option {
-	return func(e *Environment) { e.cfg.CheckpointInterval = d }
+	return optionFunc(func(e *Environment) { e.cfg.CheckpointInterval = d })
 }
 
 // CheckpointDir keeps completed checkpoints in a local directory (default:
@@ -53,59 +60,65 @@ func CheckpointEvery(d time.Duration) Option {
 // dies), so a second run on it fails at once naming the holder's pid; and
 // it records its job id there (<dir>/_job) before any task starts, so a job
 // run again on the directory keeps its id (see checkpoint.Local).
-func CheckpointDir(dir string) Option { return func(e *Environment) { e.ckptDir = dir } }
+func CheckpointDir(dir string) Option { return optionFunc(func(e *Environment) { e.ckptDir = dir }) }
 
 // RetainCheckpoints keeps the newest n completed checkpoints in the
 // checkpoint directory (default 3).
-func RetainCheckpoints(n int) Option { return func(e *Environment) { e.retain = n } }
+func RetainCheckpoints(n int) Option { return optionFunc(func(e *Environment) { e.retain = n }) }
 
 // CheckpointStorage sets the checkpoint storage directly; it overrides
 // CheckpointDir.
 func CheckpointStorage(s checkpoint.Storage) Option {
-	return func(e *Environment) { e.cfg.Storage = s }
+	return optionFunc(func(e *Environment) { e.cfg.Storage = s })
 }
 
 // CheckpointTimeout aborts checkpoints that take longer (default 10m).
 func CheckpointTimeout(d time.Duration) Option {
-	return func(e *Environment) { e.cfg.CheckpointTimeout = d }
+	return optionFunc(func(e *Environment) { e.cfg.CheckpointTimeout = d })
 }
 
 // MinPauseBetweenCheckpoints sets the least time between the end of one
 // checkpoint and the start of the next (default 0).
 func MinPauseBetweenCheckpoints(d time.Duration) Option {
-	return func(e *Environment) { e.cfg.MinPauseBetweenCheckpoints = d }
+	return optionFunc(func(e *Environment) { e.cfg.MinPauseBetweenCheckpoints = d })
 }
 
 // TolerableCheckpointFailures lets n checkpoints in a row fail before the
 // job fails (default 0: the first failed checkpoint fails the job, which
 // then restarts per its strategy and aborts what the checkpoint prepared).
 func TolerableCheckpointFailures(n int) Option {
-	return func(e *Environment) { e.cfg.TolerableCheckpointFailures = n }
+	return optionFunc(func(e *Environment) { e.cfg.TolerableCheckpointFailures = n })
 }
 
 // Restart sets the restart strategy (default restart.None()).
-func Restart(s restart.Strategy) Option { return func(e *Environment) { e.cfg.Restart = s } }
+func Restart(s restart.Strategy) Option {
+	return optionFunc(func(e *Environment) { e.cfg.Restart = s })
+}
 
 // Failover sets the failover strategy (default FailoverRegion:
 // only the failed task's region restarts when subtasks exchange no records;
 // FailoverFull always restarts the whole job).
-func Failover(f FailoverMode) Option { return func(e *Environment) { e.cfg.Failover = f } }
+func Failover(f FailoverMode) Option { return optionFunc(func(e *Environment) { e.cfg.Failover = f }) }
 
 // BatchSize sets the number of records per batch between tasks (default
 // 1024).
-func BatchSize(n int) Option { return func(e *Environment) { e.cfg.BatchSize = n } }
+func BatchSize(n int) Option { return optionFunc(func(e *Environment) { e.cfg.BatchSize = n }) }
 
 // ChannelCapacity sets how many batches may wait between two subtasks
 // before the sender blocks (default 4).
-func ChannelCapacity(n int) Option { return func(e *Environment) { e.cfg.ChannelCapacity = n } }
+func ChannelCapacity(n int) Option {
+	return optionFunc(func(e *Environment) { e.cfg.ChannelCapacity = n })
+}
 
 // BufferTimeout sends partially filled batches after d (default 100ms).
-func BufferTimeout(d time.Duration) Option { return func(e *Environment) { e.cfg.BufferTimeout = d } }
+func BufferTimeout(d time.Duration) Option {
+	return optionFunc(func(e *Environment) { e.cfg.BufferTimeout = d })
+}
 
 // WatermarkInterval sets the period of watermark generation (default
 // 200ms).
 func WatermarkInterval(d time.Duration) Option {
-	return func(e *Environment) { e.cfg.WatermarkInterval = d }
+	return optionFunc(func(e *Environment) { e.cfg.WatermarkInterval = d })
 }
 
 // AllowUnalignedSourceSplits lets every source with watermark alignment
@@ -116,18 +129,24 @@ func WatermarkInterval(d time.Duration) Option {
 // pipeline.watermark-alignment.allow-unaligned-source-splits (default
 // off); watermark.Strategy.WithUnalignedSourceSplits sets it for one
 // source.
-func AllowUnalignedSourceSplits() Option { return func(e *Environment) { e.unaligned = true } }
+func AllowUnalignedSourceSplits() Option {
+	return optionFunc(func(e *Environment) { e.unaligned = true })
+}
 
 // DisableChaining runs every operator in a task of its own (default:
 // operators connected one-to-one share a task).
-func DisableChaining() Option { return func(e *Environment) { e.cfg.DisableChaining = true } }
+func DisableChaining() Option {
+	return optionFunc(func(e *Environment) { e.cfg.DisableChaining = true })
+}
 
 // Logger sets the job's logger (default slog.Default()).
-func Logger(l *slog.Logger) Option { return func(e *Environment) { e.cfg.Logger = l } }
+func Logger(l *slog.Logger) Option { return optionFunc(func(e *Environment) { e.cfg.Logger = l }) }
 
 // Metrics sets the registry that receives the job's metrics (default: a
 // new one, returned in the Result).
-func Metrics(r *metrics.Registry) Option { return func(e *Environment) { e.cfg.Metrics = r } }
+func Metrics(r *metrics.Registry) Option {
+	return optionFunc(func(e *Environment) { e.cfg.Metrics = r })
+}
 
 // RestoreFrom starts the job from a checkpoint or savepoint. State in it
 // that matches no operator's uid fails Build (ErrUnmatchedState),
@@ -137,23 +156,27 @@ func Metrics(r *metrics.Registry) Option { return func(e *Environment) { e.cfg.M
 // refuses (checkpoint.ErrDamaged) rather than fall back past a damaged
 // one.
 func RestoreFrom(s *checkpoint.Snapshot) Option {
-	return func(e *Environment) { e.cfg.RestoreFrom = s }
+	return optionFunc(func(e *Environment) { e.cfg.RestoreFrom = s })
 }
 
 // AllowNonRestoredState lets a job restored with RestoreFrom drop, with a
 // warning in the log, state that matches no operator (default: such state
 // fails the restore). It is Flink's --allowNonRestoredState.
 func AllowNonRestoredState() Option {
-	return func(e *Environment) { e.cfg.AllowNonRestoredState = true }
+	return optionFunc(func(e *Environment) { e.cfg.AllowNonRestoredState = true })
 }
 
 // JobID sets the job's id (default: the id stored in the snapshot the job
 // is restored from, or a new random one). Sinks derive external names such
 // as Kafka transactional ids from it; see the job id notes in the package doc.
-func JobID(id string) Option { return func(e *Environment) { e.cfg.JobID = id } }
+func JobID(id string) Option { return optionFunc(func(e *Environment) { e.cfg.JobID = id }) }
 
-// OpOption configures one operator.
-type OpOption func(*opConfig)
+// OpOption configures one operator; see the functions that return one.
+type OpOption interface{ applyOp(*opConfig) }
+
+type opOptionFunc func(*opConfig)
+
+func (f opOptionFunc) applyOp(c *opConfig) { f(c) }
 
 type opConfig struct {
 	name        string
@@ -165,7 +188,7 @@ type opConfig struct {
 func opts(o []OpOption) opConfig {
 	var c opConfig
 	for _, f := range o {
-		f(&c)
+		f.applyOp(&c)
 	}
 	return c
 }
@@ -186,19 +209,19 @@ func (c opConfig) apply(n *engine.Node) {
 // sets another id, key checkpoint state; they must be unique, and stable
 // across versions of a job when no UID is set (default: kind and position,
 // e.g. "operator-3").
-func Name(name string) OpOption { return func(c *opConfig) { c.name = name } }
+func Name(name string) OpOption { return opOptionFunc(func(c *opConfig) { c.name = name }) }
 
 // UID sets the operator's stable id, Flink's uid (default: its name).
 // Checkpoint state is stored and restored under the uid, so an operator
 // whose name changes between versions of a job keeps its state if its uid
 // stays. Uids must be unique in a job.
-func UID(uid string) OpOption { return func(c *opConfig) { c.uid = uid } }
+func UID(uid string) OpOption { return opOptionFunc(func(c *opConfig) { c.uid = uid }) }
 
 // WithParallelism sets the operator's parallelism (default: the job's).
-func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism = n } }
+func WithParallelism(n int) OpOption { return opOptionFunc(func(c *opConfig) { c.parallelism = n }) }
 
 // NoChaining keeps the operator in a task of its own.
-func NoChaining() OpOption { return func(c *opConfig) { c.noChain = true } }
+func NoChaining() OpOption { return opOptionFunc(func(c *opConfig) { c.noChain = true }) }
 
 // DataStream is a typed stream of records in a job under construction.
 //

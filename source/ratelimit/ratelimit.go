@@ -27,7 +27,11 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 }
 
 // Option configures [Wrap].
-type Option func(*options)
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	clock Clock
@@ -43,11 +47,11 @@ func defaultOptions() options {
 // time.AfterFunc). Tests pass a fake clock to drive per-second limiters
 // without waiting; a nil c keeps the default.
 func WithClock(c Clock) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if c != nil {
 			o.clock = c
 		}
-	}
+	})
 }
 
 // Burst sets how much a per-second limiter may save up while its reader is
@@ -55,7 +59,7 @@ func WithClock(c Clock) Option {
 // rate (default 100 ms, always at least one record). It also bounds the
 // batch a reader is woken for. Per-checkpoint strategies ignore it.
 func Burst(d time.Duration) Option {
-	return func(o *options) { o.burst = d }
+	return optionFunc(func(o *options) { o.burst = d })
 }
 
 // Source is a source whose readers are throttled by a [Strategy]; the
@@ -75,7 +79,7 @@ var _ source.Source[int, source.Split, int] = (*Source[int, source.Split, int])(
 func Wrap[T any, S source.Split, E any](src source.Source[T, S, E], s Strategy, opts ...Option) *Source[T, S, E] {
 	w := &Source[T, S, E]{inner: src, strategy: s, opts: defaultOptions()}
 	for _, o := range opts {
-		o(&w.opts)
+		o.apply(&w.opts)
 	}
 	switch {
 	case src == nil:
