@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -152,4 +154,174 @@ func commitAfterStore(t *testing.T, failover stream.FailoverMode) {
 	}
 	t.Logf("%d checkpoints stored, %d refused, %d transactions of refused checkpoints committed later; %d restarts",
 		ok, failed, refusedCommitted, res.Restarts)
+}
+
+// barrierSource drives TestInvariantBarrierAlignment: two splits, "a" and
+// "b", read by two readers (pull assignment). In the first attempt the
+// reader of "a" snapshots checkpoint 1 at position 100 and then emits 50
+// more records, while the reader of "b" is held in its snapshot of
+// checkpoint 1 until "a" emitted 30 of them (and, to give a task that does
+// not align the chance to show it, until the sink's side saw one of them or
+// 200 ms passed); "a" then waits for checkpoint 1 to complete and fails at
+// position 150, so the job restores from checkpoint 1.
+type barrierSource struct {
+	*scriptSource
+	snapPos atomic.Int64 // the position of "a" in its checkpoint-1 snapshot, -1 before
+	release chan struct{}
+	once    sync.Once
+	bDone   atomic.Bool // the reader of "b" snapshotted checkpoint 1: its barrier follows
+	early   chan struct{}
+	onceE   sync.Once
+	failed  atomic.Bool
+	mu      sync.Mutex
+	seen    []rec // records of "a" past its barrier seen downstream before bDone
+}
+
+func newBarrierSource() *barrierSource {
+	s := &barrierSource{release: make(chan struct{}), early: make(chan struct{})}
+	s.snapPos.Store(-1)
+	s.scriptSource = &scriptSource{
+		splits: []rangeSplit{{ID: "a", End: 1000}, {ID: "b", End: 1000}}, pull: true, perPoll: 10,
+		hold: func(completed int64, sp rangeSplit) bool {
+			if s.failed.Load() {
+				return false
+			}
+			p := s.snapPos.Load()
+			if sp.ID == "a" && p >= 0 {
+				return completed < 1 && sp.Next >= p+50
+			}
+			return sp.Next >= 100 && (sp.ID == "a" || completed < 1)
+		},
+		failAt: func(attempt int, r rec) bool {
+			if p := s.snapPos.Load(); attempt == 0 && r.Split == "a" && p >= 0 && r.Pos == p+50 {
+				s.failed.Store(true)
+				return true
+			}
+			return false
+		},
+	}
+	return s
+}
+
+// watch runs downstream of the exchange, in the sink's task: it records a
+// record of "a" that follows a's barrier 1 if it gets there before the
+// barrier of "b" was sent.
+func (s *barrierSource) watch(r rec) rec {
+	if p := s.snapPos.Load(); r.Split == "a" && p >= 0 && r.Pos >= p && !s.bDone.Load() {
+		s.mu.Lock()
+		s.seen = append(s.seen, r)
+		s.mu.Unlock()
+		s.onceE.Do(func() { close(s.early) })
+	}
+	return r
+}
+
+func (s *barrierSource) CreateReader(ctx source.ReaderContext) (source.Reader[rec, rangeSplit], error) {
+	r, err := s.scriptSource.CreateReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &barrierReader{scriptReader: r.(*scriptReader), s: s, attempt: ctx.Attempt(), wake: make(chan struct{})}, nil
+}
+
+type barrierReader struct {
+	*scriptReader
+	s       *barrierSource
+	attempt int
+	ctx     context.Context
+	wake    chan struct{} // closed once after the snapshot: read on at once
+}
+
+func (r *barrierReader) Start(ctx context.Context) error {
+	r.ctx = ctx
+	return r.scriptReader.Start(ctx)
+}
+
+func (r *barrierReader) Available() <-chan struct{} { return r.wake }
+
+func (r *barrierReader) has(id string) (rangeSplit, bool) {
+	for _, sp := range r.splits {
+		if sp.ID == id {
+			return sp, true
+		}
+	}
+	return rangeSplit{}, false
+}
+
+func (r *barrierReader) SnapshotState(id int64) ([]rangeSplit, error) {
+	if r.attempt == 0 && id == 1 {
+		if sp, ok := r.has("a"); ok {
+			r.s.snapPos.Store(sp.Next)
+			close(r.wake) // emit past the barrier right away
+		} else if _, ok := r.has("b"); ok {
+			select {
+			case <-r.s.release:
+			case <-r.ctx.Done():
+			}
+			t := time.NewTimer(200 * time.Millisecond)
+			select {
+			case <-r.s.early:
+			case <-t.C:
+			case <-r.ctx.Done():
+			}
+			t.Stop()
+			r.s.bDone.Store(true)
+		}
+	}
+	return r.scriptReader.SnapshotState(id)
+}
+
+func (r *barrierReader) PollNext(out source.Output[rec]) (source.InputStatus, error) {
+	st, err := r.scriptReader.PollNext(out)
+	select {
+	case <-r.wake:
+		r.wake = make(chan struct{})
+	default:
+	}
+	if sp, ok := r.has("a"); ok && r.attempt == 0 {
+		if p := r.s.snapPos.Load(); p >= 0 && sp.Next >= p+30 {
+			r.s.once.Do(func() { close(r.s.release) })
+		}
+	}
+	return st, err
+}
+
+// TestInvariantBarrierAlignment proves I2 of docs/design.md: a task with
+// several inputs snapshots checkpoint n only once barrier n arrived on every
+// input, and does not process what follows the barrier on one input before
+// that. Two source subtasks feed one sink subtask (a rebalance). Barrier 1
+// of the reader of "a" and 30 or more records that follow it reach the
+// sink's task before the barrier of the reader of "b" (held in its
+// snapshot): a map in the sink's task must not see those records before
+// b's barrier was sent. The job then fails and restores from checkpoint 1:
+// had the sink written those records into checkpoint 1's transaction, they
+// would be committed with it and read again after the restore.
+func TestInvariantBarrierAlignment(t *testing.T) {
+	src := newBarrierSource()
+	store := testsink.NewStore[rec]()
+	// One periodic checkpoint per attempt (the minimum pause is long), so
+	// the restore is from checkpoint 1.
+	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.MinPauseBetweenCheckpoints(time.Hour),
+		stream.BatchSize(10), stream.ChannelCapacity(8), stream.Restart(restart.FixedDelay(2, 0)), stream.Logger(stream.DiscardLogger()))
+	s := stream.FromSource(env, src, watermark.None[rec](), "script")
+	watched := stream.Map(stream.Rebalance(s), src.watch, stream.Name("watch"), stream.WithParallelism(1))
+	stream.SinkTo(watched, testsink.NewTwoPhase(store), "sink", stream.WithParallelism(1))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := env.Execute(ctx, "alignment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := src.snapPos.Load(); p != 100 || !src.failed.Load() || res.Restarts != 1 {
+		t.Fatalf("snapshot of a at %d, failed %v, %d restarts: want 100, true, 1 (failures %v)", p, src.failed.Load(), res.Restarts, res.Failures)
+	}
+	src.mu.Lock()
+	if len(src.seen) > 0 {
+		t.Errorf("the sink's task processed %d records that follow barrier 1 on one input (first %v) before barrier 1 was sent on the other", len(src.seen), src.seen[0])
+	}
+	src.mu.Unlock()
+	expectExactlyOnce(t, src.splits, store.Committed())
+	if staged := store.Staged(); len(staged) > 0 {
+		t.Errorf("transactions left staged: %v", staged)
+	}
 }
