@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
@@ -117,8 +118,10 @@ func commitAfterStore(t *testing.T, failover stream.FailoverMode) {
 	if err != nil {
 		t.Fatalf("%v (fired: %v)", err, plan.Fired())
 	}
-	if len(plan.Fired()) != 2 || res.Restarts != 2 {
-		t.Errorf("fired %v with %d restarts, want both reader failures and two restarts", plan.Fired(), res.Restarts)
+	// Both faults fire; they cause one restart each, or one together if
+	// they fire in one attempt (full failover on a slow machine).
+	if fired := plan.Fired(); len(fired) != 2 || res.Restarts < 1 || res.Restarts > 2 {
+		t.Errorf("fired %v with %d restarts, want both reader failures and one or two restarts", fired, res.Restarts)
 	}
 
 	w.mu.Lock()
@@ -157,13 +160,14 @@ func commitAfterStore(t *testing.T, failover stream.FailoverMode) {
 }
 
 // barrierSource drives TestInvariantBarrierAlignment: two splits, "a" and
-// "b", read by two readers (pull assignment). In the first attempt the
-// reader of "a" snapshots checkpoint 1 at position 100 and then emits 50
-// more records, while the reader of "b" is held in its snapshot of
-// checkpoint 1 until "a" emitted 30 of them (and, to give a task that does
-// not align the chance to show it, until the sink's side saw one of them or
-// 200 ms passed); "a" then waits for checkpoint 1 to complete and fails at
-// position 150, so the job restores from checkpoint 1.
+// "b", assigned to readers 0 and 1 right before checkpoint 1 (so both
+// readers snapshot them at position 0). In the first attempt the reader of
+// "a" then emits 50 records, while the reader of "b" is held in its
+// snapshot of checkpoint 1 until "a" emitted 30 of them (and, to give a
+// task that does not align the chance to show it, until the sink's side
+// saw one of them or 200 ms passed) and reads nothing before checkpoint 1
+// completed; "a" then waits for checkpoint 1 to complete and fails at
+// position 50, so the job restores from checkpoint 1.
 type barrierSource struct {
 	*scriptSource
 	snapPos atomic.Int64 // the position of "a" in its checkpoint-1 snapshot, -1 before
@@ -181,17 +185,18 @@ func newBarrierSource() *barrierSource {
 	s := &barrierSource{release: make(chan struct{}), early: make(chan struct{})}
 	s.snapPos.Store(-1)
 	s.scriptSource = &scriptSource{
-		splits: []rangeSplit{{ID: "a", End: 1000}, {ID: "b", End: 1000}}, pull: true, perPoll: 10,
+		splits: []rangeSplit{{ID: "a", End: 1000}, {ID: "b", End: 1000}}, perPoll: 10,
 		hold: func(completed int64, sp rangeSplit) bool {
-			if s.failed.Load() {
+			if s.failed.Load() || completed >= 1 {
 				return false
 			}
-			p := s.snapPos.Load()
-			if sp.ID == "a" && p >= 0 {
-				return completed < 1 && sp.Next >= p+50
+			if p := s.snapPos.Load(); sp.ID == "a" && p >= 0 {
+				return sp.Next >= p+50
 			}
-			return sp.Next >= 100 && (sp.ID == "a" || completed < 1)
+			return true
 		},
+		// The restored enumerator has nothing left to assign.
+		onRestore: func(e *scriptEnum) { e.finish() },
 		failAt: func(attempt int, r rec) bool {
 			if p := s.snapPos.Load(); attempt == 0 && r.Split == "a" && p >= 0 && r.Pos == p+50 {
 				s.failed.Store(true)
@@ -308,12 +313,23 @@ func TestInvariantBarrierAlignment(t *testing.T) {
 	stream.SinkTo(watched, testsink.NewTwoPhase(store), "sink", stream.WithParallelism(1))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	res, err := env.Execute(ctx, "alignment")
+	job, err := env.Build("alignment")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := src.snapPos.Load(); p != 100 || !src.failed.Load() || res.Restarts != 1 {
-		t.Fatalf("snapshot of a at %d, failed %v, %d restarts: want 100, true, 1 (failures %v)", p, src.failed.Load(), res.Restarts, res.Failures)
+	engine.SetBeforeTrigger(job, func(id int64) {
+		if id == 1 {
+			src.enum.assign("a", 0)
+			src.enum.assign("b", 1)
+			src.enum.finish()
+		}
+	})
+	res, err := job.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := src.snapPos.Load(); p != 0 || !src.failed.Load() || res.Restarts != 1 {
+		t.Fatalf("snapshot of a at %d, failed %v, %d restarts: want 0, true, 1 (failures %v)", p, src.failed.Load(), res.Restarts, res.Failures)
 	}
 	src.mu.Lock()
 	if len(src.seen) > 0 {
