@@ -604,7 +604,7 @@ func enumError(v *vertex, what string, err error) error {
 }
 
 // trigger starts a checkpoint: enumerators first, then a trigger into every
-// source task's mailbox (DESIGN §3).
+// source task's mailbox (docs/design.md §4, "The checkpoint protocol").
 func (a *attempt) trigger(final bool) error {
 	id := a.tr.nextID
 	if a.job.beforeTrigger != nil {
