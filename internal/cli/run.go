@@ -189,8 +189,23 @@ func parseLevel(s string) (slog.Level, error) {
 // loadRestore loads what --from names: a snapshot directory, its _metadata
 // file, or a checkpoint directory (its newest completed snapshot). It never
 // falls back past a completed checkpoint: if the newest one is damaged it
-// fails, naming it, and tells the user how to choose an older one.
-func loadRestore(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
+// fails, naming it, and tells the user how to choose an older one. The
+// references to environment variables a snapshot holds instead of their
+// values are replaced by the values lookup gives; a variable it does not
+// know fails the load, naming it.
+func loadRestore(ctx context.Context, from string, lookup func(string) (string, bool)) (*checkpoint.Snapshot, checkpoint.Info, error) {
+	s, info, err := loadRestoreEncoded(ctx, from)
+	if err != nil {
+		return s, info, err
+	}
+	if err := decodeSnapshot(s, lookup); err != nil {
+		return nil, info, fmt.Errorf("--from %s: %w", info.Path, err)
+	}
+	return s, info, nil
+}
+
+// loadRestoreEncoded is loadRestore without decoding.
+func loadRestoreEncoded(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
 	s, info, err := checkpoint.Load(ctx, from)
 	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
 		return s, info, err
@@ -308,10 +323,15 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		store = st
 	}
 
+	// Values from the environment never reach a checkpoint or savepoint:
+	// the storage replaces them by references to their variables.
+	secretVals := secretVars(spec.Secrets)
+	secrets := secretLookup(secretVals, a.Getenv)
+
 	var restore *checkpoint.Snapshot
 	switch {
 	case o.from != "":
-		s, info, err := loadRestore(ctx, o.from)
+		s, info, err := loadRestore(ctx, o.from, secrets)
 		if err != nil {
 			return nil, usageError{err}
 		}
@@ -356,7 +376,10 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		opts = append(opts, stream.CheckpointEvery(spec.CheckpointInterval))
 	}
 	if store != nil {
-		opts = append(opts, stream.CheckpointStorage(store))
+		opts = append(opts, stream.CheckpointStorage(withSecrets(store, secretVals, secrets)))
+	} else if len(secretVals) > 0 {
+		// Savepoints are written through the storage too.
+		opts = append(opts, stream.CheckpointStorage(withSecrets(checkpoint.NewMemory(), secretVals, secrets)))
 	}
 	if restore != nil {
 		opts = append(opts, stream.RestoreFrom(restore))
