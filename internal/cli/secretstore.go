@@ -156,7 +156,9 @@ func (s *secretStorage) Latest(ctx context.Context) (*checkpoint.Snapshot, check
 	return snap, info, nil
 }
 
-func (s *secretStorage) List(ctx context.Context) ([]checkpoint.Info, error) { return s.inner.List(ctx) }
+func (s *secretStorage) List(ctx context.Context) ([]checkpoint.Info, error) {
+	return s.inner.List(ctx)
+}
 
 func (s *secretStorage) Discard(ctx context.Context, id int64) error {
 	return s.inner.Discard(ctx, id)
