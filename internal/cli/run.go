@@ -551,7 +551,7 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log})
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, Positions: transform.NeedsPositions(spec.Transforms)})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}
