@@ -176,6 +176,7 @@ dead-letter:
 	}
 	m, d := readDeadLetterOutputs(t, out, dead)
 	checkDeadLetterOutputs(t, m, d, total)
+	checkTransformDeadLetterPositions(t, in, dead)
 	sps, _ := filepath.Glob(filepath.Join(spDir, "savepoint-*"))
 	if len(sps) != 1 {
 		t.Fatalf("want one stop savepoint under %s, got %v\n%s", spDir, sps, p.stderr())
@@ -203,5 +204,104 @@ dead-letter:
 	}
 	if m2, d2 := readDeadLetterOutputs(t, out, dead); len(m2) != len(m) || len(d2) != len(d) {
 		t.Fatal("the refused resume wrote output")
+	}
+}
+
+var inputIDRE = regexp.MustCompile(`^\{"id": (\d+)`)
+
+// checkTransformDeadLetterPositions checks that every dead letter of the
+// transform "big" under deadDir names the input file under inDir and the
+// byte offset of the line of the record it failed on, and returns how
+// many it checked.
+func checkTransformDeadLetterPositions(t *testing.T, inDir, deadDir string) int {
+	t.Helper()
+	type pos struct {
+		file string
+		off  int64
+	}
+	where := map[int64]pos{}
+	entries, err := os.ReadDir(inDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(inDir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var off int64
+		for l := range strings.Lines(string(b)) {
+			if m := inputIDRE.FindStringSubmatch(l); m != nil {
+				id, _ := strconv.ParseInt(m[1], 10, 64)
+				where[id] = pos{path, off}
+			}
+			off += int64(len(l))
+		}
+	}
+	n := 0
+	eachCommittedRecord(t, deadDir, func(name string, rec map[string]any) {
+		if rec["operator"] != "big" {
+			return
+		}
+		r, _ := rec["record"].(map[string]any)
+		id, _ := r["id"].(float64)
+		want, ok := where[int64(id)]
+		off, _ := rec["offset"].(float64)
+		split, _ := rec["split"].(string)
+		if !ok || rec["file"] != want.file || int64(off) != want.off || !strings.Contains(split, filepath.Base(want.file)) {
+			t.Fatalf("%s: dead letter %v: want file %s, offset %d and a split of that file", name, rec, want.file, want.off)
+		}
+		n++
+	})
+	return n
+}
+
+// TestTransformDeadLetterPosition: in a file → file pipeline, the dead
+// letter of a record the filter fails on (it lacks the field) names the
+// input file, its split and the byte offset of the record's line, as the
+// source's own dead letters do; main output + dead letters = input.
+func TestTransformDeadLetterPosition(t *testing.T) {
+	work := t.TempDir()
+	in, out, dead := filepath.Join(work, "in"), filepath.Join(work, "out"), filepath.Join(work, "dead")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	total := writeDeadLetterInput(t, in, 0, 4, 2500)
+	file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`name: positions
+parallelism: 2
+source:
+  type: file
+  name: in
+  options:
+    paths: [%s]
+    on-malformed: dead-letter
+transforms:
+  - rename: {amount: amt}
+    name: ren
+  - filter: amt > 100
+    name: big
+    on-error: dead-letter
+  - rename: {amt: amount}
+    name: back
+sink:
+  type: file
+  name: out
+  options: {path: %s}
+dead-letter:
+  type: file
+  options: {path: %s, prefix: dead}
+`, in, out, dead))
+	r := run(t, nil, "run", "--progress", "off", file)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	m, d := readDeadLetterOutputs(t, out, dead)
+	checkDeadLetterOutputs(t, m, d, total)
+	if n := checkTransformDeadLetterPositions(t, in, dead); n != total/100 {
+		t.Fatalf("%d transform dead letters, want %d", n, total/100)
 	}
 }
