@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // secretForms are the byte strings a value may show as in a file: raw,
@@ -304,4 +306,90 @@ dead-letter:
 	if n := checkTransformDeadLetterPositions(t, in, dead); n != total/100 {
 		t.Fatalf("%d transform dead letters, want %d", n, total/100)
 	}
+}
+
+// TestSecretsNeverInCheckpointsKafka runs a Kafka → Kafka pipeline whose
+// job name, source topic, sink topic, transactional-id prefix and brokers
+// come from ${VAR}s (exactly-once: the sink's writer state and
+// committables hold transactional ids). It kills `sluice run` with SIGKILL
+// after some checkpoints, greps every checkpoint file for every value,
+// resumes with --from and checks the output topic holds every record
+// once. (Real broker: SLUICE_KAFKA_BROKERS.)
+func TestSecretsNeverInCheckpointsKafka(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	const count = 20000
+	inTopic, outTopic := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(inTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, count)
+	for i := range count {
+		recs[i] = &kgo.Record{Value: fmt.Appendf(nil, `{"id": %d}`, i), Partition: int32(i % 2)}
+	}
+	err = cl.ProduceSync(t.Context(), recs...).FirstErr()
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	ckpt := filepath.Join(work, "checkpoints")
+	vals := map[string]string{
+		"SECRET_JOB":     "kjob-Vb6nPp",
+		"SECRET_IN":      inTopic,
+		"SECRET_OUT":     outTopic,
+		"SECRET_PREFIX":  fmt.Sprintf("txp-Rr4k-%d", time.Now().UnixNano()),
+		"SECRET_BROKERS": brokers,
+	}
+	var env []string
+	for k, v := range vals {
+		env = append(env, k+"="+v)
+	}
+	file := writeNamedPipeline(t, work, "k.yaml", fmt.Sprintf(`name: ${SECRET_JOB}
+parallelism: 2
+delivery: exactly-once
+checkpoint:
+  interval: 100ms
+  dir: %s
+restart:
+  strategy: none
+source:
+  type: kafka
+  options:
+    brokers: ["${SECRET_BROKERS}"]
+    topics: ["${SECRET_IN}"]
+    start: earliest
+    bounded: true
+sink:
+  type: kafka
+  options:
+    brokers: ["${SECRET_BROKERS}"]
+    topic: "${SECRET_OUT}"
+    transactional-id-prefix: "${SECRET_PREFIX}"
+`, ckpt))
+	p := start(t, env, "run", "--progress", "off", file)
+	for i := 0; i < 2400 && completedCheckpoints(ckpt) < 2; i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	if completedCheckpoints(ckpt) == 0 {
+		t.Fatalf("no checkpoint before the kill\n%s", p.stderr())
+	}
+	found, files := grepSecrets(t, vals, ckpt)
+	if len(found) > 0 {
+		t.Fatalf("values from the environment in the checkpoints after kill -9 (%d files):\n%s", files, strings.Join(found, "\n"))
+	}
+	t.Logf("after kill -9: %d files under the checkpoint directory, none holds a value", files)
+	r := run(t, env, "run", "--progress", "off", "--from", ckpt, file)
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
+	}
+	found, files = grepSecrets(t, vals, ckpt)
+	if len(found) > 0 {
+		t.Fatalf("values from the environment in the checkpoints after the resumed run (%d files):\n%s", files, strings.Join(found, "\n"))
+	}
+	checkIDsOnce(t, readTopic(t, brokers, outTopic, count), count)
 }
