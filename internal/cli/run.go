@@ -335,8 +335,11 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		if err != nil {
 			return nil, usageError{err}
 		}
-		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs {
-			warnIfOlder(ctx, log, info) // the runtime warns about its own checkpoint dir
+		// The runtime warns about its own checkpoint dir when it is given
+		// the checkpoint.Local itself, not the storage that keeps secrets
+		// out of it.
+		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs || len(secretVals) > 0 {
+			warnIfOlder(ctx, log, info)
 		}
 		if s.JobName != spec.Name {
 			log.Warn("resuming a snapshot of another job name; state is matched by operator uid", "snapshot_job", s.JobName, "job", spec.Name)
