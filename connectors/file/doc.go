@@ -39,6 +39,8 @@
 // logged at a bounded rate ([SkipMalformed]), or replaced by a dead letter
 // that [MalformedAs] makes of it ([EmitMalformed]), which the job routes to
 // a sink of its own: emitted in the split's order, it is read exactly once.
+// [PositionAs] passes every good record with its [Position] (split, file,
+// byte offset), so that a later failure can name where it was read.
 //
 // # Sink
 //

@@ -59,6 +59,28 @@ func MalformedAs[T any](fn func(m Malformed) T) SourceOption {
 	})
 }
 
+// Position is where a record was read: its split, file and byte offset
+// (of the decompressed file), as in [Malformed].
+type Position struct {
+	Split  string
+	File   string
+	Offset int64
+}
+
+// PositionAs sets a function that every record read passes through
+// together with where it was read (default: none). T must be the source's
+// record type (NewSource fails otherwise). fn runs on a fetcher
+// goroutine. Records are then read one at a time, not in batches.
+func PositionAs[T any](fn func(v T, p Position) T) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) {
+		if fn == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: PositionAs function is nil", ErrInvalidConfig))
+			return
+		}
+		c.positionAs = fn
+	})
+}
+
 // SourceOption configures a [Source]; see the functions that return one.
 // Every default is in defaultSourceConfig.
 type SourceOption interface{ applySource(*sourceConfig) }
@@ -75,9 +97,11 @@ type sourceConfig struct {
 	malformed MalformedPolicy
 	// malformedAs is the func(Malformed) T of MalformedAs.
 	malformedAs any
-	batchSize   int
-	logger      *slog.Logger
-	errs        []error
+	// positionAs is the func(T, Position) T of PositionAs.
+	positionAs any
+	batchSize  int
+	logger     *slog.Logger
+	errs       []error
 }
 
 func defaultSourceConfig() sourceConfig {

@@ -37,6 +37,8 @@ type splitReader[T any] struct {
 	errCount *metrics.Counter
 	// asRecord makes a dead letter of a malformed record (EmitMalformed).
 	asRecord func(Malformed) T
+	// withPos passes every record with its position (PositionAs).
+	withPos func(T, Position) T
 	// skipped counts skipped records not yet logged; lastLog is when the
 	// last warning about them went out.
 	skipped int64
@@ -51,6 +53,7 @@ type splitReader[T any] struct {
 func newSplitReader[T any](f Format[T], cfg *sourceConfig, errCount *metrics.Counter) *splitReader[T] {
 	r := &splitReader[T]{format: f, cfg: cfg, errCount: errCount}
 	r.asRecord, _ = cfg.malformedAs.(func(Malformed) T)
+	r.withPos, _ = cfg.positionAs.(func(T, Position) T)
 	return r
 }
 
@@ -185,6 +188,9 @@ func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool
 		v, next, err := cur.rr.Read()
 		switch {
 		case err == nil:
+			if r.withPos != nil {
+				v = r.withPos(v, Position{Split: cur.sp.SplitID(), File: cur.sp.Path, Offset: cur.off})
+			}
 			c.vs = append(c.vs, v)
 		case errors.Is(err, io.EOF):
 			return true, nil
@@ -282,7 +288,9 @@ func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
 		return fail(err)
 	}
 	o.rr = rr
-	o.br, _ = rr.(batchReader[T])
+	if r.withPos == nil {
+		o.br, _ = rr.(batchReader[T])
+	}
 	for range sp.Skip {
 		_, next, err := rr.Read()
 		if err != nil && !errors.Is(err, ErrMalformed) {

@@ -43,6 +43,12 @@ func NewSource[T any](format Format[T], paths []string, opts ...SourceOption) *S
 			err = errors.Join(err, fmt.Errorf("%w: MalformedAs makes %T records, the source's are %T", ErrInvalidConfig, s.cfg.malformedAs, zero))
 		}
 	}
+	if s.cfg.positionAs != nil {
+		if _, ok := s.cfg.positionAs.(func(T, Position) T); !ok {
+			var zero T
+			err = errors.Join(err, fmt.Errorf("%w: PositionAs takes %T, the source's records are %T", ErrInvalidConfig, s.cfg.positionAs, zero))
+		}
+	}
 	if format == nil {
 		err = errors.Join(err, fmt.Errorf("%w: the format is nil", ErrInvalidConfig))
 	}

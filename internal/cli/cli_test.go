@@ -40,15 +40,15 @@ func TestLoadRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, _, err := loadRestore(ctx, dir)
+	s, _, err := loadRestore(ctx, dir, nil)
 	if err != nil || s.ID != 2 {
 		t.Fatalf("from the directory: got %v, %v; want checkpoint 2", s, err)
 	}
-	s, _, err = loadRestore(ctx, filepath.Join(dir, "chk-1"))
+	s, _, err = loadRestore(ctx, filepath.Join(dir, "chk-1"), nil)
 	if err != nil || s.ID != 1 {
 		t.Fatalf("from chk-1: got %v, %v; want checkpoint 1", s, err)
 	}
-	if _, _, err := loadRestore(ctx, t.TempDir()); !errors.Is(err, checkpoint.ErrNotFound) {
+	if _, _, err := loadRestore(ctx, t.TempDir(), nil); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Errorf("from an empty directory: got %v, want ErrNotFound", err)
 	}
 }

@@ -82,7 +82,7 @@ func (a *App) cmdCheckpoints(args []string) error {
 		if hasNewest && in.Kind == checkpoint.Checkpoint && in.ID == newest && in.Warning != nil {
 			newestDamaged = in.Warning
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Kind, in.JobName, taken, size, status, in.Path)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Kind, displayRefs(in.JobName), taken, size, status, in.Path)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -189,8 +189,23 @@ func parseLevel(s string) (slog.Level, error) {
 // loadRestore loads what --from names: a snapshot directory, its _metadata
 // file, or a checkpoint directory (its newest completed snapshot). It never
 // falls back past a completed checkpoint: if the newest one is damaged it
-// fails, naming it, and tells the user how to choose an older one.
-func loadRestore(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
+// fails, naming it, and tells the user how to choose an older one. The
+// references to environment variables a snapshot holds instead of their
+// values are replaced by the values lookup gives; a variable it does not
+// know fails the load, naming it.
+func loadRestore(ctx context.Context, from string, lookup func(string) (string, bool)) (*checkpoint.Snapshot, checkpoint.Info, error) {
+	s, info, err := loadRestoreEncoded(ctx, from)
+	if err != nil {
+		return s, info, err
+	}
+	if err := decodeSnapshot(s, lookup); err != nil {
+		return nil, info, fmt.Errorf("--from %s: %w", info.Path, err)
+	}
+	return s, info, nil
+}
+
+// loadRestoreEncoded is loadRestore without decoding.
+func loadRestoreEncoded(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
 	s, info, err := checkpoint.Load(ctx, from)
 	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
 		return s, info, err
@@ -308,15 +323,23 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		store = st
 	}
 
+	// Values from the environment never reach a checkpoint or savepoint:
+	// the storage replaces them by references to their variables.
+	secretVals := secretVars(spec.Secrets)
+	secrets := secretLookup(secretVals, a.Getenv)
+
 	var restore *checkpoint.Snapshot
 	switch {
 	case o.from != "":
-		s, info, err := loadRestore(ctx, o.from)
+		s, info, err := loadRestore(ctx, o.from, secrets)
 		if err != nil {
 			return nil, usageError{err}
 		}
-		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs {
-			warnIfOlder(ctx, log, info) // the runtime warns about its own checkpoint dir
+		// The runtime warns about its own checkpoint dir when it is given
+		// the checkpoint.Local itself, not the storage that keeps secrets
+		// out of it.
+		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs || len(secretVals) > 0 {
+			warnIfOlder(ctx, log, info)
 		}
 		if s.JobName != spec.Name {
 			log.Warn("resuming a snapshot of another job name; state is matched by operator uid", "snapshot_job", s.JobName, "job", spec.Name)
@@ -356,7 +379,10 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		opts = append(opts, stream.CheckpointEvery(spec.CheckpointInterval))
 	}
 	if store != nil {
-		opts = append(opts, stream.CheckpointStorage(store))
+		opts = append(opts, stream.CheckpointStorage(withSecrets(store, secretVals, secrets)))
+	} else if len(secretVals) > 0 {
+		// Savepoints are written through the storage too.
+		opts = append(opts, stream.CheckpointStorage(withSecrets(checkpoint.NewMemory(), secretVals, secrets)))
 	}
 	if restore != nil {
 		opts = append(opts, stream.RestoreFrom(restore))
@@ -528,7 +554,7 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log})
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, Positions: transform.NeedsPositions(spec.Transforms)})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}

@@ -668,7 +668,9 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 		var info checkpoint.Info
 		// The storage is pluggable: a panic in it fails the checkpoint.
 		err := callSafely(j.log, "checkpoint storage", func() (err error) {
-			if sp != nil {
+			if ss, ok := j.storage.(SavepointStorage); ok && sp != nil {
+				info, err = ss.SaveSavepoint(a.ctx, sp.dir, snap)
+			} else if sp != nil {
 				info, err = checkpoint.SaveSavepoint(a.ctx, sp.dir, snap)
 			} else {
 				info, err = j.storage.Save(a.ctx, snap)

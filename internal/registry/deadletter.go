@@ -84,3 +84,36 @@ func (d *DeadLetter) Record() Record {
 	}
 	return r
 }
+
+// Position is where a source read a record: what a dead letter of a
+// transform names, as a source's own dead letters do.
+type Position struct {
+	Split  string // the source split (Kafka: <topic>-<partition>)
+	File   string // the source file, where known
+	Offset int64  // the byte offset in File, or the split's offset
+}
+
+// positionKey carries a *Position with a record from a source to the
+// transforms (BuildContext.Positions). No decoded JSON value is a
+// *Position, so input cannot forge it.
+const positionKey = "\x00sluice.position"
+
+// WithPosition returns r carrying p; [TakePosition] finds it again. r is
+// changed (it is the source's new record).
+func WithPosition(r Record, p Position) Record {
+	if r == nil {
+		r = Record{}
+	}
+	r[positionKey] = &p
+	return r
+}
+
+// TakePosition removes the position r carries, if any, and returns it, so
+// that r goes on as the record the source read.
+func TakePosition(r Record) (*Position, bool) {
+	p, ok := r[positionKey].(*Position)
+	if ok {
+		delete(r, positionKey)
+	}
+	return p, ok
+}

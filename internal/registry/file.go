@@ -87,6 +87,11 @@ func init() {
 					return MarkDeadLetter(&DeadLetter{Error: m.Err.Error(), Operator: name, Split: m.Split, File: m.File, Offset: m.Offset, Raw: m.Raw})
 				}))
 			}
+			if c.Positions {
+				opts = append(opts, file.PositionAs(func(r Record, p file.Position) Record {
+					return WithPosition(r, Position{Split: p.Split, File: p.File, Offset: p.Offset})
+				}))
+			}
 			src := file.NewSource(file.JSONLines[Record](), c.Options.Strings("paths"), opts...)
 			if err := src.Err(); err != nil {
 				return stream.DataStream[Record]{}, err

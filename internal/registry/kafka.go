@@ -51,6 +51,9 @@ func init() {
 			default:
 				deser = kafkaUnrecoverable(deser)
 			}
+			if c.Positions {
+				deser = kafkaPositions(deser)
+			}
 			src, err := kafka.NewSource(c.Options.Strings("brokers"), deser, opts...)
 			if err != nil {
 				return stream.DataStream[Record]{}, err
@@ -98,6 +101,21 @@ func init() {
 // (MarkDeadLetter) with the topic and partition as split, the offset and
 // the value's bytes, emitted at the record's offset: it is read exactly
 // once like any record.
+// kafkaPositions attaches the topic and partition (as split) and the
+// offset of every record d decodes (WithPosition).
+func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
+	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
+		v, err := d.Deserialize(r)
+		if err != nil {
+			return v, err
+		}
+		if _, dead := DeadLetterOf(v); dead {
+			return v, nil
+		}
+		return WithPosition(v, Position{Split: fmt.Sprintf("%s-%d", r.Topic, r.Partition), Offset: r.Offset}), nil
+	})
+}
+
 func kafkaDeadLetters(d kafka.Deserializer[Record], operator string) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
 		v, err := d.Deserialize(r)

@@ -231,6 +231,11 @@ type BuildContext struct {
 	Delivery Delivery
 	Stdout   io.Writer // where a print sink writes
 	Logger   *slog.Logger
+	// Positions asks a source to attach to every record where it read it
+	// (WithPosition), for the dead letters of transforms; the pipeline
+	// takes it off (TakePosition) before any transform or sink sees the
+	// record. Sources that cannot tell ignore it.
+	Positions bool
 }
 
 // Source is a registered source connector.

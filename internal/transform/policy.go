@@ -40,6 +40,18 @@ func NeedsPolicies(steps []*Compiled, sourceDeadLetters bool) bool {
 	return false
 }
 
+// NeedsPositions reports whether the steps need each record's source
+// position (registry.BuildContext.Positions): a step that skips records
+// (logged with it) or sends them as dead letters (which carry it).
+func NeedsPositions(steps []*Compiled) bool {
+	for _, c := range steps {
+		if c.OnError == registry.PolicySkip || c.OnError == registry.PolicyDeadLetter {
+			return true
+		}
+	}
+	return false
+}
+
 // PolicyOptions are what AddWithPolicies counts and logs with.
 type PolicyOptions struct {
 	Metrics *metrics.Registry // default: counted nowhere
@@ -54,6 +66,9 @@ type PolicyOptions struct {
 type item struct {
 	r  Record
 	dl *registry.DeadLetter
+	// pos is where the source read the record, if it said
+	// (registry.WithPosition).
+	pos *registry.Position
 }
 
 // AddWithPolicies appends the steps to a stream like AddTo, applying each
@@ -63,7 +78,9 @@ type item struct {
 // a dead-letter sink on the second stream takes part in the same
 // checkpoints as the main sink: main output plus dead letters equal the
 // input, exactly once. Dead letters that the source emits
-// (registry.MarkDeadLetter) pass the steps unchanged.
+// (registry.MarkDeadLetter) pass the steps unchanged. A record's source
+// position (registry.WithPosition) is taken off it before the first step
+// and named by its dead letter and skip warning.
 func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOptions) (main, dead stream.DataStream[Record]) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -72,7 +89,8 @@ func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOp
 		if d, ok := registry.DeadLetterOf(r); ok {
 			return item{dl: d}
 		}
-		return item{r: r}
+		pos, _ := registry.TakePosition(r)
+		return item{r: r, pos: pos}
 	}, stream.Name(RouteIn))
 	for _, c := range steps {
 		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
@@ -119,13 +137,13 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 		} else {
 			var out Record
 			if out, err = c.Apply(it.r); err == nil {
-				return item{r: out}, nil
+				return item{r: out, pos: it.pos}, nil
 			}
 		}
 		switch policy {
 		case registry.PolicySkip:
 			skipped.Inc()
-			warn.warn(c, err)
+			warn.warn(c, err, it.pos)
 			return item{}, nil
 		case registry.PolicyDeadLetter:
 			dead.Inc()
@@ -133,7 +151,11 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 			if te, ok := errors.AsType[*Error](err); ok {
 				msg = te.Cause()
 			}
-			return item{dl: &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}}, nil
+			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}
+			if p := it.pos; p != nil {
+				d.Split, d.File, d.Offset = p.Split, p.File, p.Offset
+			}
+			return item{dl: d}, nil
 		}
 		return item{}, err
 	}
@@ -153,7 +175,7 @@ type rateLimitedLog struct {
 	n     int64
 }
 
-func (l *rateLimitedLog) warn(c *Compiled, err error) {
+func (l *rateLimitedLog) warn(c *Compiled, err error, pos *registry.Position) {
 	l.mu.Lock()
 	l.n++
 	now := time.Now()
@@ -164,6 +186,13 @@ func (l *rateLimitedLog) warn(c *Compiled, err error) {
 	n := l.n
 	l.last, l.n = now, 0
 	l.mu.Unlock()
-	l.log.Warn("skipped a record the transform failed on (on-error: skip)", "transform", c.Name, "at", c.Where,
-		"error", err, "skipped_since_last_warning", n)
+	attrs := []any{"transform", c.Name, "at", c.Where, "error", err}
+	if pos != nil {
+		attrs = append(attrs, "split", pos.Split)
+		if pos.File != "" {
+			attrs = append(attrs, "file", pos.File)
+		}
+		attrs = append(attrs, "offset", pos.Offset)
+	}
+	l.log.Warn("skipped a record the transform failed on (on-error: skip)", append(attrs, "skipped_since_last_warning", n)...)
 }
