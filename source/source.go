@@ -89,7 +89,17 @@ type Enumerator[S Split, E any] interface {
 	// without the enumerator restarting. The enumerator must assign them
 	// again.
 	AddSplitsBack(splits []S, subtask int) error
-	// AddReader registers a reader (push assignment may start here).
+	// AddReader registers a reader (push assignment may start here). It is
+	// also called when a reader registers again after its region restarted
+	// (regional failover): the enumerator is not reset, the splits the old
+	// reader got after the restore checkpoint came back through
+	// AddSplitsBack just before, and the new reader knows nothing of what
+	// the old one was told. The enumerator must therefore serve it afresh:
+	// assign it its splits again (push) or answer its requests (pull), and,
+	// for a bounded source with nothing left for it, call
+	// SignalNoMoreSplits for it again, even if the old reader got that
+	// signal; otherwise the new reader never ends. Package
+	// source/enumerate implements this rule.
 	AddReader(subtask int) error
 	// SnapshotState returns the enumerator's state for a checkpoint. It is
 	// called before the readers are asked to snapshot, so a split assigned
