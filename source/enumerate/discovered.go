@@ -128,12 +128,11 @@ func (e *Discovered[S]) handle(res any, err error) {
 	for _, sp := range splits {
 		k := e.d.Key(sp)
 		present[k] = true
-		if !e.known[k] {
-			e.known[k] = true
+		if !e.known[k] { // several splits may share a key: all are new
 			fresh = append(fresh, sp)
 		}
 	}
-	maps.DeleteFunc(e.known, func(k string, _ bool) bool { return !present[k] })
+	e.known = present // forget what is gone
 	e.p.add(fresh)
 	e.p.done = e.p.bounded
 	if err := e.p.serve(); err != nil {

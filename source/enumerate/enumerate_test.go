@@ -330,6 +330,7 @@ func TestDiscovered(t *testing.T) {
 		bounded  bool
 		interval time.Duration
 		onError  func(error, int) error
+		key      func(sp) string
 		state    enumerate.DiscoveredState[sp]
 		opts     []enumerate.Option[sp]
 		steps    func(*testing.T, enum, *fakes.EnumeratorContext[sp], *lister)
@@ -395,6 +396,18 @@ func TestDiscovered(t *testing.T) {
 		},
 		assigned: map[int][]int{0: {1, 2}}, noMore: map[int]int{}, async: 1,
 		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}},
+	}, {
+		name: "unbounded: splits sharing a key are all new together, and not again", parallel: 1, interval: time.Second, key: func(s sp) string { return strconv.Itoa(s.N / 10) },
+		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
+			start(t, e, c, 0)
+			l.now = splits(10, 11, 12)
+			runAsync(t, c, 0)
+			l.now = splits(10, 11, 12, 13, 20)
+			runAsync(t, c, 0)
+			request(t, e, 0, 0, 0, 0, 0)
+		},
+		assigned: map[int][]int{0: {10, 11, 12, 20}}, noMore: map[int]int{}, async: 1,
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"1", "2"}},
 	}, {
 		name: "unbounded/push: discovered splits go to their owners", parallel: 2, interval: time.Second,
 		opts: []enumerate.Option[sp]{enumerate.Push(byOwner)},
@@ -468,7 +481,7 @@ func TestDiscovered(t *testing.T) {
 				b = source.Bounded
 			}
 			l := &lister{}
-			d := enumerate.Discovery[sp]{Discover: l.discover, Interval: tc.interval, OnError: tc.onError}
+			d := enumerate.Discovery[sp]{Discover: l.discover, Interval: tc.interval, OnError: tc.onError, Key: tc.key}
 			de := enumerate.NewDiscovered(c, d, b, tc.state, tc.opts...)
 			tc.steps(t, discAny{de}, c, l)
 			if got := assigned(c); !maps.EqualFunc(got, tc.assigned, slices.Equal) {
