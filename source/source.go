@@ -213,7 +213,11 @@ type Reader[T any, S Split] interface {
 	// current positions. The caller owns the returned slice. It is called
 	// between PollNext calls, never during one: the records one PollNext
 	// call emits are the unit of a snapshot, and a position between two of
-	// them is never snapshotted.
+	// them is never snapshotted. A reader must therefore leave every split
+	// at a resumable position when PollNext returns (records emitted and
+	// position moved past them, together); it need not be resumable in
+	// between. With package readerbase one PollNext emits one fetched
+	// batch, so the batch is the unit (see readerbase.Batch).
 	SnapshotState(checkpointID int64) ([]S, error)
 	// Close releases resources and stops the reader's goroutines, waiting
 	// for them.
