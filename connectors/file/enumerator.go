@@ -53,8 +53,9 @@ func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, split
 			}
 			return splits, err
 		},
-		Interval: cfg.discovery,
-		Key:      func(s Split) string { return s.Path },
+		Interval:   cfg.discovery,
+		Key:        func(s Split) string { return s.Path },
+		ForgetGone: true, // the processed set stays as large as the listing
 		OnError: func(err error, failures int) error {
 			cfg.logger.Warn("file source: listing failed", "paths", cfg.paths, "err", err)
 			if continuous || (failures <= listRetries && !errors.Is(err, fs.ErrNotExist)) {
@@ -78,9 +79,11 @@ func (e *enumerator) SnapshotState(id int64) (EnumState, error) {
 	if err != nil {
 		return EnumState{}, err
 	}
-	st := EnumState{Pending: kst.Pending, Listed: kst.Done}
+	st := EnumState{Pending: kst.Pending}
 	if e.continuous {
 		st.Processed = kst.Known
+	} else {
+		st.Listed = kst.Done
 	}
 	return st, nil
 }

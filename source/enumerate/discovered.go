@@ -20,20 +20,36 @@ type Discovery[S source.Split] struct {
 	// of the next, for an unbounded source. A bounded source discovers
 	// once; so does an unbounded one with Interval 0.
 	Interval time.Duration
-	// Key names what discovery remembers: a split whose key was
-	// discovered before is not assigned again. Keys that a discovery no
-	// longer returns are forgotten, so the memory stays as large as the
-	// listing (a file that disappears and comes back is read again). The
-	// default is the split's SplitID.
+	// Key names what discovery remembers: a split whose key is known is
+	// not assigned again. Several splits may share a key (the blocks of
+	// one file); they are new together. The default is the split's
+	// SplitID.
 	Key func(S) string
+	// ForgetGone makes the enumerator forget the keys a discovery no longer
+	// returns, so that the memory stays as large as the listing (a file
+	// that disappears and comes back is read again). By default keys are
+	// remembered for good (a partition missing from one listing is not
+	// read again from the start when it reappears).
+	ForgetGone bool
+	// Prepare, if not nil, completes newly discovered splits before they
+	// are assigned, off the coordinator goroutine (for example, looks up
+	// their start offsets). first is true for the splits of the first
+	// successful discovery of a fresh start, false for later ones and after
+	// a restore from a state whose first discovery was done. Its splits are
+	// assigned instead of fresh; an error fails the job. While a Prepare
+	// runs, discoveries that end are dropped (the next one finds what is
+	// still new), and a checkpoint does not contain the splits being
+	// prepared: after a restore they are discovered again.
+	Prepare func(ctx context.Context, fresh []S, first bool) ([]S, error)
 	// OnError is called on the coordinator goroutine with each failed
 	// discovery and the number of failures in a row. A non-nil result fails
 	// the job with it; nil retries: an unbounded source at the next
-	// interval, a bounded one after RetryDelay. The default fails the job
-	// with the discovery's error.
+	// interval (if it has one), otherwise after RetryDelay. The default
+	// fails the job with the discovery's error.
 	OnError func(err error, failures int) error
-	// RetryDelay is a bounded source's wait before discovering again after
-	// a failure that OnError let through. The default is one second.
+	// RetryDelay is the wait before discovering again after a failure that
+	// OnError let through, unless the next periodic discovery does. The
+	// default is one second.
 	RetryDelay time.Duration
 }
 
@@ -41,11 +57,13 @@ type Discovery[S source.Split] struct {
 type DiscoveredState[S source.Split] struct {
 	// Pending holds the splits not assigned yet, in assignment order.
 	Pending []S `json:"pending"`
-	// Known holds the keys of the splits the last discovery returned,
-	// sorted (unbounded sources only).
+	// Known holds the keys of the splits discovered so far (with
+	// ForgetGone, of those the last discovery returned), sorted. The keys
+	// of Pending are known whether or not they are listed here.
 	Known []string `json:"known,omitempty"`
-	// Done is true once a bounded source's discovery succeeded: it never
-	// discovers again.
+	// Done is true once a discovery succeeded and its splits were added: a
+	// bounded source never discovers again, and an unbounded one's later
+	// discoveries are not the first.
 	Done bool `json:"done,omitempty"`
 }
 
@@ -53,14 +71,16 @@ type DiscoveredState[S source.Split] struct {
 // runs: files appearing in a directory, partitions added to a topic. It
 // runs [Discovery.Discover] with CallAsync (once for a bounded source,
 // every Interval for an unbounded one), turns the splits with keys it has
-// not seen into pending splits, and assigns them by the same rules as
-// [Fixed]. A bounded source signals no-more-splits only once discovery has
-// succeeded and every split is assigned; until then, pull requests wait.
+// not seen into pending splits (through [Discovery.Prepare], if set), and
+// assigns them by the same rules as [Fixed]. A bounded source signals
+// no-more-splits only once discovery has succeeded and every split is
+// assigned; until then, pull requests wait.
 type Discovered[S source.Split] struct {
-	p     *pool[S]
-	d     Discovery[S]
-	known map[string]bool
-	fails int
+	p         *pool[S]
+	d         Discovery[S]
+	known     map[string]bool
+	fails     int
+	preparing bool
 }
 
 var _ source.Enumerator[source.Split, DiscoveredState[source.Split]] = (*Discovered[source.Split])(nil)
@@ -79,14 +99,12 @@ func NewDiscovered[S source.Split](ctx source.EnumeratorContext[S], d Discovery[
 		d.RetryDelay = time.Second
 	}
 	e := &Discovered[S]{p: newPool(ctx, st.Pending, b, opts), d: d, known: map[string]bool{}}
-	e.p.done = st.Done && e.p.bounded
+	e.p.done = st.Done
 	for _, k := range st.Known {
 		e.known[k] = true
 	}
-	if !e.p.bounded {
-		for _, sp := range st.Pending {
-			e.known[d.Key(sp)] = true // discovered, so known, whatever st says
-		}
+	for _, sp := range st.Pending {
+		e.known[d.Key(sp)] = true // discovered, so known, whatever st says
 	}
 	return e
 }
@@ -99,11 +117,15 @@ func (e *Discovered[S]) Start(context.Context) error {
 	switch {
 	case e.periodic():
 		e.p.ctx.CallAsync(e.discover, e.handle, 0, e.d.Interval)
-	case !e.p.done:
+	case !(e.p.bounded && e.p.done):
 		e.p.ctx.CallAsync(e.discover, e.handle, 0, 0)
 	}
 	return e.p.start()
 }
+
+// Done reports whether a discovery has succeeded and its splits were
+// added (for a bounded source: whether discovery is over).
+func (e *Discovered[S]) Done() bool { return e.p.done }
 
 func (e *Discovered[S]) discover(ctx context.Context) (any, error) { return e.d.Discover(ctx) }
 
@@ -119,8 +141,8 @@ func (e *Discovered[S]) handle(res any, err error) {
 		return
 	}
 	e.fails = 0
-	if e.p.done {
-		return // a bounded source discovers once
+	if (e.p.bounded && e.p.done) || e.preparing {
+		return // a bounded source discovers once; a Prepare is under way
 	}
 	splits, _ := res.([]S)
 	present := make(map[string]bool, len(splits))
@@ -132,9 +154,38 @@ func (e *Discovered[S]) handle(res any, err error) {
 			fresh = append(fresh, sp)
 		}
 	}
-	e.known = present // forget what is gone
+	if e.d.Prepare == nil || len(fresh) == 0 {
+		e.add(fresh, present)
+		return
+	}
+	e.preparing = true
+	first := !e.p.done
+	e.p.ctx.CallAsync(func(ctx context.Context) (any, error) {
+		return e.d.Prepare(ctx, fresh, first)
+	}, func(res any, err error) {
+		e.preparing = false
+		if err != nil {
+			e.p.ctx.FailJob(err)
+			return
+		}
+		prepared, _ := res.([]S)
+		e.add(prepared, present)
+	}, 0, 0)
+}
+
+// add makes fresh splits pending and known, and assigns what it can.
+func (e *Discovered[S]) add(fresh []S, present map[string]bool) {
+	if e.d.ForgetGone {
+		maps.DeleteFunc(e.known, func(k string, _ bool) bool { return !present[k] })
+		for _, sp := range e.p.pending {
+			e.known[e.d.Key(sp)] = true // still pending, so still known
+		}
+	}
+	for _, sp := range fresh {
+		e.known[e.d.Key(sp)] = true
+	}
 	e.p.add(fresh)
-	e.p.done = e.p.bounded
+	e.p.done = true
 	if err := e.p.serve(); err != nil {
 		e.p.ctx.FailJob(err)
 	}
@@ -153,14 +204,14 @@ func (e *Discovered[S]) AddSplitsBack(splits []S, subtask int) error {
 // AddReader registers a reader, or re-registers one after a restart.
 func (e *Discovered[S]) AddReader(subtask int) error { return e.p.addReader(subtask) }
 
-// SnapshotState returns the pending splits, the known keys and whether a
-// bounded source's discovery is done.
+// SnapshotState returns the pending splits, the known keys and whether the
+// first discovery is done.
 func (e *Discovered[S]) SnapshotState(int64) (DiscoveredState[S], error) {
-	st := DiscoveredState[S]{Pending: slices.Clone(e.p.pending), Done: e.p.done}
-	if !e.p.bounded {
-		st.Known = slices.Sorted(maps.Keys(e.known))
-	}
-	return st, nil
+	return DiscoveredState[S]{
+		Pending: slices.Clone(e.p.pending),
+		Known:   slices.Sorted(maps.Keys(e.known)),
+		Done:    e.p.done,
+	}, nil
 }
 
 // Unassigned returns a copy of the splits not assigned yet.

@@ -331,6 +331,8 @@ func TestDiscovered(t *testing.T) {
 		interval time.Duration
 		onError  func(error, int) error
 		key      func(sp) string
+		forget   bool
+		prepare  func(context.Context, []sp, bool) ([]sp, error)
 		state    enumerate.DiscoveredState[sp]
 		opts     []enumerate.Option[sp]
 		steps    func(*testing.T, enum, *fakes.EnumeratorContext[sp], *lister)
@@ -349,7 +351,7 @@ func TestDiscovered(t *testing.T) {
 			request(t, e, 0)
 		},
 		assigned: map[int][]int{0: {0}}, noMore: map[int]int{1: 1, 0: 1}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Done: true},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0"}, Done: true},
 	}, {
 		name: "bounded/pull: a reader registering again after discovery is told again", parallel: 1, bounded: true,
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
@@ -368,9 +370,9 @@ func TestDiscovered(t *testing.T) {
 			request(t, e, 0, 0)
 		},
 		assigned: map[int][]int{0: {4}}, noMore: map[int]int{0: 1}, async: 0,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Done: true},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s4"}, Done: true},
 	}, {
-		name: "unbounded/pull: each discovery adds only unseen splits; forgotten keys come back", parallel: 1, interval: time.Second,
+		name: "unbounded/pull, ForgetGone: each discovery adds only unseen splits; forgotten keys come back", parallel: 1, interval: time.Second, forget: true,
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
 			start(t, e, c, 0)
 			request(t, e, 0)
@@ -384,7 +386,65 @@ func TestDiscovered(t *testing.T) {
 			request(t, e, 0)
 		},
 		assigned: map[int][]int{0: {0, 1, 2, 0}}, noMore: map[int]int{}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}, Done: true},
+	}, {
+		name: "unbounded: by default a key that vanished and came back is not new", parallel: 1, interval: time.Second,
+		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
+			start(t, e, c, 0)
+			l.now = splits(0, 1)
+			runAsync(t, c, 0)
+			l.now = splits(1)
+			runAsync(t, c, 0)
+			l.now = splits(0, 1)
+			runAsync(t, c, 0)
+			request(t, e, 0, 0, 0)
+		},
+		assigned: map[int][]int{0: {0, 1}}, noMore: map[int]int{}, async: 1,
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1"}, Done: true},
+	}, {
+		name: "unbounded, Prepare: new splits are prepared (first only for the first), discoveries during a Prepare are dropped", parallel: 1, interval: time.Second,
+		prepare: func(_ context.Context, fresh []sp, first bool) ([]sp, error) {
+			out := slices.Clone(fresh)
+			for i := range out {
+				out[i].Pos = 100
+				if first {
+					out[i].Pos = 1
+				}
+			}
+			return out, nil
+		},
+		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
+			start(t, e, c, 0)
+			l.now = splits(0)
+			runAsync(t, c, 0) // starts Prepare: async call 1
+			l.now = splits(0, 1)
+			runAsync(t, c, 0) // dropped: a Prepare is under way
+			st, _ := e.SnapshotState(1)
+			if got := st.(enumerate.DiscoveredState[sp]); len(got.Known) != 0 || len(got.Pending) != 0 || got.Done {
+				t.Errorf("state during the first Prepare: %+v, want empty", got)
+			}
+			runAsync(t, c, 1)
+			runAsync(t, c, 0) // finds 1: async call 2
+			runAsync(t, c, 2)
+			request(t, e, 0, 0)
+			if got := c.AllAssigned(); !slices.Equal(got, []sp{{0, 1}, {1, 100}}) {
+				t.Errorf("assigned %v, want [{0 1} {1 100}]", got)
+			}
+		},
+		assigned: map[int][]int{0: {0, 1}}, noMore: map[int]int{}, async: 3,
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1"}, Done: true},
+	}, {
+		name: "bounded, Prepare: an error fails the job; no-more-splits is not sent", parallel: 1, bounded: true,
+		prepare: func(context.Context, []sp, bool) ([]sp, error) { return nil, errList },
+		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
+			start(t, e, c, 0)
+			l.now = splits(0)
+			runAsync(t, c, 0)
+			runAsync(t, c, 1)
+			request(t, e, 0)
+		},
+		assigned: map[int][]int{}, noMore: map[int]int{}, async: 2, failed: errList,
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}},
 	}, {
 		name: "unbounded: restored known keys are not assigned again", parallel: 1, interval: time.Second,
 		state: enumerate.DiscoveredState[sp]{Known: []string{"s0"}, Pending: splits(1)},
@@ -395,7 +455,7 @@ func TestDiscovered(t *testing.T) {
 			request(t, e, 0, 0, 0)
 		},
 		assigned: map[int][]int{0: {1, 2}}, noMore: map[int]int{}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}, Done: true},
 	}, {
 		name: "unbounded: splits sharing a key are all new together, and not again", parallel: 1, interval: time.Second, key: func(s sp) string { return strconv.Itoa(s.N / 10) },
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
@@ -407,7 +467,7 @@ func TestDiscovered(t *testing.T) {
 			request(t, e, 0, 0, 0, 0, 0)
 		},
 		assigned: map[int][]int{0: {10, 11, 12, 20}}, noMore: map[int]int{}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"1", "2"}},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"1", "2"}, Done: true},
 	}, {
 		name: "unbounded/push: discovered splits go to their owners", parallel: 2, interval: time.Second,
 		opts: []enumerate.Option[sp]{enumerate.Push(byOwner)},
@@ -417,7 +477,7 @@ func TestDiscovered(t *testing.T) {
 			runAsync(t, c, 0)
 		},
 		assigned: map[int][]int{0: {0, 2}, 1: {1}}, noMore: map[int]int{}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0", "s1", "s2"}, Done: true},
 	}, {
 		name: "bounded/push: no-more-splits only after discovery", parallel: 2, bounded: true,
 		opts: []enumerate.Option[sp]{enumerate.Push(byOwner)},
@@ -430,7 +490,7 @@ func TestDiscovered(t *testing.T) {
 			runAsync(t, c, 0)
 		},
 		assigned: map[int][]int{1: {1}}, noMore: map[int]int{0: 1, 1: 1}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Done: true},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s1"}, Done: true},
 	}, {
 		name: "bounded: a failed discovery fails the job by default", parallel: 1, bounded: true,
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
@@ -471,7 +531,7 @@ func TestDiscovered(t *testing.T) {
 			request(t, e, 0)
 		},
 		assigned: map[int][]int{0: {3}}, noMore: map[int]int{}, async: 1,
-		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s3"}},
+		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s3"}, Done: true},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -481,7 +541,7 @@ func TestDiscovered(t *testing.T) {
 				b = source.Bounded
 			}
 			l := &lister{}
-			d := enumerate.Discovery[sp]{Discover: l.discover, Interval: tc.interval, OnError: tc.onError, Key: tc.key}
+			d := enumerate.Discovery[sp]{Discover: l.discover, Interval: tc.interval, OnError: tc.onError, Key: tc.key, ForgetGone: tc.forget, Prepare: tc.prepare}
 			de := enumerate.NewDiscovered(c, d, b, tc.state, tc.opts...)
 			tc.steps(t, discAny{de}, c, l)
 			if got := assigned(c); !maps.EqualFunc(got, tc.assigned, slices.Equal) {
