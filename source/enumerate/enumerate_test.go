@@ -569,3 +569,52 @@ func TestDiscovered(t *testing.T) {
 		})
 	}
 }
+
+// TestFixedSplits checks the mixin: a fresh enumerator holds Splits, the
+// state survives its serializer, and a restored enumerator holds the
+// state's splits, with Bound and Assign applied to both.
+func TestFixedSplits(t *testing.T) {
+	f := &enumerate.FixedSplits[sp]{Splits: splits(0, 1), Bound: source.ContinuousUnbounded, Assign: []enumerate.Option[sp]{enumerate.Push(byOwner)}}
+	if f.Boundedness() != source.ContinuousUnbounded {
+		t.Fatalf("Boundedness %v", f.Boundedness())
+	}
+	c := &fakes.EnumeratorContext[sp]{Parallel: 2}
+	c.Register(0, 1)
+	e, err := f.CreateEnumerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := assigned(c); !maps.EqualFunc(got, map[int][]int{0: {0}, 1: {1}}, slices.Equal) || len(c.NoMoreSplits) != 0 {
+		t.Fatalf("fresh: assigned %v, no-more-splits %v", got, c.NoMoreSplits)
+	}
+	ser := f.EnumeratorStateSerializer()
+	b, err := ser.Serialize([]sp{{N: 3, Pos: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ser.Deserialize(ser.Version(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := f.SplitSerializer()
+	if b, err := ss.Serialize(sp{N: 5, Pos: 9}); err != nil {
+		t.Fatal(err)
+	} else if s, err := ss.Deserialize(ss.Version(), b); err != nil || s != (sp{N: 5, Pos: 9}) {
+		t.Fatalf("split round trip: %v, %v", s, err)
+	}
+	c2 := &fakes.EnumeratorContext[sp]{Parallel: 2}
+	c2.Register(0, 1)
+	r, err := f.RestoreEnumerator(c2, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c2.AllAssigned(); !slices.Equal(got, []sp{{N: 3, Pos: 7}}) || c2.Assigned[1] == nil {
+		t.Fatalf("restored: assigned %v, want [{3 7}] pushed to subtask 1", c2.Assigned)
+	}
+}
