@@ -94,12 +94,13 @@ type Enumerator[S Split, E any] interface {
 	// (regional failover): the enumerator is not reset, the splits the old
 	// reader got after the restore checkpoint came back through
 	// AddSplitsBack just before, and the new reader knows nothing of what
-	// the old one was told. The enumerator must therefore serve it afresh:
-	// assign it its splits again (push) or answer its requests (pull), and,
-	// for a bounded source with nothing left for it, call
-	// SignalNoMoreSplits for it again, even if the old reader got that
-	// signal; otherwise the new reader never ends. Package
-	// source/enumerate implements this rule.
+	// the old one was told. The enumerator must therefore serve it afresh,
+	// even if the old reader got SignalNoMoreSplits: a push enumerator
+	// assigns it its splits again and, for a bounded source with nothing
+	// left for it, calls SignalNoMoreSplits for it again; a pull enumerator
+	// answers its new requests the same way (a split, or no-more-splits).
+	// Otherwise the new reader never ends. Package source/enumerate
+	// implements this rule.
 	AddReader(subtask int) error
 	// SnapshotState returns the enumerator's state for a checkpoint. It is
 	// called before the readers are asked to snapshot, so a split assigned

@@ -11,7 +11,7 @@
 // of a bounded source once everything is handed out, take splits back with
 // AddSplitsBack and assign them again, and serve a reader that registers
 // again after a regional restart afresh (its splits again, and
-// no-more-splits again if the pool is empty), as the
+// no-more-splits again once nothing is left for it), as the
 // [source.Enumerator.AddReader] contract asks. Their checkpoint state is
 // the unassigned splits (and, for Discovered, what discovery has seen).
 //

@@ -120,9 +120,13 @@ func TestFixed(t *testing.T) {
 		},
 		assigned: map[int][]int{0: {0, 2}, 1: {1}}, noMore: map[int]int{1: 1, 0: 1}, pending: []int{},
 	}, {
-		name: "pull/bounded: no splits at all signals every reader when it registers", parallel: 2, bounded: true,
+		name: "pull/bounded: with no splits at all, every request gets no-more-splits; registering alone does not", parallel: 2, bounded: true,
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp]) {
 			start(t, e, c, 0, 1)
+			if len(c.NoMoreSplits) != 0 {
+				t.Errorf("no-more-splits before any request: %v", c.NoMoreSplits)
+			}
+			request(t, e, 0, 1)
 		},
 		assigned: map[int][]int{}, noMore: map[int]int{0: 1, 1: 1}, pending: []int{},
 	}, {
@@ -135,11 +139,12 @@ func TestFixed(t *testing.T) {
 		},
 		assigned: map[int][]int{0: {0, 0, 2}, 1: {1}}, noMore: map[int]int{0: 1}, pending: []int{},
 	}, {
-		name: "pull/bounded: a reader that registers again after the pool emptied is told again", parallel: 2, splits: []int{0}, bounded: true,
+		name: "pull/bounded: a reader that registers again after the pool emptied is told again when it asks", parallel: 2, splits: []int{0}, bounded: true,
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp]) {
 			start(t, e, c, 0, 1)
 			request(t, e, 0, 1, 0)
 			restart(t, e, c, 1)
+			request(t, e, 1)
 		},
 		assigned: map[int][]int{0: {0}}, noMore: map[int]int{0: 1, 1: 2}, pending: []int{},
 	}, {
@@ -353,12 +358,13 @@ func TestDiscovered(t *testing.T) {
 		assigned: map[int][]int{0: {0}}, noMore: map[int]int{1: 1, 0: 1}, async: 1,
 		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Known: []string{"s0"}, Done: true},
 	}, {
-		name: "bounded/pull: a reader registering again after discovery is told again", parallel: 1, bounded: true,
+		name: "bounded/pull: a reader registering again after discovery is told again when it asks", parallel: 1, bounded: true,
 		steps: func(t *testing.T, e enum, c *fakes.EnumeratorContext[sp], l *lister) {
 			start(t, e, c, 0)
 			runAsync(t, c, 0) // nothing found
 			request(t, e, 0)
 			restart(t, e, c, 0)
+			request(t, e, 0)
 		},
 		assigned: map[int][]int{}, noMore: map[int]int{0: 2}, async: 1,
 		state2: enumerate.DiscoveredState[sp]{Pending: []sp{}, Done: true},

@@ -24,9 +24,9 @@ import (
 //   - AddSplitsBack returns splits to the pool; they are assigned again
 //     (pull: to the next request; push: to their owner).
 //   - A reader that registers again (AddReader after a regional restart)
-//     is served afresh: push readers get their splits again and, with the
-//     pool empty, SignalNoMoreSplits again; a pull reader with the pool
-//     empty gets SignalNoMoreSplits at once.
+//     is served afresh: a push reader gets its splits again and, with
+//     nothing left for it, SignalNoMoreSplits again; a pull reader asks
+//     again, and its request is answered the same way.
 //
 // A connector whose checkpoint state is not []S embeds *Fixed and defines
 // its own SnapshotState around [Fixed.Unassigned].

@@ -123,9 +123,11 @@ func (p *pool[S]) addReader(subtask int) error {
 		return nil
 	}
 	if !p.push {
-		if p.exhausted() && !p.told[subtask] {
-			p.signal(subtask)
-		}
+		// A pull reader asks when it needs a split, a new instance too;
+		// its request gets a split or, with the pool exhausted,
+		// no-more-splits. Signalling here, before it asks, would reach
+		// a reader that may still be working through restored splits
+		// (source/hybrid relies on answering requests only).
 		return nil
 	}
 	return p.serve()
