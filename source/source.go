@@ -89,7 +89,18 @@ type Enumerator[S Split, E any] interface {
 	// without the enumerator restarting. The enumerator must assign them
 	// again.
 	AddSplitsBack(splits []S, subtask int) error
-	// AddReader registers a reader (push assignment may start here).
+	// AddReader registers a reader (push assignment may start here). It is
+	// also called when a reader registers again after its region restarted
+	// (regional failover): the enumerator is not reset, the splits the old
+	// reader got after the restore checkpoint came back through
+	// AddSplitsBack just before, and the new reader knows nothing of what
+	// the old one was told. The enumerator must therefore serve it afresh,
+	// even if the old reader got SignalNoMoreSplits: a push enumerator
+	// assigns it its splits again and, for a bounded source with nothing
+	// left for it, calls SignalNoMoreSplits for it again; a pull enumerator
+	// answers its new requests the same way (a split, or no-more-splits).
+	// Otherwise the new reader never ends. Package source/enumerate
+	// implements this rule.
 	AddReader(subtask int) error
 	// SnapshotState returns the enumerator's state for a checkpoint. It is
 	// called before the readers are asked to snapshot, so a split assigned
@@ -203,7 +214,11 @@ type Reader[T any, S Split] interface {
 	// current positions. The caller owns the returned slice. It is called
 	// between PollNext calls, never during one: the records one PollNext
 	// call emits are the unit of a snapshot, and a position between two of
-	// them is never snapshotted.
+	// them is never snapshotted. A reader must therefore leave every split
+	// at a resumable position when PollNext returns (records emitted and
+	// position moved past them, together); it need not be resumable in
+	// between. With package readerbase one PollNext emits one fetched
+	// batch, so the batch is the unit (see readerbase.Batch).
 	SnapshotState(checkpointID int64) ([]S, error)
 	// Close releases resources and stops the reader's goroutines, waiting
 	// for them.

@@ -5,41 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/source/enumerate"
 )
 
 // enumerator discovers files and hands out their splits on request (pull
-// assignment). Its methods and the CallAsync handlers run on the
-// coordinator goroutine only; listing runs in CallAsync.
+// assignment); it is an enumerate.Discovered keyed by path, with the file
+// source's state format around it. Its methods and the discovery handlers
+// run on the coordinator goroutine only; listing runs in CallAsync.
 //
 // Bounded: the paths are listed once; readers that ask before the listing
 // is done wait for it; afterwards a reader that asks when nothing is left
-// gets SignalNoMoreSplits.
+// gets SignalNoMoreSplits. A failed listing is retried listRetries times,
+// listRetryDelay apart (not for a path that does not exist), then fails
+// the job.
 //
-// Continuous: the paths are listed every DiscoveryInterval; files not in
-// processed become splits. processed is pruned to the files that are still
-// listed, so it stays bounded by the directory's size.
+// Continuous: the paths are listed every DiscoveryInterval; files not
+// processed before become splits. The processed set is pruned to the files
+// that are still listed, so it stays bounded by the directory's size. A
+// failed listing is logged and retried at the next discovery.
 type enumerator struct {
-	ctx        source.EnumeratorContext[Split]
-	cfg        *sourceConfig
-	splittable bool
-	pending    []Split
-	listed     bool
-	processed  map[string]bool
-	waiting    []int
-	listErr    error // bounded: the listing failed for good
-	retries    int   // bounded: failed listings so far
-}
-
-func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, splittable bool, st EnumState) *enumerator {
-	e := &enumerator{ctx: ctx, cfg: cfg, splittable: splittable, pending: slices.Clone(st.Pending), listed: st.Listed, processed: map[string]bool{}}
-	for _, p := range st.Processed {
-		e.processed[p] = true
-	}
-	return e
+	*enumerate.Discovered[Split]
+	continuous bool
 }
 
 // A bounded source lists its paths again this often, listRetryDelay apart,
@@ -49,112 +38,52 @@ const (
 	listRetryDelay = time.Second
 )
 
-func (e *enumerator) continuous() bool { return e.cfg.discovery > 0 }
-
-func (e *enumerator) Start(context.Context) error {
-	if e.continuous() {
-		e.ctx.CallAsync(e.list, e.handleListing, 0, e.cfg.discovery)
-	} else if !e.listed {
-		e.ctx.CallAsync(e.list, e.handleListing, 0, 0)
+func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, splittable bool, st EnumState) *enumerator {
+	continuous := cfg.discovery > 0
+	b := source.Bounded
+	if continuous {
+		b = source.ContinuousUnbounded
 	}
-	return nil
+	d := enumerate.Discovery[Split]{
+		Discover: func(ctx context.Context) ([]Split, error) {
+			files, err := listFiles(ctx, cfg.paths, cfg.filter)
+			var splits []Split
+			for _, f := range files {
+				splits = append(splits, splitFile(f, splittable, cfg.blockSize)...)
+			}
+			return splits, err
+		},
+		Interval:   cfg.discovery,
+		Key:        func(s Split) string { return s.Path },
+		ForgetGone: true, // the processed set stays as large as the listing
+		OnError: func(err error, failures int) error {
+			cfg.logger.Warn("file source: listing failed", "paths", cfg.paths, "err", err)
+			if continuous || (failures <= listRetries && !errors.Is(err, fs.ErrNotExist)) {
+				return nil // retried at the next discovery, or after listRetryDelay
+			}
+			return fmt.Errorf("file source: list %q: %w", cfg.paths, err)
+		},
+		RetryDelay: listRetryDelay,
+	}
+	kst := enumerate.DiscoveredState[Split]{Pending: st.Pending, Done: st.Listed}
+	if continuous {
+		kst.Known = st.Processed
+	}
+	return &enumerator{Discovered: enumerate.NewDiscovered(ctx, d, b, kst), continuous: continuous}
 }
 
-func (e *enumerator) list(ctx context.Context) (any, error) {
-	return listFiles(ctx, e.cfg.paths, e.cfg.filter)
-}
-
-func (e *enumerator) handleListing(res any, err error) {
+// SnapshotState returns the state in the file source's format: Listed for
+// a bounded source, Processed for a continuous one.
+func (e *enumerator) SnapshotState(id int64) (EnumState, error) {
+	kst, err := e.Discovered.SnapshotState(id)
 	if err != nil {
-		// A failed listing is retried at the next discovery (continuous)
-		// or, after a few retries, fails the job (bounded).
-		e.cfg.logger.Warn("file source: listing failed", "paths", e.cfg.paths, "err", err)
-		if !e.continuous() {
-			if e.retries < listRetries && !errors.Is(err, fs.ErrNotExist) {
-				e.retries++
-				e.ctx.CallAsync(e.list, e.handleListing, listRetryDelay, 0)
-				return
-			}
-			e.listErr = fmt.Errorf("file source: list %q: %w", e.cfg.paths, err)
-			e.ctx.FailJob(e.listErr)
-			e.waiting = nil
-		}
-		return
+		return EnumState{}, err
 	}
-	files, _ := res.([]fileInfo)
-	if e.continuous() {
-		present := make(map[string]bool, len(files))
-		for _, f := range files {
-			present[f.path] = true
-			if !e.processed[f.path] {
-				e.processed[f.path] = true
-				e.pending = append(e.pending, splitFile(f, e.splittable, e.cfg.blockSize)...)
-			}
-		}
-		for p := range e.processed {
-			if !present[p] {
-				delete(e.processed, p)
-			}
-		}
-	} else if !e.listed {
-		e.listed = true
-		for _, f := range files {
-			e.pending = append(e.pending, splitFile(f, e.splittable, e.cfg.blockSize)...)
-		}
-	}
-	e.serveWaiting()
-}
-
-func (e *enumerator) serveWaiting() {
-	waiting := e.waiting
-	e.waiting = nil
-	for _, sub := range waiting {
-		if _, ok := e.ctx.RegisteredReaders()[sub]; !ok {
-			continue
-		}
-		if err := e.HandleSplitRequest(sub, ""); err != nil {
-			e.cfg.logger.Error("file source: assigning a split failed", "subtask", sub, "err", err)
-		}
-	}
-}
-
-func (e *enumerator) HandleSplitRequest(subtask int, _ string) error {
-	if e.listErr != nil {
-		return e.listErr
-	}
-	if len(e.pending) > 0 {
-		sp := e.pending[0]
-		e.pending = e.pending[1:]
-		return e.ctx.AssignSplits(map[int][]Split{subtask: {sp}})
-	}
-	if e.listed && !e.continuous() {
-		e.ctx.SignalNoMoreSplits(subtask)
-		return nil
-	}
-	if !slices.Contains(e.waiting, subtask) {
-		e.waiting = append(e.waiting, subtask)
-	}
-	return nil
-}
-
-func (e *enumerator) AddSplitsBack(splits []Split, subtask int) error {
-	e.pending = append(slices.Clone(splits), e.pending...)
-	e.waiting = slices.DeleteFunc(e.waiting, func(s int) bool { return s == subtask })
-	e.serveWaiting()
-	return nil
-}
-
-func (e *enumerator) AddReader(int) error { return nil }
-
-func (e *enumerator) SnapshotState(int64) (EnumState, error) {
-	st := EnumState{Pending: slices.Clone(e.pending), Listed: e.listed}
-	if e.continuous() {
-		for p := range e.processed {
-			st.Processed = append(st.Processed, p)
-		}
-		slices.Sort(st.Processed)
+	st := EnumState{Pending: kst.Pending}
+	if e.continuous {
+		st.Processed = kst.Known
+	} else {
+		st.Listed = kst.Done
 	}
 	return st, nil
 }
-
-func (e *enumerator) Close() error { return nil }

@@ -98,9 +98,8 @@ func (s *Source[T]) CreateReader(ctx source.ReaderContext) (source.Reader[T, Spl
 		NewSplitReader: func() (readerbase.SplitReader[*chunk[T], Split], error) {
 			return newSplitReader(s.format, &s.cfg, errCount), nil
 		},
-		Emitter:   readerbase.EmitterFunc[*chunk[T], T, *Split](emit[T]),
-		InitState: func(sp Split) *Split { return &sp },
-		ToSplit:   func(st *Split) Split { return *st },
+		Emitter: readerbase.EmitterFunc[*chunk[T], T, *Split](emit[T]),
+		// The state is *Split: InitState and ToSplit copy it by default.
 	}
 	r, err := readerbase.New(ctx, cfg, readerbase.PullSplits())
 	if err != nil {

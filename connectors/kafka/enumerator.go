@@ -15,56 +15,78 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/source/enumerate"
 )
 
 // enumerator discovers partitions and pushes each to its owner reader:
 // owner = (hash(topic) + partition) % parallelism, so a topic's partitions
-// spread evenly. Discovery and offset lookups run in CallAsync; the
-// enumerator's own methods never block.
+// spread evenly. It is an enumerate.Discovered: discovery and the offset
+// lookups of new partitions (its Prepare step) run in CallAsync; the
+// enumerator's own methods never block. A partition, once discovered, is
+// remembered for good (EnumState.Assigned and Pending), so it is never read
+// from its start offset twice.
+//
+// A failed discovery fails the job until the first one succeeded; after
+// that it is retried at the next discovery. A failed offset lookup fails
+// the job.
 type enumerator struct {
-	ctx source.EnumeratorContext[Split]
+	*enumerate.Discovered[Split]
 	cfg *sourceConfig
-
-	assigned    map[string]bool
-	pending     map[int][]Split
-	initialized bool // the first discovery's partitions were resolved
-	noMore      bool // bounded: every split is known
-	resolving   bool
 }
 
 func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, st *EnumState) *enumerator {
-	e := &enumerator{ctx: ctx, cfg: cfg, assigned: map[string]bool{}, pending: map[int][]Split{}}
-	if st != nil {
-		e.initialized = st.Initialized
-		for _, id := range st.Assigned {
-			e.assigned[id] = true
-		}
-		for _, s := range st.Pending {
-			o := e.owner(s.Topic, s.Partition)
-			e.pending[o] = append(e.pending[o], s)
-		}
-		e.noMore = cfg.bounded && e.initialized
+	e := &enumerator{cfg: cfg}
+	b := source.ContinuousUnbounded
+	if cfg.bounded {
+		b = source.Bounded
 	}
+	d := enumerate.Discovery[Split]{
+		Discover: e.discover,
+		Interval: cfg.discovery,
+		Prepare:  e.resolve,
+		OnError: func(err error, _ int) error {
+			if e.Done() {
+				return nil // retried at the next discovery
+			}
+			return err
+		},
+	}
+	var kst enumerate.DiscoveredState[Split]
+	if st != nil {
+		kst = enumerate.DiscoveredState[Split]{Pending: st.Pending, Known: st.Assigned, Done: st.Initialized}
+	}
+	e.Discovered = enumerate.NewDiscovered(ctx, d, b, kst, enumerate.Push(func(s Split, n int) int {
+		return owner(s.Topic, s.Partition, n)
+	}))
 	return e
 }
 
-func (e *enumerator) owner(topic string, p int32) int {
+// owner is the subtask that reads partition p of topic, of n.
+func owner(topic string, p int32, n int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(topic))
-	n := e.ctx.Parallelism()
 	return (int(h.Sum32()&0x7fffffff)%n + int(p)) % n
 }
 
-func (e *enumerator) Start(context.Context) error {
-	period := e.cfg.discovery
-	if e.cfg.bounded {
-		period = 0
+// SnapshotState returns the state in the Kafka source's format: the
+// partitions assigned (every known one that is not pending), the pending
+// splits, and whether the first discovery was resolved.
+func (e *enumerator) SnapshotState(id int64) (EnumState, error) {
+	kst, err := e.Discovered.SnapshotState(id)
+	if err != nil {
+		return EnumState{}, err
 	}
-	if e.initialized && e.cfg.bounded {
-		return nil
+	pending := map[string]bool{}
+	for _, s := range kst.Pending {
+		pending[s.SplitID()] = true
 	}
-	e.ctx.CallAsync(e.discover, e.handleDiscovered, 0, period)
-	return nil
+	st := EnumState{Assigned: []string{}, Pending: kst.Pending, Initialized: kst.Done}
+	for _, k := range kst.Known {
+		if !pending[k] {
+			st.Assigned = append(st.Assigned, k)
+		}
+	}
+	return st, nil
 }
 
 func (e *enumerator) newAdmin(r *reach) (*kadm.Client, *kgo.Client, error) {
@@ -105,9 +127,16 @@ func (e *enumerator) withReach(ctx context.Context, fn func(context.Context, *re
 	}
 }
 
-// discover lists the partitions to read. It runs off the coordinator.
-func (e *enumerator) discover(ctx context.Context) (any, error) {
-	return e.withReach(ctx, e.discoverWith)
+// discover lists the partitions to read, as splits without offsets. It
+// runs off the coordinator.
+func (e *enumerator) discover(ctx context.Context) ([]Split, error) {
+	res, err := e.withReach(ctx, e.discoverWith)
+	tps, _ := res.([]topicPartition)
+	splits := make([]Split, len(tps))
+	for i, tp := range tps {
+		splits[i] = Split{Topic: tp.topic, Partition: tp.p}
+	}
+	return splits, err
 }
 
 func (e *enumerator) discoverWith(ctx context.Context, r *reach) (any, error) {
@@ -169,100 +198,17 @@ func (e *enumerator) discoverWith(ctx context.Context, r *reach) (any, error) {
 	return out, nil
 }
 
-// fail fails the job with err (from CallAsync handlers, which cannot
-// return it); the job restarts per its restart strategy.
-func (e *enumerator) fail(err error) { e.ctx.FailJob(err) }
-
-func (e *enumerator) handleDiscovered(res any, err error) {
-	if err != nil {
-		if !e.initialized {
-			e.fail(err)
-		}
-		return
-	}
-	if e.resolving {
-		return // the next discovery picks up what is still new
-	}
-	var fresh []topicPartition
-	for _, tp := range res.([]topicPartition) {
-		id := splitID(tp.topic, tp.p)
-		if e.assigned[id] || e.isPending(id) {
-			continue
-		}
-		fresh = append(fresh, tp)
-	}
-	if len(fresh) == 0 && e.initialized {
-		return
-	}
-	initial := !e.initialized
-	e.resolving = true
-	e.ctx.CallAsync(func(ctx context.Context) (any, error) {
-		return e.resolve(ctx, fresh, initial)
-	}, e.handleResolved, 0, 0)
-}
-
-func (e *enumerator) isPending(id string) bool {
-	for _, ss := range e.pending {
-		for _, s := range ss {
-			if s.SplitID() == id {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (e *enumerator) handleResolved(res any, err error) {
-	e.resolving = false
-	if err != nil {
-		e.fail(err)
-		return
-	}
-	for _, s := range res.([]Split) {
-		o := e.owner(s.Topic, s.Partition)
-		e.pending[o] = append(e.pending[o], s)
-	}
-	e.initialized = true
-	if e.cfg.bounded {
-		e.noMore = true
-	}
-	e.assignPending()
-}
-
-func (e *enumerator) assignPending() {
-	regs := e.ctx.RegisteredReaders()
-	asg := map[int][]Split{}
-	for sub, ss := range e.pending {
-		if _, ok := regs[sub]; ok && len(ss) > 0 {
-			asg[sub] = ss
-		}
-	}
-	if len(asg) > 0 {
-		if err := e.ctx.AssignSplits(asg); err != nil {
-			e.fail(fmt.Errorf("kafka source: assign splits: %w", err))
-			return
-		}
-		for sub, ss := range asg {
-			for _, s := range ss {
-				e.assigned[s.SplitID()] = true
-			}
-			delete(e.pending, sub)
-		}
-	}
-	if e.noMore {
-		for sub := range regs {
-			if len(e.pending[sub]) == 0 {
-				e.ctx.SignalNoMoreSplits(sub)
-			}
-		}
-	}
-}
-
 // resolve turns partitions into splits with concrete start and stop
 // offsets. Partitions of the first discovery start at the starting offsets,
 // later ones at the earliest offset.
-func (e *enumerator) resolve(ctx context.Context, tps []topicPartition, initial bool) (any, error) {
-	return e.withReach(ctx, func(ctx context.Context, r *reach) (any, error) { return e.resolveWith(ctx, r, tps, initial) })
+func (e *enumerator) resolve(ctx context.Context, fresh []Split, initial bool) ([]Split, error) {
+	tps := make([]topicPartition, len(fresh))
+	for i, s := range fresh {
+		tps[i] = topicPartition{s.Topic, s.Partition}
+	}
+	res, err := e.withReach(ctx, func(ctx context.Context, r *reach) (any, error) { return e.resolveWith(ctx, r, tps, initial) })
+	splits, _ := res.([]Split)
+	return splits, err
 }
 
 func (e *enumerator) resolveWith(ctx context.Context, r *reach, tps []topicPartition, initial bool) (any, error) {
@@ -382,30 +328,3 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, cl *kgo.Clie
 	}
 	return nil, fmt.Errorf("kafka source: unsupported offset spec %d", spec.kind)
 }
-
-func (e *enumerator) HandleSplitRequest(int, string) error { return nil }
-
-func (e *enumerator) AddSplitsBack(splits []Split, _ int) error {
-	for _, s := range splits {
-		delete(e.assigned, s.SplitID())
-		o := e.owner(s.Topic, s.Partition)
-		e.pending[o] = append(e.pending[o], s)
-	}
-	e.assignPending()
-	return nil
-}
-
-func (e *enumerator) AddReader(int) error {
-	e.assignPending()
-	return nil
-}
-
-func (e *enumerator) SnapshotState(int64) (EnumState, error) {
-	st := EnumState{Assigned: slices.Sorted(maps.Keys(e.assigned)), Initialized: e.initialized}
-	for _, ss := range e.pending {
-		st.Pending = append(st.Pending, ss...)
-	}
-	return st, nil
-}
-
-func (e *enumerator) Close() error { return nil }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/source/enumerate"
 )
 
 // Item is a record: item Seq of job Job.
@@ -102,14 +103,14 @@ func (s *Source) CreateEnumerator(ctx source.EnumeratorContext[Job]) (source.Enu
 	for i, n := range s.sizes {
 		st.Pending = append(st.Pending, Job{ID: fmt.Sprint("job-", i), Size: n})
 	}
-	return &enumerator{s: s, ctx: ctx, st: st}, nil
+	return newEnumerator(s, ctx, st), nil
 }
 
 func (s *Source) RestoreEnumerator(ctx source.EnumeratorContext[Job], st EnumState) (source.Enumerator[Job, EnumState], error) {
 	if st.Tally == nil {
 		st.Tally = map[string]int{}
 	}
-	return &enumerator{s: s, ctx: ctx, st: st}, nil
+	return newEnumerator(s, ctx, st), nil
 }
 
 func (s *Source) CreateReader(ctx source.ReaderContext) (source.Reader[Item, Job], error) {
@@ -121,8 +122,13 @@ func (s *Source) EnumeratorStateSerializer() serde.Versioned[EnumState] {
 	return serde.JSON[EnumState](1)
 }
 
-// enumerator runs on the coordinator goroutine only.
+// enumerator runs on the coordinator goroutine only. The jobs not handed
+// out yet live in the embedded enumerate.Fixed (pull assignment: a NeedWork
+// event is answered as a split request would be), which also takes jobs
+// back (AddSplitsBack) and tells readers no more jobs will come; st holds
+// the rest of the state (st.Pending is filled in at a snapshot).
 type enumerator struct {
+	*enumerate.Fixed[Job]
 	s         *Source
 	ctx       source.EnumeratorContext[Job]
 	st        EnumState
@@ -130,20 +136,17 @@ type enumerator struct {
 	milestone int64       // the checkpoint taken with every reader paused
 }
 
-func (e *enumerator) Start(context.Context) error { return nil }
-
-// HandleSplitRequest is not used: readers ask with NeedWork events.
-func (e *enumerator) HandleSplitRequest(int, string) error { return nil }
-
-func (e *enumerator) AddSplitsBack(jobs []Job, _ int) error {
-	e.st.Pending = append(e.st.Pending, jobs...)
-	return nil
+func newEnumerator(s *Source, ctx source.EnumeratorContext[Job], st EnumState) *enumerator {
+	return &enumerator{Fixed: enumerate.NewFixed(ctx, st.Pending, source.Bounded), s: s, ctx: ctx, st: st}
 }
 
 // AddReader registers a reader: at the start, after a restore, or after
 // the reader alone restarted. A new reader is not paused, so during the
 // pause it must be told again, and the milestone waits for its answer.
 func (e *enumerator) AddReader(subtask int) error {
+	if err := e.Fixed.AddReader(subtask); err != nil {
+		return err
+	}
 	if e.st.Phase == pausing || e.st.Phase == paused {
 		if e.acks == nil {
 			e.acks = map[int]int{}
@@ -158,13 +161,7 @@ func (e *enumerator) AddReader(subtask int) error {
 func (e *enumerator) HandleSourceEvent(subtask int, ev source.Event) error {
 	switch ev := ev.(type) {
 	case NeedWork:
-		if len(e.st.Pending) == 0 {
-			e.ctx.SignalNoMoreSplits(subtask)
-			return nil
-		}
-		job := e.st.Pending[0]
-		e.st.Pending = e.st.Pending[1:]
-		return e.ctx.AssignSplits(map[int][]Job{subtask: {job}})
+		return e.HandleSplitRequest(subtask, "")
 	case Done:
 		e.st.Tally[ev.Job] += ev.Items
 		e.s.report.done(ev.Job, ev.Items)
@@ -200,7 +197,7 @@ func (e *enumerator) SnapshotState(checkpointID int64) (EnumState, error) {
 	if e.st.Phase == paused && e.milestone == 0 {
 		e.milestone = checkpointID
 	}
-	st := EnumState{Pending: slices.Clone(e.st.Pending), Tally: maps.Clone(e.st.Tally), Phase: e.st.Phase}
+	st := EnumState{Pending: e.Unassigned(), Tally: maps.Clone(e.st.Tally), Phase: e.st.Phase}
 	return st, nil
 }
 
@@ -217,8 +214,6 @@ func (e *enumerator) NotifyCheckpointComplete(checkpointID int64) error {
 	}
 	return nil
 }
-
-func (e *enumerator) Close() error { return nil }
 
 // batch is the most items a reader emits per PollNext.
 const batch = 64

@@ -93,8 +93,8 @@ func Example() {
 				s.Next++
 				return nil
 			}),
-		InitState: func(s lineSplit) *lineSplit { return &s },
-		ToSplit:   func(s *lineSplit) lineSplit { return *s },
+		// The state is *lineSplit, so InitState and ToSplit may be left
+		// out: the state is a copy of the split, a snapshot a copy of it.
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -19,11 +19,14 @@ type Config[E, T any, S source.Split, SS any] struct {
 	// states, on the task goroutine. Required.
 	Emitter RecordEmitter[E, T, SS]
 	// InitState makes the mutable state of a split when it is added.
-	// Required.
+	// Required, unless SS is *S: then nil means a pointer to a copy of the
+	// split (func(s S) *S { return &s }).
 	InitState func(split S) SS
 	// ToSplit turns a state back into a split carrying the current
 	// position, for SnapshotState. The returned split must not share
-	// mutable memory with the state. Required.
+	// mutable memory with the state. Required, unless SS is *S: then nil
+	// means a copy of the pointed-to split (func(s *S) S { return *s }),
+	// which suits splits without slices or maps the emitter changes.
 	ToSplit func(state SS) S
 	// OnSplitFinished, if not nil, is called on the task goroutine with
 	// the states of splits that have just been read to their end, after
@@ -32,7 +35,18 @@ type Config[E, T any, S source.Split, SS any] struct {
 	OnSplitFinished func(finished []SS) error
 }
 
+// pointerStateDefaults fills in InitState and ToSplit when SS is *S.
+func (c *Config[E, T, S, SS]) pointerStateDefaults() {
+	if f, ok := any(func(s S) *S { return &s }).(func(S) SS); ok && c.InitState == nil {
+		c.InitState = f
+	}
+	if f, ok := any(func(s *S) S { return *s }).(func(SS) S); ok && c.ToSplit == nil {
+		c.ToSplit = f
+	}
+}
+
 func (c *Config[E, T, S, SS]) validate() error {
+	c.pointerStateDefaults()
 	switch {
 	case c.NewSplitReader == nil:
 		return fmt.Errorf("%w: Config.NewSplitReader is nil", ErrInvalidConfig)

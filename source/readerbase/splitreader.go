@@ -10,6 +10,22 @@ import (
 // split, and the splits that have been read to their end. It is the unit
 // the hand-over queue counts (see [QueueCapacity]).
 //
+// The batch is the unit of a snapshot. [Reader.PollNext] emits a whole
+// batch and the runtime snapshots only between PollNext calls, so the split
+// state a checkpoint holds is always the state after a split's last element
+// in some batch, never after an element in the middle of its group. A
+// SplitReader must therefore end each split's group at a position the
+// external system can resume from (a whole page of a cursor-paged API, a
+// whole framed record, a Kafka offset), and the [RecordEmitter] must leave
+// the split state at that position after the group's last element. States
+// after earlier elements of the group are never snapshotted and need not be
+// resumable (an element may be a whole page, and the emitter may move the
+// position once per page, as examples/httpsource does). A source whose
+// position can only be taken between batches must not rely on a snapshot
+// inside a batch, and one whose every element has its own position loses
+// nothing by this rule: it is only the granularity at which the position is
+// saved.
+//
 // A batch is handed from the fetcher goroutine to the task goroutine; after
 // Fetch returns it, the SplitReader must not modify the batch or the slices
 // it references until Recycle is called.
