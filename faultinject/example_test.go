@@ -8,6 +8,8 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -28,14 +30,14 @@ func ExampleRandomPlan() {
 func ExampleWrapSink() {
 	store := testsink.NewStore[string]()
 	plan := faultinject.NewPlan(faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 1})
-	s := sink.Erase(faultinject.WrapSink(testsink.NewTwoPhase(store), plan))
+	s := sinkerase.Erase(faultinject.WrapSink(testsink.NewTwoPhase(store), plan))
 
-	w, _ := s.NewWriter(initContext{}, nil)
-	w.Write("hello", sink.Context{})
-	committables, _ := w.PrepareCommit(1)
-	reqs := []*sink.RawRequest{{CheckpointID: 1, Data: committables[0]}}
+	w, _ := sinkerase.Open(context.Background(), s, initContext{}, nil)
+	w.Write(context.Background(), "hello", sink.Meta{})
+	committables, _ := w.PrepareCommit(context.Background(), 1)
+	reqs := []*sinkrt.Request{{CheckpointID: 1, Data: committables[0]}}
 
-	c, _ := s.NewCommitter(initContext{})
+	c, _ := s.NewCommitter(context.Background(), initContext{})
 	c.Commit(context.Background(), reqs)
 	fmt.Println(reqs[0].Outcome, errors.Is(reqs[0].Err, faultinject.ErrInjected), store.Committed())
 

@@ -180,8 +180,8 @@ type compactingSink[T any] struct{ *fileSink[T] }
 
 var _ sink.GlobalCommitting[Committable] = compactingSink[string]{}
 
-func (s compactingSink[T]) CreateGlobalCommitter(ctx sink.InitContext) (sink.GlobalCommitter[Committable], error) {
-	return s.newCompactor(ctx.JobID())
+func (s compactingSink[T]) CreateGlobalCommitter(ctx context.Context, ic sink.InitContext) (sink.GlobalCommitter[Committable], error) {
+	return s.newCompactor(ic.JobID())
 }
 
 // Names of the compaction's own files, all hidden (they start with '.')

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/faultinject"
-	"github.com/sluice-io/sluice/internal/fakes"
 )
 
 // TestPartNames: part file and compaction names hold the job id; the

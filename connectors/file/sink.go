@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -188,19 +189,27 @@ func (s *fileSink[T]) openRoot() (*os.Root, error) {
 	return r, nil
 }
 
-func (s *fileSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.newWriter(ctx, nil)
+func (s *fileSink[T]) CreateWriter(_ context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+	return asWriter(s.newWriter(ic, nil))
 }
 
-func (s *fileSink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sink.Writer[T], error) {
-	return s.newWriter(ctx, states)
+func (s *fileSink[T]) RestoreWriter(_ context.Context, ic sink.InitContext, states []WriterState) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+	return asWriter(s.newWriter(ic, states))
+}
+
+// asWriter returns w as an interface, a nil one when w is nil.
+func asWriter[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+	if w == nil {
+		return nil, err
+	}
+	return w, err
 }
 
 func (s *fileSink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
 
 func (s *fileSink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
 
-func (s *fileSink[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+func (s *fileSink[T]) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[Committable], error) {
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package file
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -96,20 +97,20 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func (p *partFile[T]) size() int64 { return p.cw.n + int64(p.bw.Buffered()) }
 
 var _ sink.CommittingWriter[string, Committable] = (*writer[string])(nil)
-var _ sink.StatefulWriter[string, WriterState] = (*writer[string])(nil)
+var _ sink.StatefulCommittingWriter[string, Committable, WriterState] = (*writer[string])(nil)
 
-func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*writer[T], error) {
-	if err := checkJobID(ctx.JobID()); err != nil {
+func (s *fileSink[T]) newWriter(ic sink.InitContext, states []WriterState) (*writer[T], error) {
+	if err := checkJobID(ic.JobID()); err != nil {
 		return nil, err
 	}
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err
 	}
-	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(),
-		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ctx.JobID()},
+	w := &writer[T]{s: s, root: root, sub: ic.SubtaskIndex(), par: ic.Parallelism(),
+		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ic.JobID()},
 		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
-	restoredID, restored := ctx.RestoredCheckpointID()
+	restoredID, restored := ic.RestoredCheckpointID()
 	w.restoredID = restoredID
 	restored = restored || states != nil
 	// Every start cleans up: a job restarted (or started again after a
@@ -279,7 +280,7 @@ func (w *writer[T]) info(b *bucket[T]) PartFileInfo {
 	return PartFileInfo{Bucket: b.name, Size: b.part.size(), Created: b.part.created, LastWrite: b.part.last}
 }
 
-func (w *writer[T]) Write(v T, c sink.Context) error {
+func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	now := w.clock()
 	name, err := w.s.buckets.Bucket(v, BucketContext{Timestamp: c.Timestamp, HasTimestamp: c.HasTimestamp, Watermark: c.Watermark, ProcessingTime: now})
 	if err != nil {
@@ -431,7 +432,7 @@ func (w *writer[T]) syncPart(p *partFile[T]) error {
 // Flush rolls every open part file at the end of input, so that the final
 // checkpoint commits everything; at checkpoints PrepareCommit does the
 // work.
-func (w *writer[T]) Flush(endOfInput bool) error {
+func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 	if !endOfInput {
 		return nil
 	}
@@ -450,7 +451,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 // checkpoint, flushes and fsyncs the others, fsyncs the directories of new
 // files, and returns the files rolled since the last checkpoint (holding
 // back compaction candidates, see [CompactStrategy]).
-func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Committable, error) {
 	w.sinceNow = 0
 	w.last = nil // buckets without an open file are dropped below
 	now := w.clock()
@@ -552,7 +553,7 @@ func syncDir(root *os.Root, dir string) error {
 
 // SnapshotState records the counter and the open files with their synced
 // lengths (PrepareCommit ran just before).
-func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
+func (w *writer[T]) SnapshotState(context.Context, int64) ([]WriterState, error) {
 	st := WriterState{JobID: w.names.job, Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		b := w.buckets[name]

@@ -240,9 +240,9 @@ var (
 	writerStateSerde = serde.JSON[WriterState](1)
 )
 
-// Sink writes records to Kafka. Build it with [NewSink]; the stream API
-// takes the sink.Sink that NewSink returns.
-type Sink[T any] struct {
+// kafkaSink writes records to Kafka; [NewSink] returns it wrapped as a
+// sink.Sink.
+type kafkaSink[T any] struct {
 	cfg    sinkConfig
 	ser    Serializer[T]
 	bc     *backchannel
@@ -269,25 +269,29 @@ func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (si
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
+	s := &kafkaSink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
 	if cfg.guarantee == ExactlyOnce {
 		return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
 	}
 	return plainSink[T]{s}, nil
 }
 
-type plainSink[T any] struct{ s *Sink[T] }
+type plainSink[T any] struct{ s *kafkaSink[T] }
 
-func (p plainSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return p.s.CreateWriter(ctx)
+func (p plainSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, err := p.s.newWriter(ctx, ic, nil, false)
+	if w == nil {
+		return nil, err
+	}
+	return w, err
 }
 
-func (s *Sink[T]) baseOpts() []kgo.Opt {
+func (s *kafkaSink[T]) baseOpts() []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(s.cfg.brokers...), kgo.WithLogger(nil)}
 	return append(opts, s.cfg.clientOpts...)
 }
 
-func (s *Sink[T]) producerOpts(txnID string) []kgo.Opt {
+func (s *kafkaSink[T]) producerOpts(txnID string) []kgo.Opt {
 	opts := append(s.baseOpts(),
 		kgo.ProducerLinger(s.cfg.linger),
 		kgo.MaxBufferedRecords(s.cfg.maxBuffered),
@@ -308,33 +312,43 @@ func (s *Sink[T]) producerOpts(txnID string) []kgo.Opt {
 	return opts
 }
 
-// CreateWriter makes the writer of one subtask (fresh start).
-func (s *Sink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.newWriter(ctx, nil, false)
+// CreateWriter makes the writer of one subtask (fresh start). ctx bounds
+// its start (reaching the brokers, the prefix's lease, aborting lingering
+// transactions), together with SetupTimeout.
+func (s *kafkaSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+	return orNil(s.newWriter(ctx, ic, nil, false))
 }
 
 // RestoreWriter makes a writer from the states of a completed checkpoint:
 // it commits the transactions they list, then aborts lingering ones.
-func (s *Sink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sink.Writer[T], error) {
-	return s.newWriter(ctx, states, true)
+func (s *kafkaSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []WriterState) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+	return orNil(s.newWriter(ctx, ic, states, true))
+}
+
+// orNil returns w as an interface, a nil one when w is nil.
+func orNil[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+	if w == nil {
+		return nil, err
+	}
+	return w, err
 }
 
 // CreateCommitter makes the committer of one subtask.
-func (s *Sink[T]) CreateCommitter(ctx sink.InitContext) (sink.Committer[Committable], error) {
-	restoredID, _ := ctx.RestoredCheckpointID()
+func (s *kafkaSink[T]) CreateCommitter(ctx context.Context, ic sink.InitContext) (sink.Committer[Committable], error) {
+	restoredID, _ := ic.RestoredCheckpointID()
 	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, restoredID: restoredID, leases: s.leases,
-		log: s.cfg.logger.With("sink", ctx.OperatorName(), "subtask", ctx.SubtaskIndex())}, nil
+		log: s.cfg.logger.With("sink", ic.OperatorName(), "subtask", ic.SubtaskIndex())}, nil
 }
 
 // CommittableSerializer stores committables as JSON, version 1.
-func (s *Sink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
+func (s *kafkaSink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
 
 // WriterStateSerializer stores writer states as JSON, version 1.
-func (s *Sink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
+func (s *kafkaSink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
 
 // checkTransactionTimeout compares the transaction timeout with the
 // broker's transaction.max.timeout.ms, once per sink.
-func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) error {
+func (s *kafkaSink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) error {
 	s.checkOnce.Do(func() {
 		adm := kadm.NewClient(cl)
 		rcs, err := adm.DescribeBrokerConfigs(ctx)
@@ -366,7 +380,7 @@ func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) e
 // transaction timeout is shorter than the checkpoint interval plus the
 // restart allowance. With periodic checkpoints off (interval 0) there is
 // no interval to compare with and nothing is logged.
-func (s *Sink[T]) warnTransactionTimeout(interval time.Duration, prefix string) {
+func (s *kafkaSink[T]) warnTransactionTimeout(interval time.Duration, prefix string) {
 	if interval <= 0 || s.cfg.txnTimeout >= interval+s.cfg.allowance {
 		return
 	}
@@ -389,7 +403,7 @@ type slot struct {
 }
 
 type writer[T any] struct {
-	s       *Sink[T]
+	s       *kafkaSink[T]
 	subtask int
 	par     int
 	log     *slog.Logger
@@ -401,6 +415,12 @@ type writer[T any] struct {
 	slots []*slot     // ExactlyOnce
 	next  int
 	cur   *slot
+
+	// pctx is the produce context: the ctx of Write (the same on every
+	// call) bound by the reach; pparent is that ctx, pstop releases pctx.
+	pctx    context.Context
+	pparent context.Context
+	pstop   context.CancelFunc
 
 	errMu   sync.Mutex
 	err     error
@@ -427,7 +447,10 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 	}
 }
 
-func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
+// newWriter makes a writer; ctx (the subtask's) and SetupTimeout bound its
+// start, so cancelling the job stops a start blocked on unreachable
+// brokers or the prefix's lease.
+func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
 	w := &writer[T]{s: s, subtask: ictx.SubtaskIndex(), par: ictx.Parallelism(),
 		log: s.cfg.logger.With("sink", ictx.OperatorName(), "subtask", ictx.SubtaskIndex())}
 	w.reach = newReach(w.log, "kafka sink", s.cfg.brokers, s.cfg.connTimeout)
@@ -456,11 +479,11 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 	for k := range s.cfg.slots {
 		w.slots = append(w.slots, &slot{id: txnID(w.prefix, w.subtask, k)})
 	}
-	tctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.setupTimeout)
 	defer cancel()
-	ctx, stop := w.reach.bound(tctx)
+	rctx, stop := w.reach.bound(tctx)
 	defer stop()
-	if err := w.recover(ctx, ictx, states, restored); err != nil {
+	if err := w.recover(rctx, ictx, states, restored); err != nil {
 		w.lease.release()
 		err = w.reach.cause(err)
 		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, w.prefix, err)
@@ -587,15 +610,16 @@ func (w *writer[T]) producerOpts(txnID string) []kgo.Opt {
 	return append(w.s.producerOpts(txnID), w.reach.opt())
 }
 
-// flushCtx bounds a flush by FlushTimeout and by the connect timeout.
-func (w *writer[T]) flushCtx() (context.Context, context.CancelFunc) {
-	tctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+// flushCtx bounds a flush by ctx (the subtask's: cancelling the job stops a
+// blocked flush), FlushTimeout and the connect timeout.
+func (w *writer[T]) flushCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	tctx, cancel := context.WithTimeout(ctx, w.s.cfg.flushTimeout)
 	ctx, stop := w.reach.bound(tctx)
 	return ctx, func() { stop(); cancel() }
 }
 
 // acquire picks the next free slot and begins a transaction on it.
-func (w *writer[T]) acquire() error {
+func (w *writer[T]) acquire(ctx context.Context) error {
 	n := len(w.slots)
 	for i := range n {
 		sl := w.slots[(w.next+i)%n]
@@ -603,7 +627,7 @@ func (w *writer[T]) acquire() error {
 			if !w.s.bc.isCommitted(*sl.pending) {
 				continue
 			}
-			w.release(sl)
+			w.release(ctx, sl)
 		}
 		if sl.cl == nil {
 			cl, err := kgo.NewClient(w.producerOpts(sl.id)...)
@@ -634,10 +658,10 @@ func (w *writer[T]) acquire() error {
 // again: its producer still believes the transaction open, so it ends it
 // with a commit, which the coordinator answers as a retry of the commit
 // already done. If that fails the producer is replaced.
-func (w *writer[T]) release(sl *slot) {
+func (w *writer[T]) release(ctx context.Context, sl *slot) {
 	c := *sl.pending
 	sl.pending, sl.done = nil, &c
-	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.s.cfg.flushTimeout)
 	defer cancel()
 	if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		w.log.Debug("kafka sink: producer could not confirm the commit of its transaction; replacing it", "txn", c.String(), "err", err)
@@ -648,7 +672,7 @@ func (w *writer[T]) release(sl *slot) {
 
 // Write serializes v and produces it (inside the current transaction for
 // ExactlyOnce).
-func (w *writer[T]) Write(v T, c sink.Context) error {
+func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -668,21 +692,35 @@ func (w *writer[T]) Write(v T, c sink.Context) error {
 	cl, promise := w.cl, w.promise
 	if w.slots != nil {
 		if w.cur == nil {
-			if err := w.acquire(); err != nil {
+			if err := w.acquire(ctx); err != nil {
 				return err
 			}
 		}
 		cl, promise = w.cur.cl, w.cur.promise
 	}
 	// Under the reach context, a produce blocked on a full buffer (or a
-	// record still buffered) fails once the brokers stay unreachable.
-	cl.Produce(w.reach.ctx, r, promise)
+	// record still buffered) fails once the brokers stay unreachable, or
+	// when ctx (the subtask's) is cancelled.
+	cl.Produce(w.produceCtx(ctx), r, promise)
 	return nil
+}
+
+// produceCtx returns ctx bound by the reach, made once per ctx (the engine
+// passes the same ctx to every Write of a writer).
+func (w *writer[T]) produceCtx(ctx context.Context) context.Context {
+	if ctx != w.pparent {
+		if w.pstop != nil {
+			w.pstop()
+		}
+		w.pctx, w.pstop = w.reach.bound(ctx)
+		w.pparent = ctx
+	}
+	return w.pctx
 }
 
 // Flush waits until every record is acknowledged (at checkpoints for
 // AtLeastOnce and ExactlyOnce, and at the end of input).
-func (w *writer[T]) Flush(endOfInput bool) error {
+func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 	if w.s.cfg.guarantee == None && !endOfInput {
 		return w.failed()
 	}
@@ -693,7 +731,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 		}
 		cl = w.cur.cl
 	}
-	ctx, cancel := w.flushCtx()
+	ctx, cancel := w.flushCtx(ctx)
 	defer cancel()
 	if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("kafka sink: flush: %w", w.reach.cause(err))
@@ -703,7 +741,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 
 // PrepareCommit ends the interval's transaction without committing it and
 // returns it as a committable.
-func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Committable, error) {
 	if err := w.failed(); err != nil {
 		return nil, err
 	}
@@ -711,7 +749,7 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 	if sl == nil {
 		return nil, nil
 	}
-	ctx, cancel := w.flushCtx()
+	ctx, cancel := w.flushCtx(ctx)
 	defer cancel()
 	if err := sl.cl.Flush(ctx); err != nil {
 		return nil, fmt.Errorf("kafka sink: flush: %w", w.reach.cause(err))
@@ -730,7 +768,7 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 
 // SnapshotState returns the transactions prepared and not yet seen
 // committed.
-func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
+func (w *writer[T]) SnapshotState(context.Context, int64) ([]WriterState, error) {
 	st := WriterState{Subtask: w.subtask, Parallelism: w.par, Prefix: w.prefix}
 	for _, sl := range w.slots {
 		switch {
@@ -748,7 +786,7 @@ func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
 // NotifyCheckpointAborted is a no-op: the runtime commits an aborted
 // checkpoint's committables with the next completed checkpoint, and a
 // failure restores and aborts whatever no completed checkpoint holds.
-func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
+func (w *writer[T]) NotifyCheckpointAborted(context.Context, int64) error { return nil }
 
 // Close closes the producers. An open transaction is left to recovery (or
 // the transaction timeout): Close must not make it visible, and aborting
@@ -756,6 +794,9 @@ func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
 func (w *writer[T]) Close() error {
 	defer w.lease.release()
 	defer w.reach.close()
+	if w.pstop != nil {
+		defer w.pstop()
+	}
 	if w.cl != nil {
 		w.cl.Close()
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -14,18 +16,18 @@ import (
 // then commit after the checkpoint completed.
 func ExampleNewTwoPhase() {
 	store := testsink.NewStore[string]()
-	s := sink.Erase(testsink.NewTwoPhase(store))
+	s := sinkerase.Erase(testsink.NewTwoPhase(store))
 	ctx := initContext{}
 
-	w, _ := s.NewWriter(ctx, nil)
-	w.Write("a", sink.Context{})
-	w.Write("b", sink.Context{})
-	w.Flush(false)
-	committables, _ := w.PrepareCommit(1)
+	w, _ := sinkerase.Open(context.Background(), s, ctx, nil)
+	w.Write(context.Background(), "a", sink.Meta{})
+	w.Write(context.Background(), "b", sink.Meta{})
+	w.Flush(context.Background(), false)
+	committables, _ := w.PrepareCommit(context.Background(), 1)
 	fmt.Println("staged:", store.Staged(), "committed:", store.Committed())
 
-	c, _ := s.NewCommitter(ctx)
-	reqs := []*sink.RawRequest{{CheckpointID: 1, Data: committables[0]}}
+	c, _ := s.NewCommitter(context.Background(), ctx)
+	reqs := []*sinkrt.Request{{CheckpointID: 1, Data: committables[0]}}
 	c.Commit(context.Background(), reqs)
 	fmt.Println("staged:", store.Staged(), "committed:", store.Committed(), reqs[0].Outcome)
 

@@ -65,16 +65,16 @@ var (
 	_ sink.CommittingWriter[int, Committable] = (*twoPhaseWriter[int])(nil)
 )
 
-func (s *twoPhase[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+func (s *twoPhase[T]) CreateWriter(_ context.Context, ic sink.InitContext) (sink.CommittingWriter[T, Committable], error) {
 	w := &twoPhaseWriter[T]{
 		store: s.store,
-		job:   ctx.JobName(),
-		op:    ctx.OperatorName(),
-		sub:   ctx.SubtaskIndex(),
+		job:   ic.JobName(),
+		op:    ic.OperatorName(),
+		sub:   ic.SubtaskIndex(),
 	}
-	restored, ok := ctx.RestoredCheckpointID()
-	if ctx.Attempt() > 0 || ok {
-		p := ctx.Parallelism()
+	restored, ok := ic.RestoredCheckpointID()
+	if ic.Attempt() > 0 || ok {
+		p := ic.Parallelism()
 		s.store.abortWhere(func(t *Txn[T]) bool {
 			mine := t.Subtask == w.sub || (w.sub == 0 && t.Subtask >= p)
 			return t.Job == w.job && t.Operator == w.op && t.CheckpointID >= 0 && mine &&
@@ -84,7 +84,7 @@ func (s *twoPhase[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error)
 	return w, nil
 }
 
-func (s *twoPhase[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+func (s *twoPhase[T]) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[Committable], error) {
 	return &committer[T]{store: s.store}, nil
 }
 
@@ -94,7 +94,7 @@ func (s *twoPhase[T]) CommittableSerializer() serde.Versioned[Committable] {
 
 type globalTwoPhase[T any] struct{ *twoPhase[T] }
 
-func (s *globalTwoPhase[T]) CreateGlobalCommitter(sink.InitContext) (sink.GlobalCommitter[Committable], error) {
+func (s *globalTwoPhase[T]) CreateGlobalCommitter(context.Context, sink.InitContext) (sink.GlobalCommitter[Committable], error) {
 	return &globalCommitter[T]{store: s.store}, nil
 }
 
@@ -106,15 +106,15 @@ type twoPhaseWriter[T any] struct {
 	buf     []T
 }
 
-func (w *twoPhaseWriter[T]) Write(v T, _ sink.Context) error {
+func (w *twoPhaseWriter[T]) Write(ctx context.Context, v T, _ sink.Meta) error {
 	w.buf = append(w.buf, v)
 	return nil
 }
 
 // Flush keeps the buffer: it goes to the store at PrepareCommit.
-func (w *twoPhaseWriter[T]) Flush(bool) error { return nil }
+func (w *twoPhaseWriter[T]) Flush(context.Context, bool) error { return nil }
 
-func (w *twoPhaseWriter[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+func (w *twoPhaseWriter[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Committable, error) {
 	if len(w.buf) == 0 {
 		return nil, nil
 	}

@@ -46,7 +46,7 @@ func (s *fileSink) CommittableSerializer() serde.Versioned[Committable] {
 	return serde.JSON[Committable](1)
 }
 
-func (s *fileSink) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+func (s *fileSink) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[Committable], error) {
 	return &committer{dir: s.dir}, nil
 }
 
@@ -54,10 +54,10 @@ func (s *fileSink) CreateCommitter(sink.InitContext) (sink.Committer[Committable
 // files prepared after the restored checkpoint (their checkpoint never
 // completed), and the in-progress file. Subtask 0 also cleans up after
 // subtasks that no longer exist, after scaling down.
-func (s *fileSink) CreateWriter(ctx sink.InitContext) (sink.Writer[string], error) {
-	sub, par := ctx.SubtaskIndex(), ctx.Parallelism()
-	restored, ok := ctx.RestoredCheckpointID()
-	if (ctx.Attempt() > 0 || ok) && !s.noCleanup {
+func (s *fileSink) CreateWriter(_ context.Context, ic sink.InitContext) (sink.CommittingWriter[string, Committable], error) {
+	sub, par := ic.SubtaskIndex(), ic.Parallelism()
+	restored, ok := ic.RestoredCheckpointID()
+	if (ic.Attempt() > 0 || ok) && !s.noCleanup {
 		entries, err := os.ReadDir(s.dir)
 		if err != nil {
 			return nil, err
@@ -90,7 +90,7 @@ func (w *writer) inProgress() string {
 	return filepath.Join(w.dir, fmt.Sprintf(".inprogress-%d", w.sub))
 }
 
-func (w *writer) Write(line string, _ sink.Context) error {
+func (w *writer) Write(ctx context.Context, line string, _ sink.Meta) error {
 	if w.f == nil {
 		f, err := os.OpenFile(w.inProgress(), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -103,9 +103,9 @@ func (w *writer) Write(line string, _ sink.Context) error {
 }
 
 // Flush does nothing: PrepareCommit makes the file durable.
-func (w *writer) Flush(bool) error { return nil }
+func (w *writer) Flush(context.Context, bool) error { return nil }
 
-func (w *writer) PrepareCommit(id int64) ([]Committable, error) {
+func (w *writer) PrepareCommit(ctx context.Context, id int64) ([]Committable, error) {
 	if w.f == nil {
 		return nil, nil
 	}
