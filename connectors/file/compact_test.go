@@ -34,7 +34,7 @@ var byFirstLetter = WithBuckets(BucketFunc[string](func(v string, _ BucketContex
 // restored from checkpoint id-1 (with states, possibly none) unless id is
 // 1: a writer that is not restored removes the in-progress files of its
 // subtask.
-func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []WriterState, lines ...string) ([]Committable, []WriterState) {
+func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []writerState, lines ...string) ([]committable, []writerState) {
 	t.Helper()
 	ctx := &fakes.InitContext{Subtask: sub, Parallel: par}
 	if states != nil || id > 1 {
@@ -108,7 +108,7 @@ func newCompactingSink(t *testing.T, dir string, cs CompactStrategy, opts ...Sin
 	return newTestSink(t, dir, append([]SinkOption{Rolling(OnCheckpointRolling()), Compact(cs)}, opts...)...)
 }
 
-func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []Committable) {
+func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []committable) {
 	t.Helper()
 	g, err := s.newCompactor(testJob)
 	if err != nil {
@@ -129,7 +129,7 @@ func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []Committable)
 func TestCompactionMergesSmallFiles(t *testing.T) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1000}, byFirstLetter)
-	var all []Committable
+	var all []committable
 	var want []string
 	for sub := range 3 {
 		ls := append(lines(fmt.Sprintf("a%d-", sub), 20), lines(fmt.Sprintf("b%d-", sub), 10)...)
@@ -140,7 +140,7 @@ func TestCompactionMergesSmallFiles(t *testing.T) {
 		all = append(all, cs...)
 		want = append(want, ls...)
 	}
-	var large Committable
+	var large committable
 	for _, c := range all {
 		if c.Bucket == "c" {
 			large = c
@@ -197,7 +197,7 @@ func TestCompactionGroups(t *testing.T) {
 	// Each subtask writes 10 lines of 4 bytes: 40 bytes per file.
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 60}, byFirstLetter)
 	var all, want []string
-	var cs []Committable
+	var cs []committable
 	for sub := range 5 {
 		ls := lines(fmt.Sprintf("a%d", sub), 10)
 		c, _ := writeCheckpoint(t, s, sub, 5, 7, nil, ls...)
@@ -309,7 +309,7 @@ func TestCompactionCrashAtEveryStep(t *testing.T) {
 func crashAt(t *testing.T, step, recovery, redeliver string) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1 << 20}, byFirstLetter)
-	var cs []Committable
+	var cs []committable
 	var want []string
 	for sub := range 3 {
 		ls := append(lines(fmt.Sprintf("a%d-", sub), 50), lines(fmt.Sprintf("b%d-", sub), 5)...)
@@ -366,7 +366,7 @@ func crashAt(t *testing.T, step, recovery, redeliver string) {
 	case "regrouped":
 		rev := slices.Clone(cs)
 		slices.Reverse(rev)
-		for i, part := range [][]Committable{rev[:2], rev[1:]} {
+		for i, part := range [][]committable{rev[:2], rev[1:]} {
 			if err := g.CommitGlobal(t.Context(), int64(5+i), part); err != nil {
 				t.Fatal(err)
 			}
@@ -445,7 +445,7 @@ func TestCompactionHoldsCheckpoints(t *testing.T) {
 	}
 	defer w.Close()
 	cur := w
-	prepare := func(id int64, ls ...string) ([]Committable, []WriterState) {
+	prepare := func(id int64, ls ...string) ([]committable, []writerState) {
 		t.Helper()
 		writeAll(t, cur, ls...)
 		cs, err := cur.PrepareCommit(context.Background(), id)
@@ -517,7 +517,7 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1 << 20}, Rolling(DefaultRollingPolicy{PartSize: 1 << 20}))
 	old := make([]*writer[string], 4)
-	var states []WriterState
+	var states []writerState
 	for sub := range old {
 		w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 4}, nil)
 		if err != nil {
@@ -543,7 +543,7 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 		states = append(states, st...)
 		w.Close() // crash
 	}
-	restore := func(sub int, sts ...WriterState) *writer[string] {
+	restore := func(sub int, sts ...writerState) *writer[string] {
 		w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 2, AttemptNum: 1, Restored: 2, HasRestored: true}, sts)
 		if err != nil {
 			t.Fatal(err)
@@ -554,7 +554,7 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 	defer w0.Close()
 	defer w1.Close()
 	writeAll(t, w0, "x5", "x6", "x7", "x8", "x9")
-	var cs []Committable
+	var cs []committable
 	for _, w := range []*writer[string]{w0, w1} {
 		if err := w.Flush(context.Background(), true); err != nil {
 			t.Fatal(err)
@@ -603,7 +603,7 @@ func TestCompactionKeepsSplitOrderRegionalFailover(t *testing.T) {
 		}
 	}
 	writeAll(t, a, lines("s", 5)...)
-	var stA []WriterState
+	var stA []writerState
 	for _, w := range []*writer[string]{a, b} {
 		if cs, err := w.PrepareCommit(context.Background(), 2); err != nil || len(cs) != 0 {
 			t.Fatalf("checkpoint 2: %+v %v, want both files still open", cs, err)
@@ -618,7 +618,7 @@ func TestCompactionKeepsSplitOrderRegionalFailover(t *testing.T) {
 	}
 	defer a2.Close()
 	writeAll(t, b, "s5", "s6", "s7", "s8", "s9")
-	var cs []Committable
+	var cs []committable
 	for _, w := range []*writer[string]{a2, b} {
 		if err := w.Flush(context.Background(), true); err != nil {
 			t.Fatal(err)
@@ -711,7 +711,7 @@ func TestCompactionBulkFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cs []Committable
+		var cs []committable
 		var want []string
 		for sub := range 3 {
 			w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 3}, nil)
@@ -754,7 +754,7 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cs []Committable
+	var cs []committable
 	var want []string
 	for sub := range 3 {
 		for id := int64(1); id <= 2; id++ {
@@ -777,13 +777,13 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 
 // compactAll commits cs with a subtask committer and then the global
 // committer, at checkpoint 2, and checks nothing is left hidden.
-func compactAll(t *testing.T, newCommitter func(context.Context, sink.InitContext) (sink.Committer[Committable], error), newCompactor func(string) (*compactCommitter, error), cs []Committable) {
+func compactAll(t *testing.T, newCommitter func(context.Context, sink.InitContext) (sink.Committer[committable], error), newCompactor func(string) (*compactCommitter, error), cs []committable) {
 	t.Helper()
 	c, err := newCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reqs []sink.CommitRequest[Committable]
+	var reqs []sink.CommitRequest[committable]
 	for _, cm := range cs {
 		reqs = append(reqs, &request{c: cm, id: 1, outcome: "committed"})
 	}

@@ -19,32 +19,32 @@ import (
 
 // request is a sink.CommitRequest that records its outcome.
 type request struct {
-	c       Committable
+	c       committable
 	id      int64
 	retries int
 	outcome string
 	err     error
 }
 
-func (r *request) Committable() Committable            { return r.c }
+func (r *request) Committable() committable            { return r.c }
 func (r *request) CheckpointID() int64                 { return r.id }
 func (r *request) Retries() int                        { return r.retries }
 func (r *request) RetryLater()                         { r.outcome = "retry" }
-func (r *request) UpdateAndRetryLater(c Committable)   { r.c, r.outcome = c, "retry" }
+func (r *request) UpdateAndRetryLater(c committable)   { r.c, r.outcome = c, "retry" }
 func (r *request) SignalAlreadyCommitted()             { r.outcome = "already" }
 func (r *request) SignalFailedWithKnownReason(e error) { r.outcome, r.err = "known", e }
 func (r *request) SignalFailedWithUnknownReason(e error) {
 	r.outcome, r.err = "unknown", e
 }
 
-func commitAll(t *testing.T, s *fileSink[string], cs []Committable) []*request {
+func commitAll(t *testing.T, s *fileSink[string], cs []committable) []*request {
 	t.Helper()
 	c, err := s.CreateCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var reqs []sink.CommitRequest[Committable]
+	var reqs []sink.CommitRequest[committable]
 	var out []*request
 	for _, cm := range cs {
 		r := &request{c: cm, id: 1, outcome: "committed"}
@@ -106,7 +106,7 @@ func TestSinkLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Committable{{Temp: ".out-0000000000000000-2-0.txt.inprogress", Final: "out-0000000000000000-2-0.txt", Size: 4}}
+	want := []committable{{Temp: ".out-0000000000000000-2-0.txt.inprogress", Final: "out-0000000000000000-2-0.txt", Size: 4}}
 	if !slices.Equal(cs, want) {
 		t.Fatalf("committables %+v, want %+v", cs, want)
 	}
@@ -123,7 +123,7 @@ func TestSinkLifecycle(t *testing.T) {
 	if reqs := commitAll(t, s, cs); reqs[0].outcome != "already" {
 		t.Fatalf("second commit: %s, want already committed", reqs[0].outcome)
 	}
-	gone := []Committable{{Temp: ".out-0000000000000000-2-9.txt.inprogress", Final: "out-0000000000000000-2-9.txt"}}
+	gone := []committable{{Temp: ".out-0000000000000000-2-9.txt.inprogress", Final: "out-0000000000000000-2-9.txt"}}
 	if reqs := commitAll(t, s, gone); reqs[0].outcome != "unknown" || !strings.Contains(reqs[0].err.Error(), "out-0000000000000000-2-9.txt") {
 		t.Fatalf("missing file: %s %v, want an unknown failure naming it", reqs[0].outcome, reqs[0].err)
 	}
@@ -441,8 +441,8 @@ func TestCommitterContext(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	r := &request{c: Committable{Temp: ".x", Final: "x"}}
-	if err := c.Commit(ctx, []sink.CommitRequest[Committable]{r}); !errors.Is(err, context.Canceled) {
+	r := &request{c: committable{Temp: ".x", Final: "x"}}
+	if err := c.Commit(ctx, []sink.CommitRequest[committable]{r}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
@@ -473,9 +473,9 @@ func TestSinkRecoveryAfterRescale(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			states := []WriterState{
+			states := []writerState{
 				{JobID: job, Subtask: 0, Parallelism: 4, NextCounter: 2},
-				{JobID: job, Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []InProgressFile{{Temp: nm(job, 3, 2), Final: nm(job, 3, 2)[1:], Size: 2}}},
+				{JobID: job, Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []inProgressFile{{Temp: nm(job, 3, 2), Final: nm(job, 3, 2)[1:], Size: 2}}},
 				{JobID: job, Subtask: 1, Parallelism: 4, NextCounter: 5},
 			}
 			s := newTestSink(t, dir)

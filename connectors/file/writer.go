@@ -29,8 +29,8 @@ type writer[T any] struct {
 	next      int64
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil
-	pending   []Committable // rolled since the last PrepareCommit
-	held      []Committable // compaction candidates held back (CheckpointsBeforeCompaction)
+	pending   []committable // rolled since the last PrepareCommit
+	held      []committable // compaction candidates held back (CheckpointsBeforeCompaction)
 	heldSince int64         // the checkpoint since which files are held
 	// restoredID is the checkpoint the writer was restored from (0: none).
 	restoredID int64
@@ -96,10 +96,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // size is the part file's length including buffered bytes.
 func (p *partFile[T]) size() int64 { return p.cw.n + int64(p.bw.Buffered()) }
 
-var _ sink.CommittingWriter[string, Committable] = (*writer[string])(nil)
-var _ sink.StatefulCommittingWriter[string, Committable, WriterState] = (*writer[string])(nil)
+var _ sink.CommittingWriter[string, committable] = (*writer[string])(nil)
+var _ sink.StatefulCommittingWriter[string, committable, writerState] = (*writer[string])(nil)
 
-func (s *fileSink[T]) newWriter(ic sink.InitContext, states []WriterState) (*writer[T], error) {
+func (s *fileSink[T]) newWriter(ic sink.InitContext, states []writerState) (*writer[T], error) {
 	if err := checkJobID(ic.JobID()); err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ type stray struct {
 // counters are below NextCounter. Files of other jobs (another job id in
 // the name) are never touched; files named before job ids count as this
 // job's only where a restored state of this job uses such names.
-func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
+func (w *writer[T]) removeStrays(states []writerState, restored bool) error {
 	from := map[stray]int64{} // first stray counter
 	keep := map[string]bool{}
 	if restored {
@@ -220,7 +220,7 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 
 // resume reopens an in-progress file of a restored state, truncated to
 // its checkpointed length.
-func (w *writer[T]) resume(ip InProgressFile) error {
+func (w *writer[T]) resume(ip inProgressFile) error {
 	dir, err := bucketDir(ip.Bucket)
 	if err != nil {
 		return err
@@ -244,7 +244,7 @@ func (w *writer[T]) resume(ip InProgressFile) error {
 	if w.s.cfg.compact != nil {
 		// A compacting sink finishes restored files rather than
 		// appending to them, so that no file mixes the records of two
-		// attempts (see Committable.Closed).
+		// attempts (see committable.Closed).
 		if err := w.closePart(ip.Bucket, dir, p); err != nil {
 			return err
 		}
@@ -411,7 +411,7 @@ func (w *writer[T]) closePart(bucketName, dir string, p *partFile[T]) error {
 	if err != nil {
 		return fmt.Errorf("file sink: %s: %w", name, err)
 	}
-	cm := Committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n}
+	cm := committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n}
 	if cp := w.s.cfg.compact; cp != nil && cm.Size < cp.SizeThreshold {
 		cm.Compact = true
 	}
@@ -451,7 +451,7 @@ func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 // checkpoint, flushes and fsyncs the others, fsyncs the directories of new
 // files, and returns the files rolled since the last checkpoint (holding
 // back compaction candidates, see [CompactStrategy]).
-func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Committable, error) {
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]committable, error) {
 	w.sinceNow = 0
 	w.last = nil // buckets without an open file are dropped below
 	now := w.clock()
@@ -495,7 +495,7 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Co
 // the first checkpoint whose id is a multiple of it since files are held,
 // at the end of input, or when compaction is off (a restore without it);
 // those of a bucket whose held files reach the size threshold.
-func (w *writer[T]) holdBack(out []Committable, checkpointID int64) []Committable {
+func (w *writer[T]) holdBack(out []committable, checkpointID int64) []committable {
 	cp := w.s.cfg.compact
 	every := int64(0)
 	if cp != nil {
@@ -553,15 +553,15 @@ func syncDir(root *os.Root, dir string) error {
 
 // SnapshotState records the counter and the open files with their synced
 // lengths (PrepareCommit ran just before).
-func (w *writer[T]) SnapshotState(context.Context, int64) ([]WriterState, error) {
-	st := WriterState{JobID: w.names.job, Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
+func (w *writer[T]) SnapshotState(context.Context, int64) ([]writerState, error) {
+	st := writerState{JobID: w.names.job, Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		b := w.buckets[name]
 		if b.part != nil {
-			st.InProgress = append(st.InProgress, InProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: b.part.size()})
+			st.InProgress = append(st.InProgress, inProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: b.part.size()})
 		}
 	}
-	return []WriterState{st}, nil
+	return []writerState{st}, nil
 }
 
 // Close closes the open files without making anything visible: they stay

@@ -482,7 +482,7 @@ func TestEndTxnAnswers(t *testing.T) {
 	topic := createTopic(t, b, 1)
 	ctx := t.Context()
 	admin := newClient(t, b)
-	prepare := func() Committable {
+	prepare := func() committable {
 		id := uniqueName("answers")
 		cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
 		if err := cl.BeginTransaction(); err != nil {
@@ -495,7 +495,7 @@ func TestEndTxnAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
+		return committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
 	}
 	expect := func(what string, err, want error) {
 		t.Helper()

@@ -219,25 +219,25 @@ func SinkClientOpts(opts ...kgo.Opt) SinkOption {
 // SinkLogger sets the logger (default slog.Default()).
 func SinkLogger(l *slog.Logger) SinkOption { return func(c *sinkConfig) { c.logger = l } }
 
-// WriterState is what an exactly-once writer keeps in checkpoints: its
+// writerState is what an exactly-once writer keeps in checkpoints: its
 // subtask and the transactions it prepared that it has not seen committed.
-type WriterState struct {
+type writerState struct {
 	Subtask     int           `json:"subtask"`
 	Parallelism int           `json:"parallelism"`
-	Pending     []Committable `json:"pending,omitempty"`
+	Pending     []committable `json:"pending,omitempty"`
 	// Committed are transactions this writer saw committed whose commit
 	// the runtime may not have recorded yet (the last one of each slot):
 	// a restore that finds one of them no longer open knows it was
 	// committed, not lost. Absent in states written before it existed.
-	Committed []Committable `json:"committed,omitempty"`
+	Committed []committable `json:"committed,omitempty"`
 	// Prefix is the transactional id prefix the writer used (absent in
 	// older states).
 	Prefix string `json:"prefix,omitempty"`
 }
 
 var (
-	committableSerde = serde.JSON[Committable](1)
-	writerStateSerde = serde.JSON[WriterState](1)
+	committableSerde = serde.JSON[committable](1)
+	writerStateSerde = serde.JSON[writerState](1)
 )
 
 // kafkaSink writes records to Kafka; [NewSink] returns it wrapped as a
@@ -271,7 +271,7 @@ func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (si
 	}
 	s := &kafkaSink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
 	if cfg.guarantee == ExactlyOnce {
-		return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+		return sink.NewStatefulTwoPhase[T, committable, writerState](s), nil
 	}
 	return plainSink[T]{s}, nil
 }
@@ -315,18 +315,18 @@ func (s *kafkaSink[T]) producerOpts(txnID string) []kgo.Opt {
 // CreateWriter makes the writer of one subtask (fresh start). ctx bounds
 // its start (reaching the brokers, the prefix's lease, aborting lingering
 // transactions), together with SetupTimeout.
-func (s *kafkaSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+func (s *kafkaSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
 	return orNil(s.newWriter(ctx, ic, nil, false))
 }
 
 // RestoreWriter makes a writer from the states of a completed checkpoint:
 // it commits the transactions they list, then aborts lingering ones.
-func (s *kafkaSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []WriterState) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+func (s *kafkaSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
 	return orNil(s.newWriter(ctx, ic, states, true))
 }
 
 // orNil returns w as an interface, a nil one when w is nil.
-func orNil[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, Committable, WriterState], error) {
+func orNil[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
 	if w == nil {
 		return nil, err
 	}
@@ -334,17 +334,17 @@ func orNil[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, Com
 }
 
 // CreateCommitter makes the committer of one subtask.
-func (s *kafkaSink[T]) CreateCommitter(ctx context.Context, ic sink.InitContext) (sink.Committer[Committable], error) {
+func (s *kafkaSink[T]) CreateCommitter(ctx context.Context, ic sink.InitContext) (sink.Committer[committable], error) {
 	restoredID, _ := ic.RestoredCheckpointID()
 	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, restoredID: restoredID, leases: s.leases,
 		log: s.cfg.logger.With("sink", ic.OperatorName(), "subtask", ic.SubtaskIndex())}, nil
 }
 
 // CommittableSerializer stores committables as JSON, version 1.
-func (s *kafkaSink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
+func (s *kafkaSink[T]) CommittableSerializer() serde.Versioned[committable] { return committableSerde }
 
 // WriterStateSerializer stores writer states as JSON, version 1.
-func (s *kafkaSink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
+func (s *kafkaSink[T]) WriterStateSerializer() serde.Versioned[writerState] { return writerStateSerde }
 
 // checkTransactionTimeout compares the transaction timeout with the
 // broker's transaction.max.timeout.ms, once per sink.
@@ -397,8 +397,8 @@ type slot struct {
 	cl      *kgo.Client
 	promise func(*kgo.Record, error)
 	inTxn   bool         // a transaction is open and being written
-	pending *Committable // prepared, not yet seen committed
-	done    *Committable // the last one seen committed
+	pending *committable // prepared, not yet seen committed
+	done    *committable // the last one seen committed
 	started time.Time    // of the open transaction
 }
 
@@ -450,7 +450,7 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 // newWriter makes a writer; ctx (the subtask's) and SetupTimeout bound its
 // start, so cancelling the job stops a start blocked on unreachable
 // brokers or the prefix's lease.
-func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
+func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, states []writerState, restored bool) (_ *writer[T], err error) {
 	w := &writer[T]{s: s, subtask: ictx.SubtaskIndex(), par: ictx.Parallelism(),
 		log: s.cfg.logger.With("sink", ictx.OperatorName(), "subtask", ictx.SubtaskIndex())}
 	w.reach = newReach(w.log, "kafka sink", s.cfg.brokers, s.cfg.connTimeout)
@@ -501,7 +501,7 @@ func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, sta
 // reaches exactly one new writer, which commits its pending transactions
 // and then fences the old writer's ids; ids of subtasks not in the
 // snapshot go to j % parallelism.
-func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) error {
+func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []writerState, restored bool) error {
 	cfg := w.s.cfg
 	admin, err := kgo.NewClient(append(w.s.baseOpts(), w.reach.opt())...)
 	if err != nil {
@@ -741,7 +741,7 @@ func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 
 // PrepareCommit ends the interval's transaction without committing it and
 // returns it as a committable.
-func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Committable, error) {
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]committable, error) {
 	if err := w.failed(); err != nil {
 		return nil, err
 	}
@@ -761,15 +761,15 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]Co
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, w.reach.cause(err))
 	}
-	c := Committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
+	c := committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
 	sl.pending, sl.inTxn, w.cur = &c, false, nil
-	return []Committable{c}, nil
+	return []committable{c}, nil
 }
 
 // SnapshotState returns the transactions prepared and not yet seen
 // committed.
-func (w *writer[T]) SnapshotState(context.Context, int64) ([]WriterState, error) {
-	st := WriterState{Subtask: w.subtask, Parallelism: w.par, Prefix: w.prefix}
+func (w *writer[T]) SnapshotState(context.Context, int64) ([]writerState, error) {
+	st := writerState{Subtask: w.subtask, Parallelism: w.par, Prefix: w.prefix}
 	for _, sl := range w.slots {
 		switch {
 		case sl.pending != nil && !w.s.bc.isCommitted(*sl.pending):
@@ -780,7 +780,7 @@ func (w *writer[T]) SnapshotState(context.Context, int64) ([]WriterState, error)
 			st.Committed = append(st.Committed, *sl.done)
 		}
 	}
-	return []WriterState{st}, nil
+	return []writerState{st}, nil
 }
 
 // NotifyCheckpointAborted is a no-op: the runtime commits an aborted
@@ -830,7 +830,7 @@ type committer struct {
 
 // Commit commits each prepared transaction with a raw EndTxn; a
 // transaction found committed before is a success.
-func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Committable]) error {
+func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[committable]) error {
 	if c.cl == nil {
 		cl, err := kgo.NewClient(c.opts...)
 		if err != nil {

@@ -131,7 +131,7 @@ func TestCommitOutcomes(t *testing.T) {
 	second := prepare(t, w, 2)
 	commit(t, s, first)
 
-	unknown, _ := serde.Marshal(committableSerde, Committable{TxnID: "job/sink/0/99"})
+	unknown, _ := serde.Marshal(committableSerde, committable{TxnID: "job/sink/0/99"})
 	reqs := []*sinkrt.Request{first[0], second[0], {CheckpointID: 99, Data: unknown}}
 	commit(t, s, reqs)
 	want := []sinkrt.Outcome{sinkrt.AlreadyCommitted, sinkrt.Committed, sinkrt.FailedUnknown}
