@@ -36,11 +36,11 @@ var byFirstLetter = WithBuckets(BucketFunc[string](func(v string, _ BucketContex
 // subtask.
 func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []writerState, lines ...string) ([]committable, []writerState) {
 	t.Helper()
-	ctx := &fakes.InitContext{Subtask: sub, Parallel: par}
+	ic := &fakes.InitContext{Subtask: sub, Parallel: par}
 	if states != nil || id > 1 {
-		ctx.AttemptNum, ctx.Restored, ctx.HasRestored = 1, id-1, true
+		ic.AttemptNum, ic.Restored, ic.HasRestored = 1, id-1, true
 	}
-	w, err := s.newWriter(ctx, states)
+	w, err := s.newWriter(ic, states)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newWriter(t *testing.T, s sink.Sink[int], ctx *fakes.InitContext) *sinkerase.Writer[int] {
+func newWriter(t *testing.T, s sink.Sink[int], ic *fakes.InitContext) *sinkerase.Writer[int] {
 	t.Helper()
-	w, err := sinkerase.Open(context.Background(), sinkerase.Erase(s), ctx, nil)
+	w, err := sinkerase.Open(context.Background(), sinkerase.Erase(s), ic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func TestNothingVisibleBeforeCommit(t *testing.T) {
 	if d := sinkerase.Erase(s).Describe(); !strings.Contains(d, "two-phase") {
 		t.Fatalf("Describe = %q", d)
 	}
-	ctx := &fakes.InitContext{Subtask: 1, Parallel: 2, Job: "j", Operator: "op"}
-	w := newWriter(t, s, ctx)
+	ic := &fakes.InitContext{Subtask: 1, Parallel: 2, Job: "j", Operator: "op"}
+	w := newWriter(t, s, ic)
 	write(t, w, 1, 2, 3)
 	if err := w.Flush(context.Background(), false); err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestAbortOnRecovery(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		ctx       fakes.InitContext
+		ic        fakes.InitContext
 		wantAbort []string
 	}{
 		{"fresh start aborts nothing",
@@ -215,7 +215,7 @@ func TestAbortOnRecovery(t *testing.T) {
 				prepare(t, w, st.ckpt)
 				all = append(all, TxnID(st.job, st.op, st.sub, st.ckpt))
 			}
-			newWriter(t, NewTwoPhase(store), &tt.ctx)
+			newWriter(t, NewTwoPhase(store), &tt.ic)
 			if got := store.Aborted(); !slices.Equal(got, tt.wantAbort) {
 				t.Fatalf("aborted %v, want %v", got, tt.wantAbort)
 			}
@@ -294,8 +294,8 @@ func TestCollect(t *testing.T) {
 	if c, err := sinkerase.Erase(s).NewCommitter(context.Background(), &fakes.InitContext{}); c != nil || err != nil {
 		t.Fatalf("collect sink has a committer: %v, %v", c, err)
 	}
-	ctx := &fakes.InitContext{Subtask: 2, Parallel: 3}
-	w := newWriter(t, s, ctx)
+	ic := &fakes.InitContext{Subtask: 2, Parallel: 3}
+	w := newWriter(t, s, ic)
 	write(t, w, 1, 2)
 	if len(store.Committed()) != 0 {
 		t.Fatal("visible before Flush")
@@ -330,14 +330,14 @@ func TestConcurrentWritersAndCommitters(t *testing.T) {
 	for sub := range writers {
 		wg.Go(func() {
 			e := sinkerase.Erase(s)
-			ctx := &fakes.InitContext{Subtask: sub, Parallel: writers}
-			w, err := sinkerase.Open(context.Background(), e, ctx, nil)
+			ic := &fakes.InitContext{Subtask: sub, Parallel: writers}
+			w, err := sinkerase.Open(context.Background(), e, ic, nil)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer w.Close()
-			c, _ := e.NewCommitter(context.Background(), ctx)
+			c, _ := e.NewCommitter(context.Background(), ic)
 			for ck := int64(1); ck <= checkpoints; ck++ {
 				for i := range perCkpt {
 					w.Write(context.Background(), sub*1_000_000+int(ck)*1000+i, sink.Meta{})
