@@ -188,11 +188,12 @@ const DefaultRestartAllowance = time.Minute
 func RestartAllowance(d time.Duration) SinkOption { return func(c *sinkConfig) { c.allowance = d } }
 
 // FlushTimeout bounds how long a checkpoint waits for buffered records to
-// be acknowledged (default 2m).
+// be acknowledged (default 2m). Cancelling the job ends the wait at once.
 func FlushTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.flushTimeout = d } }
 
-// SetupTimeout bounds a writer's start: reaching the brokers, committing
-// restored transactions and aborting lingering ones (default 2m).
+// SetupTimeout bounds a writer's start: reaching the brokers, taking the
+// prefix's lease, committing restored transactions and aborting lingering
+// ones (default 2m). Cancelling the job ends the start at once.
 func SetupTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.setupTimeout = d } }
 
 // SinkConnectTimeout bounds how long a writer goes on when it can reach
