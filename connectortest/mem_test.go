@@ -213,10 +213,10 @@ func newMemStore() *memStore {
 	return &memStore{staged: map[memTxn][]Record{}, done: map[memTxn]bool{}}
 }
 
-func (s *memStore) CreateWriter(ctx sink.InitContext) (sink.Writer[Record], error) {
-	sub, p := ctx.SubtaskIndex(), ctx.Parallelism()
-	restored, ok := ctx.RestoredCheckpointID()
-	if (ctx.Attempt() > 0 || ok) && !s.neverAbort {
+func (s *memStore) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.CommittingWriter[Record, memTxn], error) {
+	sub, p := ic.SubtaskIndex(), ic.Parallelism()
+	restored, ok := ic.RestoredCheckpointID()
+	if (ic.Attempt() > 0 || ok) && !s.neverAbort {
 		s.mu.Lock()
 		for t := range s.staged {
 			if (t.Subtask == sub || (sub == 0 && t.Subtask >= p && !s.forgetHigher)) && (!ok || t.Checkpoint > restored) {
@@ -228,8 +228,10 @@ func (s *memStore) CreateWriter(ctx sink.InitContext) (sink.Writer[Record], erro
 	return &memWriter{s: s, sub: sub}, nil
 }
 
-func (s *memStore) CreateCommitter(sink.InitContext) (sink.Committer[memTxn], error) { return s, nil }
-func (s *memStore) CommittableSerializer() serde.Versioned[memTxn]                   { return serde.JSON[memTxn](1) }
+func (s *memStore) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[memTxn], error) {
+	return s, nil
+}
+func (s *memStore) CommittableSerializer() serde.Versioned[memTxn] { return serde.JSON[memTxn](1) }
 
 func (s *memStore) Commit(_ context.Context, reqs []sink.CommitRequest[memTxn]) error {
 	s.mu.Lock()
@@ -261,11 +263,14 @@ type memWriter struct {
 	buf []Record
 }
 
-func (w *memWriter) Write(r Record, _ sink.Context) error { w.buf = append(w.buf, r); return nil }
-func (w *memWriter) Flush(bool) error                     { return nil }
-func (w *memWriter) Close() error                         { return nil }
+func (w *memWriter) Write(ctx context.Context, r Record, _ sink.Meta) error {
+	w.buf = append(w.buf, r)
+	return nil
+}
+func (w *memWriter) Flush(context.Context, bool) error { return nil }
+func (w *memWriter) Close() error                      { return nil }
 
-func (w *memWriter) PrepareCommit(id int64) ([]memTxn, error) {
+func (w *memWriter) PrepareCommit(ctx context.Context, id int64) ([]memTxn, error) {
 	if len(w.buf) == 0 {
 		return nil, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -94,49 +96,50 @@ func (p *probe) result() (checks int, errs []string) {
 // wrapProbe wraps s at the runtime's erased level so that the probe sees
 // PrepareCommit and Commit (like faultinject.WrapSink).
 func wrapProbe[T any](s sink.Sink[T], p *probe) sink.Sink[T] {
-	return &probeSink[T]{inner: sink.Erase(s), p: p}
+	return &probeSink[T]{inner: sinkerase.Erase(s), p: p}
 }
 
 type probeSink[T any] struct {
-	inner sink.Erased[T]
+	inner sinkerase.Sink[T]
 	p     *probe
 }
 
-var _ sink.Erased[int] = (*probeSink[int])(nil)
+var _ sinkerase.Sink[int] = (*probeSink[int])(nil)
 
-func (s *probeSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *probeSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *probeSink[T]) NewWriter(ctx sink.InitContext, restored [][]byte) (sink.ErasedWriter[T], error) {
-	w, err := s.inner.NewWriter(ctx, restored)
-	if err != nil || w == nil {
-		return w, err
+func (s *probeSink[T]) NewWriter(ctx context.Context, ic sink.InitContext, restored [][]byte) (sink.Writer[T], sinkrt.Writer, error) {
+	front, w, err := s.inner.NewWriter(ctx, ic, restored)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &probeWriter[T]{ErasedWriter: w, p: s.p}, nil
+	return front, &probeWriter{Writer: w, p: s.p}, nil
 }
 
-func (s *probeSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.inner.NewCommitter(ctx)
+func (s *probeSink[T]) NewCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.Committer, error) {
+	c, err := s.inner.NewCommitter(ctx, ic)
 	if err != nil || c == nil {
 		return c, err
 	}
-	return &probeCommitter{ErasedCommitter: c, p: s.p}, nil
+	return &probeCommitter{Committer: c, p: s.p}, nil
 }
 
-func (s *probeSink[T]) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	return s.inner.NewGlobalCommitter(ctx)
+func (s *probeSink[T]) NewGlobalCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	return s.inner.NewGlobalCommitter(ctx, ic)
 }
 
 func (s *probeSink[T]) Describe() string { return s.inner.Describe() }
 
-type probeWriter[T any] struct {
-	sink.ErasedWriter[T]
+type probeWriter struct {
+	sinkrt.Writer
 	p *probe
 }
 
-func (w *probeWriter[T]) PrepareCommit(id int64) ([][]byte, error) {
-	cs, err := w.ErasedWriter.PrepareCommit(id)
+func (w *probeWriter) PrepareCommitRaw(ctx context.Context, id int64) ([][]byte, error) {
+	cs, err := w.Writer.PrepareCommitRaw(ctx, id)
 	if err == nil {
 		w.p.afterPrepare(id)
 	}
@@ -144,11 +147,11 @@ func (w *probeWriter[T]) PrepareCommit(id int64) ([][]byte, error) {
 }
 
 type probeCommitter struct {
-	sink.ErasedCommitter
+	sinkrt.Committer
 	p *probe
 }
 
-func (c *probeCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+func (c *probeCommitter) Commit(ctx context.Context, reqs []*sinkrt.Request) error {
 	if len(reqs) > 0 {
 		id := reqs[0].CheckpointID
 		for _, r := range reqs {
@@ -156,7 +159,7 @@ func (c *probeCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) er
 		}
 		c.p.beforeCommit(id)
 	}
-	return c.ErasedCommitter.Commit(ctx, reqs)
+	return c.Committer.Commit(ctx, reqs)
 }
 
 // commitSpy counts the commit requests a job's committers get and their
@@ -165,44 +168,45 @@ type commitSpy struct {
 	mu         sync.Mutex
 	committers int // committers created
 	requests   int
-	outcomes   map[sink.Outcome]int
+	outcomes   map[sinkrt.Outcome]int
 }
 
 func wrapSpy[T any](s sink.Sink[T], spy *commitSpy) sink.Sink[T] {
-	return &spySink[T]{Erased: sink.Erase(s), spy: spy}
+	return &spySink[T]{Sink: sinkerase.Erase(s), spy: spy}
 }
 
 type spySink[T any] struct {
-	sink.Erased[T]
+	sinkerase.Sink[T]
 	spy *commitSpy
 }
 
-func (s *spySink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *spySink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *spySink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.Erased.NewCommitter(ctx)
+func (s *spySink[T]) NewCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.Committer, error) {
+	c, err := s.Sink.NewCommitter(ctx, ic)
 	if err != nil || c == nil {
 		return c, err
 	}
 	s.spy.mu.Lock()
 	s.spy.committers++
 	s.spy.mu.Unlock()
-	return &spyCommitter{ErasedCommitter: c, spy: s.spy}, nil
+	return &spyCommitter{Committer: c, spy: s.spy}, nil
 }
 
 type spyCommitter struct {
-	sink.ErasedCommitter
+	sinkrt.Committer
 	spy *commitSpy
 }
 
-func (c *spyCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
-	err := c.ErasedCommitter.Commit(ctx, reqs)
+func (c *spyCommitter) Commit(ctx context.Context, reqs []*sinkrt.Request) error {
+	err := c.Committer.Commit(ctx, reqs)
 	c.spy.mu.Lock()
 	defer c.spy.mu.Unlock()
 	if c.spy.outcomes == nil {
-		c.spy.outcomes = map[sink.Outcome]int{}
+		c.spy.outcomes = map[sinkrt.Outcome]int{}
 	}
 	c.spy.requests += len(reqs)
 	for _, r := range reqs {
@@ -245,20 +249,21 @@ func (h *commitHold) heldID() int64 { return h.held.Load() }
 func (h *commitHold) release() { h.relOnce.Do(func() { close(h.released) }) }
 
 func wrapHold[T any](s sink.Sink[T], h *commitHold) sink.Sink[T] {
-	return &holdSink[T]{Erased: sink.Erase(s), h: h}
+	return &holdSink[T]{Sink: sinkerase.Erase(s), h: h}
 }
 
 type holdSink[T any] struct {
-	sink.Erased[T]
+	sinkerase.Sink[T]
 	h *commitHold
 }
 
-func (s *holdSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *holdSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *holdSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.Erased.NewCommitter(ctx)
+func (s *holdSink[T]) NewCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.Committer, error) {
+	c, err := s.Sink.NewCommitter(ctx, ic)
 	if err != nil {
 		return c, err
 	}
@@ -266,15 +271,15 @@ func (s *holdSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, 
 		s.h.noCommitter.Store(true)
 		return c, nil
 	}
-	return &holdCommitter{ErasedCommitter: c, h: s.h}, nil
+	return &holdCommitter{Committer: c, h: s.h}, nil
 }
 
 type holdCommitter struct {
-	sink.ErasedCommitter
+	sinkrt.Committer
 	h *commitHold
 }
 
-func (c *holdCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+func (c *holdCommitter) Commit(ctx context.Context, reqs []*sinkrt.Request) error {
 	var id int64
 	for _, r := range reqs {
 		id = max(id, r.CheckpointID)
@@ -284,11 +289,11 @@ func (c *holdCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) err
 		c.h.once.Do(func() { hold = true })
 	}
 	if !hold {
-		return c.ErasedCommitter.Commit(ctx, reqs)
+		return c.Committer.Commit(ctx, reqs)
 	}
 	var err error
 	if c.h.applied {
-		err = c.ErasedCommitter.Commit(ctx, reqs)
+		err = c.Committer.Commit(ctx, reqs)
 	}
 	c.h.held.Store(id)
 	select {
@@ -298,7 +303,7 @@ func (c *holdCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) err
 	// The job is being cancelled: whatever the outcome, the runtime must
 	// not count on this commit.
 	for _, r := range reqs {
-		r.Outcome, r.Err = sink.FailedUnknown, errors.Join(errors.New("connectortest: commit held until the job was cancelled"), err)
+		r.Outcome, r.Err = sinkrt.FailedUnknown, errors.Join(errors.New("connectortest: commit held until the job was cancelled"), err)
 	}
 	return nil
 }

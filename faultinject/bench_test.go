@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/source"
 )
 

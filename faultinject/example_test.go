@@ -2,14 +2,16 @@ package faultinject_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
-	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
 )
 
 func ExampleRandomPlan() {
@@ -23,41 +25,27 @@ func ExampleRandomPlan() {
 	// AfterRecords(subtask=0, records=45)
 }
 
-// A committer that fails between prepare and commit: the first attempt
-// commits nothing, the next one commits the restored committable.
+// A committer that fails between prepare and commit: the job restarts from
+// its last completed checkpoint, commits the restored committables again,
+// and every record is committed exactly once.
 func ExampleWrapSink() {
-	store := testsink.NewStore[string]()
+	store := testsink.NewStore[int64]()
 	plan := faultinject.NewPlan(faultinject.Fault{Kind: faultinject.BeforeCommit, Subtask: 0, Checkpoint: 1})
-	s := sink.Erase(faultinject.WrapSink(testsink.NewTwoPhase(store), plan))
-
-	w, _ := s.NewWriter(initContext{}, nil)
-	w.Write("hello", sink.Context{})
-	committables, _ := w.PrepareCommit(1)
-	reqs := []*sink.RawRequest{{CheckpointID: 1, Data: committables[0]}}
-
-	c, _ := s.NewCommitter(initContext{})
-	c.Commit(context.Background(), reqs)
-	fmt.Println(reqs[0].Outcome, errors.Is(reqs[0].Err, faultinject.ErrInjected), store.Committed())
-
-	c.Commit(context.Background(), reqs) // the restarted job's committer
-	fmt.Println(reqs[0].Outcome, store.Committed())
+	env := stream.New(stream.Parallelism(1), stream.CheckpointEvery(10*time.Millisecond),
+		stream.Restart(restart.FixedDelay(3, 10*time.Millisecond)), stream.Logger(stream.DiscardLogger()))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(1000), datagen.RatePerSecond(20000))
+	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "numbers"),
+		faultinject.WrapSink(testsink.NewTwoPhase(store), plan), "out")
+	res, err := env.Execute(context.Background(), "wrapped")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	got := store.Committed()
+	slices.Sort(got)
+	fmt.Println(len(got), got[0], got[len(got)-1], len(slices.Compact(got)), res.Restarts > 0)
 	fmt.Println(plan)
 	// Output:
-	// failed-unknown true []
-	// committed [hello]
+	// 1000 0 999 1000 true
 	// faultinject.Plan{BeforeCommit(subtask=0, checkpoint=1) [fired]}
 }
-
-// initContext is a minimal sink.InitContext: subtask 0 of 1, first attempt.
-type initContext struct{}
-
-func (initContext) SubtaskIndex() int                   { return 0 }
-func (initContext) Parallelism() int                    { return 1 }
-func (initContext) Attempt() int                        { return 0 }
-func (initContext) JobName() string                     { return "job" }
-func (initContext) JobID() string                       { return "0123456789abcdef" }
-func (initContext) OperatorUID() string                 { return "out" }
-func (initContext) OperatorName() string                { return "out" }
-func (initContext) RestoredCheckpointID() (int64, bool) { return 0, false }
-func (initContext) CheckpointInterval() time.Duration   { return 0 }
-func (initContext) Metrics() metrics.Group              { return metrics.Discard() }

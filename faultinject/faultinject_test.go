@@ -13,7 +13,9 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 )
@@ -167,36 +169,36 @@ func TestDuringSnapshotReader(t *testing.T) {
 func TestDuringSnapshotFiresAtLaterCheckpoint(t *testing.T) {
 	f := Fault{Kind: DuringSnapshot, Subtask: AnySubtask, Checkpoint: 3}
 	plan := NewPlan(f)
-	w, err := sink.Erase(WrapSink(testsink.NewCollect(testsink.NewStore[int]()), plan)).NewWriter(&fakes.InitContext{}, nil)
+	w, err := sinkerase.Open(context.Background(), sinkerase.Erase(WrapSink(testsink.NewCollect(testsink.NewStore[int]()), plan)), &fakes.InitContext{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.PrepareCommit(2); err != nil {
+	if _, err := w.PrepareCommit(context.Background(), 2); err != nil {
 		t.Fatal(err)
 	}
 	// Checkpoint 3 never reached this writer; 4 is the first at or after it.
-	_, err = w.SnapshotState(4)
+	_, err = w.SnapshotState(context.Background(), 4)
 	injected(t, err, f)
 }
 
 // twoPhase runs attempt 0 of a one-writer job into store with the plan.
-func twoPhase(t *testing.T, plan *Plan, store *testsink.Store[int]) (sink.Erased[int], sink.ErasedWriter[int]) {
+func twoPhase(t *testing.T, plan *Plan, store *testsink.Store[int]) (sinkerase.Sink[int], *sinkerase.Writer[int]) {
 	t.Helper()
 	s := WrapSink(testsink.NewTwoPhase(store), plan)
-	e := sink.Erase(s)
-	if e != s.(sink.Erased[int]) {
+	e := sinkerase.Erase(s)
+	if e != s.(sinkerase.Sink[int]) {
 		t.Fatal("sink.Erase does not return the wrapper itself")
 	}
-	w, err := e.NewWriter(&fakes.InitContext{}, nil)
+	w, err := sinkerase.Open(context.Background(), e, &fakes.InitContext{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e, w
 }
 
-func commitOnce(t *testing.T, e sink.Erased[int], attempt int, reqs []*sink.RawRequest) {
+func commitOnce(t *testing.T, e sinkerase.Sink[int], attempt int, reqs []*sinkrt.Request) {
 	t.Helper()
-	c, err := e.NewCommitter(&fakes.InitContext{AttemptNum: attempt})
+	c, err := e.NewCommitter(context.Background(), &fakes.InitContext{AttemptNum: attempt})
 	if err != nil || c == nil {
 		t.Fatalf("NewCommitter: %v, %v", c, err)
 	}
@@ -211,17 +213,17 @@ func TestWriterFaults(t *testing.T) {
 		f := Fault{Kind: WriterAfterRecords, Subtask: 0, Records: 3}
 		plan := NewPlan(f)
 		_, ew := twoPhase(t, plan, testsink.NewStore[int]())
-		w := ew.Unwrap() // the runtime writes through Unwrap
+		w := ew.Front // the runtime writes through the front writer
 		for i := range 3 {
-			if err := w.Write(i, sink.Context{}); err != nil {
+			if err := w.Write(context.Background(), i, sink.Meta{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		injected(t, w.Write(3, sink.Context{}), f)
-		injected(t, ew.Write(4, sink.Context{}), f) // stays failed
+		injected(t, w.Write(context.Background(), 3, sink.Meta{}), f)
+		injected(t, ew.Write(context.Background(), 4, sink.Meta{}), f) // stays failed
 		_, w2 := twoPhase(t, plan, testsink.NewStore[int]())
 		for i := range 10 {
-			if err := w2.Write(i, sink.Context{}); err != nil {
+			if err := w2.Write(context.Background(), i, sink.Meta{}); err != nil {
 				t.Fatalf("attempt 1: %v", err)
 			}
 		}
@@ -230,12 +232,12 @@ func TestWriterFaults(t *testing.T) {
 		f := Fault{Kind: DuringSnapshot, Subtask: 0, Checkpoint: 2}
 		store := testsink.NewStore[int]()
 		_, w := twoPhase(t, NewPlan(f), store)
-		w.Write(1, sink.Context{})
-		if _, err := w.PrepareCommit(1); err != nil {
+		w.Write(context.Background(), 1, sink.Meta{})
+		if _, err := w.PrepareCommit(context.Background(), 1); err != nil {
 			t.Fatal(err)
 		}
-		w.Write(2, sink.Context{})
-		_, err := w.PrepareCommit(2)
+		w.Write(context.Background(), 2, sink.Meta{})
+		_, err := w.PrepareCommit(context.Background(), 2)
 		injected(t, err, f)
 		if got := store.Staged(); !slices.Equal(got, []string{"job/sink/0/1"}) {
 			t.Fatalf("staged %v: the failed prepare staged something", got)
@@ -247,10 +249,10 @@ func TestCommitFaults(t *testing.T) {
 	tests := []struct {
 		kind          Kind
 		wantCommitted []int // after the failing Commit
-		wantRetry     sink.Outcome
+		wantRetry     sinkrt.Outcome
 	}{
-		{BeforeCommit, []int{1}, sink.Committed},
-		{DuringCommit, []int{1, 2}, sink.AlreadyCommitted},
+		{BeforeCommit, []int{1}, sinkrt.Committed},
+		{DuringCommit, []int{1, 2}, sinkrt.AlreadyCommitted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
@@ -258,21 +260,21 @@ func TestCommitFaults(t *testing.T) {
 			plan := NewPlan(f)
 			store := testsink.NewStore[int]()
 			e, w := twoPhase(t, plan, store)
-			var reqs [][]*sink.RawRequest
+			var reqs [][]*sinkrt.Request
 			for id := int64(1); id <= 2; id++ {
-				w.Write(int(id), sink.Context{})
-				cs, err := w.PrepareCommit(id)
+				w.Write(context.Background(), int(id), sink.Meta{})
+				cs, err := w.PrepareCommit(context.Background(), id)
 				if err != nil {
 					t.Fatal(err)
 				}
-				reqs = append(reqs, []*sink.RawRequest{{CheckpointID: id, Data: cs[0]}})
+				reqs = append(reqs, []*sinkrt.Request{{CheckpointID: id, Data: cs[0]}})
 			}
 			commitOnce(t, e, 0, reqs[0]) // checkpoint 1: before the fault
-			if reqs[0][0].Outcome != sink.Committed {
+			if reqs[0][0].Outcome != sinkrt.Committed {
 				t.Fatalf("checkpoint 1: %v", reqs[0][0].Outcome)
 			}
 			commitOnce(t, e, 0, reqs[1])
-			if r := reqs[1][0]; r.Outcome != sink.FailedUnknown {
+			if r := reqs[1][0]; r.Outcome != sinkrt.FailedUnknown {
 				t.Fatalf("checkpoint 2: %v", r.Outcome)
 			}
 			injected(t, reqs[1][0].Err, f)
@@ -280,7 +282,7 @@ func TestCommitFaults(t *testing.T) {
 				t.Fatalf("committed after the fault: %v, want %v", got, tt.wantCommitted)
 			}
 			// The next attempt commits the restored committables again.
-			reqs[1][0].Outcome, reqs[1][0].Err = sink.Committed, nil
+			reqs[1][0].Outcome, reqs[1][0].Err = sinkrt.Committed, nil
 			commitOnce(t, e, 1, reqs[1])
 			if got := reqs[1][0].Outcome; got != tt.wantRetry {
 				t.Fatalf("re-commit: %v (%v), want %v", got, reqs[1][0].Err, tt.wantRetry)
@@ -298,24 +300,24 @@ func TestCommitFaults(t *testing.T) {
 
 func TestWrapSinkPassThrough(t *testing.T) {
 	store := testsink.NewStore[int]()
-	plain := sink.Erase(WrapSink(testsink.NewCollect(store), nil))
-	if c, err := plain.NewCommitter(&fakes.InitContext{}); c != nil || err != nil {
+	plain := sinkerase.Erase(WrapSink(testsink.NewCollect(store), nil))
+	if c, err := plain.NewCommitter(context.Background(), &fakes.InitContext{}); c != nil || err != nil {
 		t.Fatalf("plain sink got a committer: %v, %v", c, err)
 	}
 	if d := plain.Describe(); !strings.HasPrefix(d, "faultinject(") {
 		t.Fatalf("Describe = %q", d)
 	}
-	g := sink.Erase(WrapSink(testsink.NewTwoPhase(store, testsink.WithGlobalCommit()), nil))
-	if gc, err := g.NewGlobalCommitter(&fakes.InitContext{}); gc == nil || err != nil {
+	g := sinkerase.Erase(WrapSink(testsink.NewTwoPhase(store, testsink.WithGlobalCommit()), nil))
+	if gc, err := g.NewGlobalCommitter(context.Background(), &fakes.InitContext{}); gc == nil || err != nil {
 		t.Fatalf("global committer lost: %v, %v", gc, err)
 	}
 	// CreateWriter (the sink.Sink side) works too.
-	w, err := WrapSink(testsink.NewCollect(store), nil).CreateWriter(&fakes.InitContext{})
+	w, err := WrapSink(testsink.NewCollect(store), nil).CreateWriter(context.Background(), &fakes.InitContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Write(7, sink.Context{})
-	w.Flush(true)
+	w.Write(context.Background(), 7, sink.Meta{})
+	w.Flush(context.Background(), true)
 	if got := store.Committed(); !slices.Equal(got, []int{7}) {
 		t.Fatalf("committed %v", got)
 	}
@@ -526,26 +528,26 @@ func TestPlanString(t *testing.T) {
 
 // closeCounter counts Close calls of the writer it wraps.
 type closeCounter struct {
-	sink.ErasedWriter[int]
+	sinkrt.Writer
 	closed *int
 }
 
-func (c closeCounter) Close() error { *c.closed++; return c.ErasedWriter.Close() }
+func (c closeCounter) Close() error { *c.closed++; return c.Writer.Close() }
 
 func TestAfterPrepareCommit(t *testing.T) {
 	f := Fault{Kind: AfterPrepareCommit, Subtask: 0, Checkpoint: 2}
 	store := testsink.NewStore[int]()
 	_, w := twoPhase(t, NewPlan(f), store)
-	w.Write(1, sink.Context{})
-	if cs, err := w.PrepareCommit(1); err != nil || len(cs) != 1 {
+	w.Write(context.Background(), 1, sink.Meta{})
+	if cs, err := w.PrepareCommit(context.Background(), 1); err != nil || len(cs) != 1 {
 		t.Fatalf("PrepareCommit(1) = %d committables, %v; want 1, nil", len(cs), err)
 	}
 	// Nothing written: nothing prepared, the fault does not fire.
-	if cs, err := w.PrepareCommit(2); err != nil || len(cs) != 0 {
+	if cs, err := w.PrepareCommit(context.Background(), 2); err != nil || len(cs) != 0 {
 		t.Fatalf("empty PrepareCommit(2) = %d committables, %v; want 0, nil", len(cs), err)
 	}
-	w.Write(2, sink.Context{})
-	cs, err := w.PrepareCommit(3)
+	w.Write(context.Background(), 2, sink.Meta{})
+	cs, err := w.PrepareCommit(context.Background(), 3)
 	injected(t, err, f)
 	if cs != nil {
 		t.Errorf("the failed PrepareCommit returned %d committables, want none", len(cs))
@@ -565,10 +567,10 @@ func TestCrashAbandonsWriters(t *testing.T) {
 			plan.Crash()
 		}
 		s := WrapSink(testsink.NewTwoPhase(testsink.NewStore[int]()), plan)
-		inner := sink.Erase(s)
+		inner := sinkerase.Erase(s)
 		closed := 0
-		newWriter := func() sink.ErasedWriter[int] {
-			w, err := inner.NewWriter(&fakes.InitContext{}, nil)
+		newWriter := func() *sinkerase.Writer[int] {
+			w, err := sinkerase.Open(context.Background(), inner, &fakes.InitContext{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -580,12 +582,12 @@ func TestCrashAbandonsWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWriter()
-		cw := w.(*writer[int])
-		cw.ErasedWriter = closeCounter{cw.ErasedWriter, &closed}
-		if err := w.Unwrap().Write(1, sink.Context{}); err != nil {
+		cw := w.Front.(*writer[int])
+		cw.Writer = closeCounter{cw.Writer, &closed}
+		if err := w.Front.Write(context.Background(), 1, sink.Meta{}); err != nil {
 			t.Fatal(err)
 		}
-		injected(t, w.Unwrap().Write(2, sink.Context{}), f)
+		injected(t, w.Front.Write(context.Background(), 2, sink.Meta{}), f)
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}

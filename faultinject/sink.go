@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -11,77 +13,78 @@ import (
 // AfterPrepareCommit and the writer side of DuringSnapshot into its writers
 // (and, in crash mode, writers abandoned without Close), BeforeCommit and
 // DuringCommit into its committers. It works on the runtime's erased view
-// (sink.Erase(s)), so it wraps two-phase and stateful sinks built with
-// sink.NewTwoPhase and friends as well as plain ones; the result implements
-// both sink.Sink[T] and sink.Erased[T], and the runtime's sink.Erase returns
-// it unchanged. A global committer, if any, is s's own.
+// (committables and writer states as bytes), so it wraps two-phase and
+// stateful sinks built with sink.NewTwoPhase and friends as well as plain
+// ones, and the runtime uses the wrapper's commits and states as the
+// wrapped sink's. A global committer, if any, is s's own.
 //
 // An injected committer failure marks every request of the Commit call
 // FailedUnknown with the injected error and returns nil, which is what a
 // typed committer returning an error amounts to.
 func WrapSink[T any](s sink.Sink[T], p *Plan) sink.Sink[T] {
-	return &wrappedSink[T]{inner: sink.Erase(s), plan: p}
+	return &wrappedSink[T]{inner: sinkerase.Erase(s), plan: p}
 }
 
 type wrappedSink[T any] struct {
-	inner sink.Erased[T]
+	inner sinkerase.Sink[T]
 	plan  *Plan
 }
 
-var _ sink.Erased[int] = (*wrappedSink[int])(nil)
+var _ sinkerase.Sink[int] = (*wrappedSink[int])(nil)
 
-func (s *wrappedSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *wrappedSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *wrappedSink[T]) NewWriter(ctx sink.InitContext, restored [][]byte) (sink.ErasedWriter[T], error) {
-	w, err := s.inner.NewWriter(ctx, restored)
-	if err != nil || w == nil {
-		return w, err
+func (s *wrappedSink[T]) NewWriter(ctx context.Context, ic sink.InitContext, restored [][]byte) (sink.Writer[T], sinkrt.Writer, error) {
+	front, w, err := s.inner.NewWriter(ctx, ic, restored)
+	if err != nil {
+		return nil, nil, err
 	}
-	sub := ctx.SubtaskIndex()
-	return &writer[T]{
-		ErasedWriter: w,
+	sub := ic.SubtaskIndex()
+	fw := &writer[T]{
+		Writer:       w,
+		front:        front,
 		plan:         s.plan,
 		subtask:      sub,
-		attempt:      ctx.Attempt(),
-		count:        newCounter(s.plan, WriterAfterRecords, sub, ctx.Attempt(), fmt.Sprintf("writer subtask %d", sub)),
+		attempt:      ic.Attempt(),
+		count:        newCounter(s.plan, WriterAfterRecords, sub, ic.Attempt(), fmt.Sprintf("writer subtask %d", sub)),
 		firedAtStart: s.plan.firedCount(),
-	}, nil
+	}
+	return fw, fw, nil
 }
 
-func (s *wrappedSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.inner.NewCommitter(ctx)
+func (s *wrappedSink[T]) NewCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.Committer, error) {
+	c, err := s.inner.NewCommitter(ctx, ic)
 	if err != nil || c == nil {
 		return c, err
 	}
-	return &committer{ErasedCommitter: c, plan: s.plan, subtask: ctx.SubtaskIndex(), attempt: ctx.Attempt()}, nil
+	return &committer{Committer: c, plan: s.plan, subtask: ic.SubtaskIndex(), attempt: ic.Attempt()}, nil
 }
 
-func (s *wrappedSink[T]) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	return s.inner.NewGlobalCommitter(ctx)
+func (s *wrappedSink[T]) NewGlobalCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	return s.inner.NewGlobalCommitter(ctx, ic)
 }
 
 func (s *wrappedSink[T]) Describe() string { return "faultinject(" + s.inner.Describe() + ")" }
 
-// writer is used from its subtask's goroutine only.
+// writer is used from its subtask's goroutine only. It is both the typed
+// writer whose Write the runtime calls and the erased rest of it.
 type writer[T any] struct {
-	sink.ErasedWriter[T]
+	sinkrt.Writer
+	front            sink.Writer[T]
 	plan             *Plan
 	subtask, attempt int
 	count            *counter
 	firedAtStart     int64 // faults fired before the writer was created
 }
 
-// Unwrap returns the wrapper itself: the runtime calls Write on what Unwrap
-// returns, and the promoted Unwrap of the inner writer would skip the fault.
-func (w *writer[T]) Unwrap() sink.Writer[T] { return w }
-
-func (w *writer[T]) Write(v T, c sink.Context) error {
+func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 	if !w.count.admit() {
 		return w.count.tripped
 	}
-	return w.ErasedWriter.Write(v, c)
+	return w.front.Write(ctx, v, m)
 }
 
 func (w *writer[T]) snapshotFault(method string, checkpointID int64) error {
@@ -89,11 +92,11 @@ func (w *writer[T]) snapshotFault(method string, checkpointID int64) error {
 	return w.plan.fireAt(DuringSnapshot, w.subtask, checkpointID, where)
 }
 
-func (w *writer[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
+func (w *writer[T]) PrepareCommitRaw(ctx context.Context, checkpointID int64) ([][]byte, error) {
 	if err := w.snapshotFault("PrepareCommit", checkpointID); err != nil {
 		return nil, err
 	}
-	cs, err := w.ErasedWriter.PrepareCommit(checkpointID)
+	cs, err := w.Writer.PrepareCommitRaw(ctx, checkpointID)
 	if err != nil || len(cs) == 0 {
 		return cs, err // nothing prepared: nothing to leave behind
 	}
@@ -107,29 +110,29 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([][]byte, error) {
 // Close closes the wrapped writer, unless crash mode abandons it (see
 // [Plan.Crash]).
 func (w *writer[T]) Close() error {
-	if w.plan.abandon(w.ErasedWriter, w.firedAtStart) {
+	if w.plan.abandon(w.Writer, w.firedAtStart) {
 		return nil
 	}
-	return w.ErasedWriter.Close()
+	return w.Writer.Close()
 }
 
-func (w *writer[T]) SnapshotState(checkpointID int64) ([][]byte, error) {
+func (w *writer[T]) SnapshotRaw(ctx context.Context, checkpointID int64) ([][]byte, error) {
 	if err := w.snapshotFault("SnapshotState", checkpointID); err != nil {
 		return nil, err
 	}
-	return w.ErasedWriter.SnapshotState(checkpointID)
+	return w.Writer.SnapshotRaw(ctx, checkpointID)
 }
 
 // committer is used from its committer goroutine only.
 type committer struct {
-	sink.ErasedCommitter
+	sinkrt.Committer
 	plan             *Plan
 	subtask, attempt int
 }
 
-func (c *committer) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+func (c *committer) Commit(ctx context.Context, reqs []*sinkrt.Request) error {
 	if len(reqs) == 0 {
-		return c.ErasedCommitter.Commit(ctx, reqs)
+		return c.Committer.Commit(ctx, reqs)
 	}
 	id := reqs[0].CheckpointID
 	for _, r := range reqs {
@@ -143,7 +146,7 @@ func (c *committer) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
 		return nil
 	}
 	during := c.plan.fireAt(DuringCommit, c.subtask, id, where("after committing"))
-	err := c.ErasedCommitter.Commit(ctx, reqs)
+	err := c.Committer.Commit(ctx, reqs)
 	if during != nil {
 		failAll(reqs, during)
 		return nil
@@ -151,8 +154,8 @@ func (c *committer) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
 	return err
 }
 
-func failAll(reqs []*sink.RawRequest, err error) {
+func failAll(reqs []*sinkrt.Request, err error) {
 	for _, r := range reqs {
-		r.Outcome, r.Err = sink.FailedUnknown, err
+		r.Outcome, r.Err = sinkrt.FailedUnknown, err
 	}
 }

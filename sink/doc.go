@@ -20,7 +20,22 @@
 // when the writer starts again ([InitContext.Attempt] and
 // [InitContext.RestoredCheckpointID] tell it that it is restarting).
 //
-// A two-phase sink implements [TwoPhase] and is handed to the stream API
-// through [NewTwoPhase] (or [NewStatefulTwoPhase]), which is how the runtime
-// learns its committable type.
+// The kinds of sinks are distinct types, and the compiler checks their
+// writers: a [TwoPhase] sink's CreateWriter returns a [CommittingWriter], a
+// [Stateful] sink's a [StatefulWriter], a [StatefulTwoPhase] sink's a
+// [StatefulCommittingWriter]. They are handed to the stream API through
+// [NewTwoPhase], [NewStateful] and [NewStatefulTwoPhase], which is how the
+// runtime learns the committable and state types (give the type arguments:
+// Go does not infer them from a struct). A two-phase sink that also
+// implements [GlobalCommitting] gets one global step per checkpoint.
+//
+// Every method that may block takes a [context.Context] first: the
+// subtask's (the job's, for a global committer), cancelled when the job is
+// cancelled or the subtask fails over. A writer or committer blocked on an
+// external system returns when it is done. [InitContext] tells a writer or
+// committer where it runs; [Meta] describes the record being written.
+//
+// Unit tests can drive writers and committers by hand with
+// connectortest/fakes (fakes.InitContext); package connectortest checks a
+// sink's guarantees through real jobs.
 package sink

@@ -28,11 +28,15 @@ type txn struct{ Name string }
 // committers commit after it completes.
 type vaultSink struct{ v *vault }
 
-func (s vaultSink) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
-	return &vaultWriter{v: s.v, ctx: ctx}, nil
+// CreateWriter returns a CommittingWriter: a two-phase sink whose writer
+// has no PrepareCommit does not compile.
+func (s vaultSink) CreateWriter(_ context.Context, ic sink.InitContext) (sink.CommittingWriter[int64, txn], error) {
+	return &vaultWriter{v: s.v, ic: ic}, nil
 }
-func (s vaultSink) CreateCommitter(sink.InitContext) (sink.Committer[txn], error) { return s, nil }
-func (s vaultSink) CommittableSerializer() serde.Versioned[txn]                   { return serde.JSON[txn](1) }
+func (s vaultSink) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[txn], error) {
+	return s, nil
+}
+func (s vaultSink) CommittableSerializer() serde.Versioned[txn] { return serde.JSON[txn](1) }
 
 func (s vaultSink) Commit(_ context.Context, reqs []sink.CommitRequest[txn]) error {
 	s.v.mu.Lock()
@@ -52,18 +56,21 @@ func (s vaultSink) Close() error { return nil }
 
 type vaultWriter struct {
 	v   *vault
-	ctx sink.InitContext
+	ic  sink.InitContext
 	buf []int64
 }
 
-func (w *vaultWriter) Write(v int64, _ sink.Context) error { w.buf = append(w.buf, v); return nil }
-func (w *vaultWriter) Flush(bool) error                    { return nil }
-func (w *vaultWriter) Close() error                        { return nil }
+func (w *vaultWriter) Write(_ context.Context, v int64, _ sink.Meta) error {
+	w.buf = append(w.buf, v)
+	return nil
+}
+func (w *vaultWriter) Flush(context.Context, bool) error { return nil }
+func (w *vaultWriter) Close() error                      { return nil }
 
 // PrepareCommit stages the buffer under a name derived from the subtask and
 // the checkpoint, so that recovery could find it.
-func (w *vaultWriter) PrepareCommit(checkpointID int64) ([]txn, error) {
-	name := fmt.Sprintf("%s-%d-%d", w.ctx.OperatorName(), w.ctx.SubtaskIndex(), checkpointID)
+func (w *vaultWriter) PrepareCommit(_ context.Context, checkpointID int64) ([]txn, error) {
+	name := fmt.Sprintf("%s-%d-%d", w.ic.OperatorUID(), w.ic.SubtaskIndex(), checkpointID)
 	w.v.mu.Lock()
 	w.v.staged[name] = w.buf
 	w.v.mu.Unlock()

@@ -13,15 +13,17 @@ import (
 // value is created once per job and may be used from several goroutines.
 //
 // A Sink that only implements this interface delivers at most what its
-// writers flush; for exactly-once, implement TwoPhase and pass the sink
-// through NewTwoPhase.
+// writers flush; for exactly-once, implement [TwoPhase] and pass the sink
+// through [NewTwoPhase].
 type Sink[T any] interface {
-	// CreateWriter makes the writer of one parallel subtask.
-	CreateWriter(ctx InitContext) (Writer[T], error)
+	// CreateWriter makes the writer of one parallel subtask. ctx is
+	// cancelled when the subtask is cancelled: a writer that connects to
+	// an external system gives up when it is.
+	CreateWriter(ctx context.Context, ic InitContext) (Writer[T], error)
 }
 
-// Context describes the record being written.
-type Context struct {
+// Meta describes the record being written.
+type Meta struct {
 	// Timestamp is the record's event time in milliseconds since the epoch;
 	// valid when HasTimestamp.
 	Timestamp    int64
@@ -34,21 +36,25 @@ type Context struct {
 // Writer writes the records of one subtask. Its methods are called from the
 // subtask's goroutine only, never concurrently. Close is called once, last,
 // also after failures.
+//
+// The ctx given to each method is the subtask's: it is cancelled when the
+// job is cancelled or the subtask fails over, and a method blocked on an
+// external system should return when it is.
 type Writer[T any] interface {
 	// Write hands the writer one record. It may buffer it.
-	Write(v T, c Context) error
+	Write(ctx context.Context, v T, m Meta) error
 	// Flush is called at every checkpoint (before PrepareCommit) and once at
 	// the end of input with endOfInput set. A writer that claims
 	// at-least-once must have handed every record it got to the external
 	// system when Flush returns.
-	Flush(endOfInput bool) error
+	Flush(ctx context.Context, endOfInput bool) error
 	// Close releases resources. It must not make pending data visible.
 	Close() error
 }
 
 // WatermarkWriter is implemented by writers that want watermarks.
 type WatermarkWriter interface {
-	WriteWatermark(watermark int64) error
+	WriteWatermark(ctx context.Context, watermark int64) error
 }
 
 // CommittingWriter is a writer of a two-phase-commit sink.
@@ -59,42 +65,75 @@ type CommittingWriter[T, C any] interface {
 	// returns the committables that will make it visible once the
 	// checkpoint completes. Names derived from checkpointID and the subtask
 	// let recovery find what an attempt left behind. At the end of input it
-	// is called once more, after Flush(true), with the id of the final
+	// is called once more, after Flush(ctx, true), with the id of the final
 	// checkpoint.
-	PrepareCommit(checkpointID int64) ([]C, error)
+	PrepareCommit(ctx context.Context, checkpointID int64) ([]C, error)
 }
 
 // StatefulWriter is a writer with state of its own that survives restarts.
 type StatefulWriter[T, S any] interface {
 	Writer[T]
-	// SnapshotState returns the writer's state at checkpointID, after
-	// PrepareCommit. The caller owns the slice.
-	SnapshotState(checkpointID int64) ([]S, error)
+	// SnapshotState returns the writer's state at checkpointID (after
+	// PrepareCommit, for a committing writer). The caller owns the slice.
+	SnapshotState(ctx context.Context, checkpointID int64) ([]S, error)
+}
+
+// StatefulCommittingWriter is a writer of a two-phase-commit sink with state
+// of its own.
+type StatefulCommittingWriter[T, C, S any] interface {
+	CommittingWriter[T, C]
+	// SnapshotState is called after PrepareCommit; see
+	// [StatefulWriter.SnapshotState].
+	SnapshotState(ctx context.Context, checkpointID int64) ([]S, error)
 }
 
 // CheckpointAbortListener is implemented by writers that want to know that a
 // checkpoint they prepared was aborted.
 type CheckpointAbortListener interface {
-	NotifyCheckpointAborted(checkpointID int64) error
+	NotifyCheckpointAborted(ctx context.Context, checkpointID int64) error
 }
 
 // TwoPhase is a sink whose writers prepare at a checkpoint and whose
-// committers commit after the checkpoint completes.
+// committers commit after the checkpoint completes. It is handed to the
+// stream API through [NewTwoPhase]. Its writers are [CommittingWriter]s: a
+// writer without PrepareCommit does not compile.
 type TwoPhase[T, C any] interface {
-	Sink[T]
+	// CreateWriter makes the writer of one parallel subtask; see
+	// [Sink.CreateWriter].
+	CreateWriter(ctx context.Context, ic InitContext) (CommittingWriter[T, C], error)
 	// CreateCommitter makes the committer of one sink subtask.
-	CreateCommitter(ctx InitContext) (Committer[C], error)
+	CreateCommitter(ctx context.Context, ic InitContext) (Committer[C], error)
 	// CommittableSerializer stores committables in checkpoints.
 	CommittableSerializer() serde.Versioned[C]
 }
 
-// Stateful is a sink whose writers have state.
+// Stateful is a sink whose writers have state. It is handed to the stream
+// API through [NewStateful].
 type Stateful[T, S any] interface {
-	Sink[T]
+	// CreateWriter makes the writer of one parallel subtask on a fresh
+	// start.
+	CreateWriter(ctx context.Context, ic InitContext) (StatefulWriter[T, S], error)
 	// RestoreWriter makes a writer from the states the writers of the
 	// restored checkpoint returned. With a changed parallelism a writer
 	// may get the states of several old writers, or none.
-	RestoreWriter(ctx InitContext, states []S) (Writer[T], error)
+	RestoreWriter(ctx context.Context, ic InitContext, states []S) (StatefulWriter[T, S], error)
+	// WriterStateSerializer stores writer states in checkpoints.
+	WriterStateSerializer() serde.Versioned[S]
+}
+
+// StatefulTwoPhase is a two-phase sink with stateful writers. It is handed
+// to the stream API through [NewStatefulTwoPhase].
+type StatefulTwoPhase[T, C, S any] interface {
+	// CreateWriter makes the writer of one parallel subtask on a fresh
+	// start.
+	CreateWriter(ctx context.Context, ic InitContext) (StatefulCommittingWriter[T, C, S], error)
+	// RestoreWriter makes a writer from restored states; see
+	// [Stateful.RestoreWriter].
+	RestoreWriter(ctx context.Context, ic InitContext, states []S) (StatefulCommittingWriter[T, C, S], error)
+	// CreateCommitter makes the committer of one sink subtask.
+	CreateCommitter(ctx context.Context, ic InitContext) (Committer[C], error)
+	// CommittableSerializer stores committables in checkpoints.
+	CommittableSerializer() serde.Versioned[C]
 	// WriterStateSerializer stores writer states in checkpoints.
 	WriterStateSerializer() serde.Versioned[S]
 }
@@ -103,7 +142,7 @@ type Stateful[T, S any] interface {
 // after the committers of a checkpoint have all committed: a table-format
 // commit, compaction of small files, a marker file.
 type GlobalCommitting[C any] interface {
-	CreateGlobalCommitter(ctx InitContext) (GlobalCommitter[C], error)
+	CreateGlobalCommitter(ctx context.Context, ic InitContext) (GlobalCommitter[C], error)
 }
 
 // GlobalCommitter runs once per completed checkpoint, in checkpoint order,

@@ -21,15 +21,18 @@ func filterFn(v int64) bool { return v&1 == 0 }
 
 type discard struct{}
 
-func (discard) CreateWriter(sink.InitContext) (sink.Writer[int64], error) {
+func (discard) CreateWriter(context.Context, sink.InitContext) (sink.Writer[int64], error) {
 	return &discardWriter{}, nil
 }
 
 type discardWriter struct{ sum int64 }
 
-func (w *discardWriter) Write(v int64, _ sink.Context) error { w.sum += v; return nil }
-func (w *discardWriter) Flush(bool) error                    { return nil }
-func (w *discardWriter) Close() error                        { return nil }
+func (w *discardWriter) Write(ctx context.Context, v int64, _ sink.Meta) error {
+	w.sum += v
+	return nil
+}
+func (w *discardWriter) Flush(context.Context, bool) error { return nil }
+func (w *discardWriter) Close() error                      { return nil }
 
 var sinkHole int64
 
@@ -51,7 +54,7 @@ type userFuncs struct {
 	gen, mapFn func(int64) int64
 	filterFn   func(int64) bool
 	sink       interface {
-		Write(int64, sink.Context) error
+		Write(context.Context, int64, sink.Meta) error
 	}
 }
 
@@ -66,7 +69,7 @@ func baselineCalls(n int64) {
 	u := opaque()
 	for i := range n {
 		if v := u.mapFn(u.gen(i)); u.filterFn(v) {
-			_ = u.sink.Write(v, sink.Context{})
+			_ = u.sink.Write(context.Background(), v, sink.Meta{})
 		}
 	}
 }

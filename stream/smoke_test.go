@@ -17,7 +17,7 @@ type memSink struct {
 	got []int64
 }
 
-func (m *memSink) CreateWriter(sink.InitContext) (sink.Writer[int64], error) {
+func (m *memSink) CreateWriter(context.Context, sink.InitContext) (sink.Writer[int64], error) {
 	return &memWriter{m: m}, nil
 }
 
@@ -26,8 +26,11 @@ type memWriter struct {
 	buf []int64
 }
 
-func (w *memWriter) Write(v int64, _ sink.Context) error { w.buf = append(w.buf, v); return nil }
-func (w *memWriter) Flush(bool) error {
+func (w *memWriter) Write(ctx context.Context, v int64, _ sink.Meta) error {
+	w.buf = append(w.buf, v)
+	return nil
+}
+func (w *memWriter) Flush(context.Context, bool) error {
 	w.m.mu.Lock()
 	w.m.got = append(w.m.got, w.buf...)
 	w.m.mu.Unlock()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/source"
 )
 

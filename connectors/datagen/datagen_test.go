@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 )

@@ -3,7 +3,7 @@ package datagen
 import (
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/source"
 )
 

@@ -30,17 +30,17 @@ type countWriter struct {
 	n, bytes int64
 }
 
-func (s *countSink) CreateWriter(sink.InitContext) (sink.Writer[string], error) {
+func (s *countSink) CreateWriter(context.Context, sink.InitContext) (sink.Writer[string], error) {
 	return &countWriter{s: s}, nil
 }
 
-func (w *countWriter) Write(v string, _ sink.Context) error {
+func (w *countWriter) Write(ctx context.Context, v string, _ sink.Meta) error {
 	w.n++
 	w.bytes += int64(len(v)) + 1
 	return nil
 }
 
-func (w *countWriter) Flush(bool) error { return nil }
+func (w *countWriter) Flush(context.Context, bool) error { return nil }
 
 func (w *countWriter) Close() error {
 	w.s.n.Add(w.n)

@@ -32,13 +32,13 @@ type committer struct {
 // name exists) was committed by an earlier attempt: a success. A file with
 // neither name fails the job with an error naming it.
 //
-// A compaction candidate (Committable.Compact) stays hidden when the sink
+// A compaction candidate (committable.Compact) stays hidden when the sink
 // compacts: committing it only checks that its hidden file is there, or
 // is gone because the global committer compacted it already. If the sink
 // no longer compacts (restored with compaction turned off), candidates
 // are renamed like other files, and a candidate with neither name counts
 // as compacted by the earlier run.
-func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Committable]) error {
+func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[committable]) error {
 	dirs := map[string]bool{}
 	for _, r := range reqs {
 		if err := ctx.Err(); err != nil {

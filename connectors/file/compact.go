@@ -28,7 +28,7 @@ import (
 // and the sink's global committer merges the candidates of each bucket
 // into files named <prefix>-<job>-compacted-<checkpoint>-<n><suffix>, which
 // become visible atomically. Candidates are merged in an order that keeps
-// every input split's records in order (see Committable.Closed), in groups
+// every input split's records in order (see committable.Closed), in groups
 // that are closed once they reach SizeThreshold; a group of a single file
 // is renamed to its own part file name instead. Files at or above the
 // threshold are committed as usual.
@@ -178,10 +178,10 @@ func (c recordWise[T]) copy(bw BulkWriter[T], s CompactInput) error {
 // merges the candidates.
 type compactingSink[T any] struct{ *fileSink[T] }
 
-var _ sink.GlobalCommitting[Committable] = compactingSink[string]{}
+var _ sink.GlobalCommitting[committable] = compactingSink[string]{}
 
-func (s compactingSink[T]) CreateGlobalCommitter(ctx sink.InitContext) (sink.GlobalCommitter[Committable], error) {
-	return s.newCompactor(ctx.JobID())
+func (s compactingSink[T]) CreateGlobalCommitter(ctx context.Context, ic sink.InitContext) (sink.GlobalCommitter[committable], error) {
+	return s.newCompactor(ic.JobID())
 }
 
 // Names of the compaction's own files, all hidden (they start with '.')
@@ -244,7 +244,7 @@ type compactCommitter struct {
 	hook func(step string) error
 }
 
-var _ sink.GlobalCommitter[Committable] = (*compactCommitter)(nil)
+var _ sink.GlobalCommitter[committable] = (*compactCommitter)(nil)
 
 func (s *fileSink[T]) newCompactor(jobID string) (*compactCommitter, error) {
 	if err := checkJobID(jobID); err != nil {
@@ -473,7 +473,7 @@ func (c *compactCommitter) exists(p string) bool {
 
 // candidate is a compaction candidate with its position in write order.
 type candidate struct {
-	Committable
+	committable
 	sub     int
 	counter int64
 }
@@ -483,7 +483,7 @@ type candidate struct {
 // Candidates whose hidden file is gone were compacted (or renamed) by an
 // earlier call and are skipped, so seeing committables again — grouped
 // differently, under another checkpoint id — does no harm.
-func (c *compactCommitter) CommitGlobal(ctx context.Context, checkpointID int64, committed []Committable) error {
+func (c *compactCommitter) CommitGlobal(ctx context.Context, checkpointID int64, committed []committable) error {
 	for _, m := range slices.Sorted(maps.Keys(c.open)) {
 		if err := c.recover(ctx, m); err != nil {
 			return err
@@ -523,7 +523,7 @@ func (c *compactCommitter) CommitGlobal(ctx context.Context, checkpointID int64,
 			}
 			return fmt.Errorf("file sink: compaction: %s: %w", c.full(p), err)
 		}
-		cd := candidate{Committable: cm, sub: -1}
+		cd := candidate{committable: cm, sub: -1}
 		if _, sub, counter, ok := parsePartName(cm.Temp, c.names.prefix, c.names.suffix); ok {
 			cd.sub, cd.counter = sub, counter
 		}

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/faultinject"
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
@@ -32,23 +34,23 @@ var byFirstLetter = WithBuckets(BucketFunc[string](func(v string, _ BucketContex
 // restored from checkpoint id-1 (with states, possibly none) unless id is
 // 1: a writer that is not restored removes the in-progress files of its
 // subtask.
-func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []WriterState, lines ...string) ([]Committable, []WriterState) {
+func writeCheckpoint(t *testing.T, s *fileSink[string], sub, par int, id int64, states []writerState, lines ...string) ([]committable, []writerState) {
 	t.Helper()
-	ctx := &fakes.InitContext{Subtask: sub, Parallel: par}
+	ic := &fakes.InitContext{Subtask: sub, Parallel: par}
 	if states != nil || id > 1 {
-		ctx.AttemptNum, ctx.Restored, ctx.HasRestored = 1, id-1, true
+		ic.AttemptNum, ic.Restored, ic.HasRestored = 1, id-1, true
 	}
-	w, err := s.newWriter(ctx, states)
+	w, err := s.newWriter(ic, states)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	writeAll(t, w, lines...)
-	cs, err := w.PrepareCommit(id)
+	cs, err := w.PrepareCommit(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := w.SnapshotState(id)
+	st, err := w.SnapshotState(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func newCompactingSink(t *testing.T, dir string, cs CompactStrategy, opts ...Sin
 	return newTestSink(t, dir, append([]SinkOption{Rolling(OnCheckpointRolling()), Compact(cs)}, opts...)...)
 }
 
-func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []Committable) {
+func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []committable) {
 	t.Helper()
 	g, err := s.newCompactor(testJob)
 	if err != nil {
@@ -127,7 +129,7 @@ func globalCommit(t *testing.T, s *fileSink[string], id int64, cs []Committable)
 func TestCompactionMergesSmallFiles(t *testing.T) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1000}, byFirstLetter)
-	var all []Committable
+	var all []committable
 	var want []string
 	for sub := range 3 {
 		ls := append(lines(fmt.Sprintf("a%d-", sub), 20), lines(fmt.Sprintf("b%d-", sub), 10)...)
@@ -138,7 +140,7 @@ func TestCompactionMergesSmallFiles(t *testing.T) {
 		all = append(all, cs...)
 		want = append(want, ls...)
 	}
-	var large Committable
+	var large committable
 	for _, c := range all {
 		if c.Bucket == "c" {
 			large = c
@@ -195,7 +197,7 @@ func TestCompactionGroups(t *testing.T) {
 	// Each subtask writes 10 lines of 4 bytes: 40 bytes per file.
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 60}, byFirstLetter)
 	var all, want []string
-	var cs []Committable
+	var cs []committable
 	for sub := range 5 {
 		ls := lines(fmt.Sprintf("a%d", sub), 10)
 		c, _ := writeCheckpoint(t, s, sub, 5, 7, nil, ls...)
@@ -232,7 +234,7 @@ func TestCompactionOffByDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err := sink.Erase(sk).NewGlobalCommitter(&fakes.InitContext{}); err != nil || g != nil {
+	if g, err := sinkerase.Erase(sk).NewGlobalCommitter(context.Background(), &fakes.InitContext{}); err != nil || g != nil {
 		t.Fatalf("global committer %v, %v: want none", g, err)
 	}
 	s := newTestSink(t, dir, Rolling(OnCheckpointRolling()))
@@ -244,7 +246,7 @@ func TestCompactionOffByDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := sink.Erase(sk).NewGlobalCommitter(&fakes.InitContext{})
+	g, err := sinkerase.Erase(sk).NewGlobalCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil || g == nil {
 		t.Fatalf("global committer %v, %v: want one", g, err)
 	}
@@ -307,7 +309,7 @@ func TestCompactionCrashAtEveryStep(t *testing.T) {
 func crashAt(t *testing.T, step, recovery, redeliver string) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1 << 20}, byFirstLetter)
-	var cs []Committable
+	var cs []committable
 	var want []string
 	for sub := range 3 {
 		ls := append(lines(fmt.Sprintf("a%d-", sub), 50), lines(fmt.Sprintf("b%d-", sub), 5)...)
@@ -364,7 +366,7 @@ func crashAt(t *testing.T, step, recovery, redeliver string) {
 	case "regrouped":
 		rev := slices.Clone(cs)
 		slices.Reverse(rev)
-		for i, part := range [][]Committable{rev[:2], rev[1:]} {
+		for i, part := range [][]committable{rev[:2], rev[1:]} {
 			if err := g.CommitGlobal(t.Context(), int64(5+i), part); err != nil {
 				t.Fatal(err)
 			}
@@ -443,14 +445,14 @@ func TestCompactionHoldsCheckpoints(t *testing.T) {
 	}
 	defer w.Close()
 	cur := w
-	prepare := func(id int64, ls ...string) ([]Committable, []WriterState) {
+	prepare := func(id int64, ls ...string) ([]committable, []writerState) {
 		t.Helper()
 		writeAll(t, cur, ls...)
-		cs, err := cur.PrepareCommit(id)
+		cs, err := cur.PrepareCommit(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, _ := cur.SnapshotState(id)
+		st, _ := cur.SnapshotState(context.Background(), id)
 		return cs, st
 	}
 	if cs, st := prepare(1, "a1"); len(cs) != 0 || len(st[0].Held) != 1 {
@@ -471,14 +473,14 @@ func TestCompactionHoldsCheckpoints(t *testing.T) {
 	if h := hiddenFiles(t, dir); len(h) != 3 {
 		t.Fatalf("after the restore hidden files %v, want the 3 pending ones", h)
 	}
-	cs3, err := w2.PrepareCommit(3)
+	cs3, err := w2.PrepareCommit(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cs3) != 2 || !cs3[0].Compact || cs3[0].Closed != 1 || cs3[1].Closed != 2 {
 		t.Fatalf("checkpoint 3: committables %+v, want both held files", cs3)
 	}
-	if st, _ := w2.SnapshotState(3); len(st[0].Held) != 0 {
+	if st, _ := w2.SnapshotState(context.Background(), 3); len(st[0].Held) != 0 {
 		t.Fatalf("held after release: %+v", st[0].Held)
 	}
 	// A bucket whose held files reach the threshold is released early.
@@ -490,10 +492,10 @@ func TestCompactionHoldsCheckpoints(t *testing.T) {
 	}
 	// The end of input releases everything.
 	writeAll(t, w2, "e1")
-	if err := w2.Flush(true); err != nil {
+	if err := w2.Flush(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	cs, _ = w2.PrepareCommit(7)
+	cs, _ = w2.PrepareCommit(context.Background(), 7)
 	var buckets []string
 	for _, c := range cs {
 		buckets = append(buckets, c.Bucket)
@@ -515,33 +517,33 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1 << 20}, Rolling(DefaultRollingPolicy{PartSize: 1 << 20}))
 	old := make([]*writer[string], 4)
-	var states []WriterState
+	var states []writerState
 	for sub := range old {
 		w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 4}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		old[sub] = w
-		if _, err := w.PrepareCommit(1); err != nil { // nothing written yet
+		if _, err := w.PrepareCommit(context.Background(), 1); err != nil { // nothing written yet
 			t.Fatal(err)
 		}
 	}
 	writeAll(t, old[0], lines("y", 5)...)
-	if _, err := old[0].PrepareCommit(2); err != nil {
+	if _, err := old[0].PrepareCommit(context.Background(), 2); err != nil {
 		t.Fatal(err)
 	}
 	writeAll(t, old[2], lines("x", 5)...)
 	for sub, w := range old {
 		if sub != 0 {
-			if _, err := w.PrepareCommit(2); err != nil {
+			if _, err := w.PrepareCommit(context.Background(), 2); err != nil {
 				t.Fatal(err)
 			}
 		}
-		st, _ := w.SnapshotState(2)
+		st, _ := w.SnapshotState(context.Background(), 2)
 		states = append(states, st...)
 		w.Close() // crash
 	}
-	restore := func(sub int, sts ...WriterState) *writer[string] {
+	restore := func(sub int, sts ...writerState) *writer[string] {
 		w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 2, AttemptNum: 1, Restored: 2, HasRestored: true}, sts)
 		if err != nil {
 			t.Fatal(err)
@@ -552,12 +554,12 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 	defer w0.Close()
 	defer w1.Close()
 	writeAll(t, w0, "x5", "x6", "x7", "x8", "x9")
-	var cs []Committable
+	var cs []committable
 	for _, w := range []*writer[string]{w0, w1} {
-		if err := w.Flush(true); err != nil {
+		if err := w.Flush(context.Background(), true); err != nil {
 			t.Fatal(err)
 		}
-		c, err := w.PrepareCommit(3)
+		c, err := w.PrepareCommit(context.Background(), 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -596,18 +598,18 @@ func TestCompactionKeepsSplitOrderRegionalFailover(t *testing.T) {
 	defer b.Close()
 	writeAll(t, b, lines("t", 3)...)
 	for _, w := range []*writer[string]{a, b} {
-		if _, err := w.PrepareCommit(1); err != nil {
+		if _, err := w.PrepareCommit(context.Background(), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
 	writeAll(t, a, lines("s", 5)...)
-	var stA []WriterState
+	var stA []writerState
 	for _, w := range []*writer[string]{a, b} {
-		if cs, err := w.PrepareCommit(2); err != nil || len(cs) != 0 {
+		if cs, err := w.PrepareCommit(context.Background(), 2); err != nil || len(cs) != 0 {
 			t.Fatalf("checkpoint 2: %+v %v, want both files still open", cs, err)
 		}
 	}
-	stA, _ = a.SnapshotState(2)
+	stA, _ = a.SnapshotState(context.Background(), 2)
 	writeAll(t, a, "s5", "s6") // lost with subtask 0's region
 	a.Close()
 	a2, err := s.newWriter(&fakes.InitContext{Subtask: 0, Parallel: 2, AttemptNum: 1, Restored: 2, HasRestored: true}, stA)
@@ -616,12 +618,12 @@ func TestCompactionKeepsSplitOrderRegionalFailover(t *testing.T) {
 	}
 	defer a2.Close()
 	writeAll(t, b, "s5", "s6", "s7", "s8", "s9")
-	var cs []Committable
+	var cs []committable
 	for _, w := range []*writer[string]{a2, b} {
-		if err := w.Flush(true); err != nil {
+		if err := w.Flush(context.Background(), true); err != nil {
 			t.Fatal(err)
 		}
-		c, err := w.PrepareCommit(3)
+		c, err := w.PrepareCommit(context.Background(), 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -709,7 +711,7 @@ func TestCompactionBulkFormats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cs []Committable
+		var cs []committable
 		var want []string
 		for sub := range 3 {
 			w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 3}, nil)
@@ -718,12 +720,12 @@ func TestCompactionBulkFormats(t *testing.T) {
 			}
 			for i := range 5 {
 				rec := []string{fmt.Sprintf("k%d-%d", sub, i), "v, \"quoted\"\nline"}
-				if err := w.Write(rec, sink.Context{}); err != nil {
+				if err := w.Write(context.Background(), rec, sink.Meta{}); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, strings.Join(rec, "|"))
 			}
-			c, err := w.PrepareCommit(1)
+			c, err := w.PrepareCommit(context.Background(), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -752,7 +754,7 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cs []Committable
+	var cs []committable
 	var want []string
 	for sub := range 3 {
 		for id := int64(1); id <= 2; id++ {
@@ -775,13 +777,13 @@ func testBulkCompaction(t *testing.T, format BulkFormat[string], c Compactor) {
 
 // compactAll commits cs with a subtask committer and then the global
 // committer, at checkpoint 2, and checks nothing is left hidden.
-func compactAll(t *testing.T, newCommitter func(sink.InitContext) (sink.Committer[Committable], error), newCompactor func(string) (*compactCommitter, error), cs []Committable) {
+func compactAll(t *testing.T, newCommitter func(context.Context, sink.InitContext) (sink.Committer[committable], error), newCompactor func(string) (*compactCommitter, error), cs []committable) {
 	t.Helper()
-	c, err := newCommitter(&fakes.InitContext{})
+	c, err := newCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reqs []sink.CommitRequest[Committable]
+	var reqs []sink.CommitRequest[committable]
 	for _, cm := range cs {
 		reqs = append(reqs, &request{c: cm, id: 1, outcome: "committed"})
 	}
@@ -913,7 +915,7 @@ func TestCompactionGlobalCommitterBehind(t *testing.T) {
 			return completionSource{s, gs.completed}
 		},
 		wrap: func(s sink.Sink[string]) sink.Sink[string] {
-			gs.Erased = sink.Erase(s)
+			gs.Sink = sinkerase.Erase(s)
 			return gs
 		}})
 	if err != nil {
@@ -952,7 +954,7 @@ func TestCompactionGlobalCommitterBehind(t *testing.T) {
 // Checkpoint completions (seen by the source's enumerator) come for every
 // checkpoint, committables or not.
 type globalCrashSink struct {
-	sink.Erased[string]
+	sinkerase.Sink[string]
 	mu       sync.Mutex
 	target   int64        // checkpoint of the failing global commit (0: not yet)
 	after    int64        // the highest checkpoint prepared when it started
@@ -1011,53 +1013,54 @@ func (s *globalCrashSink) report() (target, after, later int64) {
 	return s.target, s.after, s.later
 }
 
-func (s *globalCrashSink) CreateWriter(ctx sink.InitContext) (sink.Writer[string], error) {
-	return s.NewWriter(ctx, nil)
+func (s *globalCrashSink) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[string], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *globalCrashSink) NewWriter(ctx sink.InitContext, restored [][]byte) (sink.ErasedWriter[string], error) {
-	w, err := s.Erased.NewWriter(ctx, restored)
-	if err != nil || w == nil {
-		return w, err
+func (s *globalCrashSink) NewWriter(ctx context.Context, ic sink.InitContext, restored [][]byte) (sink.Writer[string], sinkrt.Writer, error) {
+	front, w, err := s.Sink.NewWriter(ctx, ic, restored)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &endWatcher{ErasedWriter: w, s: s, sub: ctx.SubtaskIndex(), par: ctx.Parallelism()}, nil
+	return front, &endWatcher{Writer: w, s: s, sub: ic.SubtaskIndex(), par: ic.Parallelism()}, nil
 }
 
 // endWatcher reports every checkpoint its writer prepares, and whether the
 // writer had reached the end of its input by then.
 type endWatcher struct {
-	sink.ErasedWriter[string]
+	sinkrt.Writer
 	s        *globalCrashSink
 	sub, par int
 	ending   bool
 }
 
-func (w *endWatcher) Flush(endOfInput bool) error {
+func (w *endWatcher) Flush(ctx context.Context, endOfInput bool) error {
 	w.ending = w.ending || endOfInput
-	return w.ErasedWriter.Flush(endOfInput)
+	return w.Writer.Flush(ctx, endOfInput)
 }
 
-func (w *endWatcher) PrepareCommit(id int64) ([][]byte, error) {
+func (w *endWatcher) PrepareCommitRaw(ctx context.Context, id int64) ([][]byte, error) {
 	w.s.preparing(w.sub, w.par, id, w.ending)
-	return w.ErasedWriter.PrepareCommit(id)
+	return w.Writer.PrepareCommitRaw(ctx, id)
 }
 
-func (s *globalCrashSink) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	g, err := s.Erased.NewGlobalCommitter(ctx)
+func (s *globalCrashSink) NewGlobalCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	g, err := s.Sink.NewGlobalCommitter(ctx, ic)
 	if err != nil || g == nil {
 		return g, err
 	}
-	return &behindGlobal{ErasedGlobalCommitter: g, s: s}, nil
+	return &behindGlobal{GlobalCommitter: g, s: s}, nil
 }
 
 type behindGlobal struct {
-	sink.ErasedGlobalCommitter
+	sinkrt.GlobalCommitter
 	s *globalCrashSink
 }
 
 func (g *behindGlobal) CommitGlobal(ctx context.Context, id int64, committed [][]byte) error {
 	if len(committed) == 0 || g.s.crashed.Load() {
-		return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
+		return g.GlobalCommitter.CommitGlobal(ctx, id, committed)
 	}
 	g.s.start(id)
 	select {

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -188,7 +189,7 @@ func TestBaseDirectoryNotADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newTestSink(t, filepath.Join(file, "out"))
-	_, err := s.CreateCommitter(nil)
+	_, err := s.CreateCommitter(context.Background(), nil)
 	if err == nil || !strings.Contains(err.Error(), "base directory") || !errors.Is(err, syscall.ENOTDIR) {
 		t.Fatalf("got %v, want ENOTDIR naming the base directory", err)
 	}

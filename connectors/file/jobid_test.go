@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/faultinject"
-	"github.com/sluice-io/sluice/internal/fakes"
 )
 
 // TestPartNames: part file and compaction names hold the job id; the
@@ -173,7 +173,7 @@ func TestCompactionRecoveryLeavesOtherJobs(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
 			s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1 << 20}, byFirstLetter)
-			var cs []Committable
+			var cs []committable
 			var want []string
 			for sub := range 2 {
 				ls := lines(fmt.Sprintf("a%d-", sub), 50)
@@ -260,7 +260,7 @@ func dirState(t *testing.T, dir string) map[string]int64 {
 func TestCompactionFinishesOldNamedCompaction(t *testing.T) {
 	dir := t.TempDir()
 	s := newCompactingSink(t, dir, CompactStrategy{SizeThreshold: 1 << 20})
-	var cs []Committable
+	var cs []committable
 	var want []string
 	m := compactManifest{Checkpoint: 4, Target: "part-compacted-4-0", Temp: ".part-compacted-4-0.compacting"}
 	for sub := range 2 {
@@ -270,7 +270,7 @@ func TestCompactionFinishesOldNamedCompaction(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, inProgress(final)), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cs = append(cs, Committable{Temp: inProgress(final), Final: final, Size: int64(len(data)), Compact: true, Closed: 4})
+		cs = append(cs, committable{Temp: inProgress(final), Final: final, Size: int64(len(data)), Compact: true, Closed: 4})
 		m.Sources = append(m.Sources, manifestEntry{Temp: inProgress(final), Final: final})
 		want = append(want, ls...)
 	}

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,9 +14,9 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-// Committable is a pending part file: closed and synced under its hidden
+// committable is a pending part file: closed and synced under its hidden
 // in-progress name, waiting to be renamed to its final name.
-type Committable struct {
+type committable struct {
 	// Bucket is the directory relative to the base directory ("" for the
 	// base directory itself).
 	Bucket string `json:"bucket"`
@@ -42,8 +43,8 @@ type Committable struct {
 	AtRestore bool  `json:"atRestore,omitempty"`
 }
 
-// WriterState is a sink writer's checkpointed state.
-type WriterState struct {
+// writerState is a sink writer's checkpointed state.
+type writerState struct {
 	// JobID is the job id in the names of the writer's part files; empty
 	// in states from before job ids, whose names had none.
 	JobID string `json:"job,omitempty"`
@@ -57,16 +58,16 @@ type WriterState struct {
 	// InProgress lists the row-format part files open at the checkpoint,
 	// with their synced length: recovery truncates them to it and goes on
 	// appending (a compacting sink finishes them instead).
-	InProgress []InProgressFile `json:"inProgress,omitempty"`
+	InProgress []inProgressFile `json:"inProgress,omitempty"`
 	// Held lists finished compaction candidates that the writer holds
 	// back until enough checkpoints passed (see
 	// CompactStrategy.CheckpointsBeforeCompaction): they are released as
 	// committables at a later checkpoint.
-	Held []Committable `json:"held,omitempty"`
+	Held []committable `json:"held,omitempty"`
 }
 
-// InProgressFile is an open part file in a [WriterState].
-type InProgressFile struct {
+// inProgressFile is an open part file in a writerState.
+type inProgressFile struct {
 	Bucket string `json:"bucket"`
 	Temp   string `json:"temp"`
 	Final  string `json:"final"`
@@ -74,8 +75,8 @@ type InProgressFile struct {
 }
 
 var (
-	committableSerde = serde.JSON[Committable](1)
-	writerStateSerde = serde.JSON[WriterState](1)
+	committableSerde = serde.JSON[committable](1)
+	writerStateSerde = serde.JSON[writerState](1)
 )
 
 // fileSink is the two-phase, stateful file sink.
@@ -87,7 +88,7 @@ type fileSink[T any] struct {
 	buckets BucketAssigner[T]
 }
 
-var _ sink.StatefulTwoPhase[string, Committable, WriterState] = (*fileSink[string])(nil)
+var _ sink.StatefulTwoPhase[string, committable, writerState] = (*fileSink[string])(nil)
 
 // NewRowSink returns an exactly-once sink (Flink's FileSink.forRowFormat)
 // that writes records with format into part files under the base directory
@@ -140,9 +141,9 @@ func NewBulkSink[T any](dir string, format BulkFormat[T], opts ...SinkOption) (s
 // compacts.
 func (s *fileSink[T]) wrap() sink.Sink[T] {
 	if s.cfg.compact != nil {
-		return sink.NewStatefulTwoPhase[T, Committable, WriterState](compactingSink[T]{s})
+		return sink.NewStatefulTwoPhase[T, committable, writerState](compactingSink[T]{s})
 	}
-	return sink.NewStatefulTwoPhase[T, Committable, WriterState](s)
+	return sink.NewStatefulTwoPhase[T, committable, writerState](s)
 }
 
 func buildSink[T any](dir string, row RowFormat[T], bulk BulkFormat[T], opts []SinkOption) (*fileSink[T], error) {
@@ -188,19 +189,27 @@ func (s *fileSink[T]) openRoot() (*os.Root, error) {
 	return r, nil
 }
 
-func (s *fileSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.newWriter(ctx, nil)
+func (s *fileSink[T]) CreateWriter(_ context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	return asWriter(s.newWriter(ic, nil))
 }
 
-func (s *fileSink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sink.Writer[T], error) {
-	return s.newWriter(ctx, states)
+func (s *fileSink[T]) RestoreWriter(_ context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	return asWriter(s.newWriter(ic, states))
 }
 
-func (s *fileSink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
+// asWriter returns w as an interface, a nil one when w is nil.
+func asWriter[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	if w == nil {
+		return nil, err
+	}
+	return w, err
+}
 
-func (s *fileSink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
+func (s *fileSink[T]) WriterStateSerializer() serde.Versioned[writerState] { return writerStateSerde }
 
-func (s *fileSink[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+func (s *fileSink[T]) CommittableSerializer() serde.Versioned[committable] { return committableSerde }
+
+func (s *fileSink[T]) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[committable], error) {
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err

@@ -13,38 +13,38 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/sink"
 )
 
 // request is a sink.CommitRequest that records its outcome.
 type request struct {
-	c       Committable
+	c       committable
 	id      int64
 	retries int
 	outcome string
 	err     error
 }
 
-func (r *request) Committable() Committable            { return r.c }
+func (r *request) Committable() committable            { return r.c }
 func (r *request) CheckpointID() int64                 { return r.id }
 func (r *request) Retries() int                        { return r.retries }
 func (r *request) RetryLater()                         { r.outcome = "retry" }
-func (r *request) UpdateAndRetryLater(c Committable)   { r.c, r.outcome = c, "retry" }
+func (r *request) UpdateAndRetryLater(c committable)   { r.c, r.outcome = c, "retry" }
 func (r *request) SignalAlreadyCommitted()             { r.outcome = "already" }
 func (r *request) SignalFailedWithKnownReason(e error) { r.outcome, r.err = "known", e }
 func (r *request) SignalFailedWithUnknownReason(e error) {
 	r.outcome, r.err = "unknown", e
 }
 
-func commitAll(t *testing.T, s *fileSink[string], cs []Committable) []*request {
+func commitAll(t *testing.T, s *fileSink[string], cs []committable) []*request {
 	t.Helper()
-	c, err := s.CreateCommitter(&fakes.InitContext{})
+	c, err := s.CreateCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var reqs []sink.CommitRequest[Committable]
+	var reqs []sink.CommitRequest[committable]
 	var out []*request
 	for _, cm := range cs {
 		r := &request{c: cm, id: 1, outcome: "committed"}
@@ -69,7 +69,7 @@ func newTestSink(t *testing.T, dir string, opts ...SinkOption) *fileSink[string]
 func writeAll(t *testing.T, w sink.Writer[string], vs ...string) {
 	t.Helper()
 	for _, v := range vs {
-		if err := w.Write(v, sink.Context{}); err != nil {
+		if err := w.Write(context.Background(), v, sink.Meta{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,11 +102,11 @@ func TestSinkLifecycle(t *testing.T) {
 	if h := hiddenFiles(t, dir); len(h) != 1 || filepath.Base(h[0]) != ".out-0000000000000000-2-0.txt.inprogress" {
 		t.Fatalf("in-progress files %v, want .out-0000000000000000-2-0.txt.inprogress", h)
 	}
-	cs, err := w.PrepareCommit(1)
+	cs, err := w.PrepareCommit(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Committable{{Temp: ".out-0000000000000000-2-0.txt.inprogress", Final: "out-0000000000000000-2-0.txt", Size: 4}}
+	want := []committable{{Temp: ".out-0000000000000000-2-0.txt.inprogress", Final: "out-0000000000000000-2-0.txt", Size: 4}}
 	if !slices.Equal(cs, want) {
 		t.Fatalf("committables %+v, want %+v", cs, want)
 	}
@@ -123,7 +123,7 @@ func TestSinkLifecycle(t *testing.T) {
 	if reqs := commitAll(t, s, cs); reqs[0].outcome != "already" {
 		t.Fatalf("second commit: %s, want already committed", reqs[0].outcome)
 	}
-	gone := []Committable{{Temp: ".out-0000000000000000-2-9.txt.inprogress", Final: "out-0000000000000000-2-9.txt"}}
+	gone := []committable{{Temp: ".out-0000000000000000-2-9.txt.inprogress", Final: "out-0000000000000000-2-9.txt"}}
 	if reqs := commitAll(t, s, gone); reqs[0].outcome != "unknown" || !strings.Contains(reqs[0].err.Error(), "out-0000000000000000-2-9.txt") {
 		t.Fatalf("missing file: %s %v, want an unknown failure naming it", reqs[0].outcome, reqs[0].err)
 	}
@@ -150,11 +150,11 @@ func TestSinkRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeAll(t, w, "a1", "a2", "b1") // a rolls at 6 bytes; b stays open
-	cs, err := w.PrepareCommit(1)
+	cs, err := w.PrepareCommit(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := w.SnapshotState(1)
+	st, _ := w.SnapshotState(context.Background(), 1)
 	if len(cs) != 1 || len(st) != 1 || len(st[0].InProgress) != 1 || st[0].InProgress[0].Size != 3 || st[0].NextCounter != 2 {
 		t.Fatalf("committables %+v, state %+v", cs, st)
 	}
@@ -179,10 +179,10 @@ func TestSinkRecovery(t *testing.T) {
 		t.Fatalf("restored committable: %s %v", reqs[0].outcome, reqs[0].err)
 	}
 	writeAll(t, w2, "b3", "c2")
-	if err := w2.Flush(true); err != nil {
+	if err := w2.Flush(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	cs2, err := w2.PrepareCommit(2)
+	cs2, err := w2.PrepareCommit(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +263,12 @@ func TestSinkRestartWithoutCheckpoint(t *testing.T) {
 			// part-<job>-0-3 exists: new files skip its counter.
 			writeAll(t, w, "x")
 			for range 3 {
-				if err := w.Flush(true); err != nil {
+				if err := w.Flush(context.Background(), true); err != nil {
 					t.Fatal(err)
 				}
 				writeAll(t, w, "y")
 			}
-			cs, _ := w.PrepareCommit(1)
+			cs, _ := w.PrepareCommit(context.Background(), 1)
 			for _, c := range cs {
 				if c.Final == "part-"+testJob+"-0-3" {
 					t.Fatalf("counter reused an existing name: %+v", cs)
@@ -298,7 +298,7 @@ func TestBucketsCannotEscape(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			err = w.Write("v", sink.Context{})
+			err = w.Write(context.Background(), "v", sink.Meta{})
 			if err == nil {
 				t.Fatalf("bucket %q: write succeeded", b)
 			}
@@ -317,7 +317,7 @@ func TestBucketsCannotEscape(t *testing.T) {
 		s := newTestSink(t, dir, WithBuckets(DateTimeBuckets[string]("../2006", nil, ProcessingTime)))
 		w, _ := s.newWriter(&fakes.InitContext{}, nil)
 		defer w.Close()
-		if err := w.Write("v", sink.Context{}); !errors.Is(err, ErrBucketEscapes) {
+		if err := w.Write(context.Background(), "v", sink.Meta{}); !errors.Is(err, ErrBucketEscapes) {
 			t.Fatalf("got %v, want ErrBucketEscapes", err)
 		}
 	})
@@ -373,11 +373,11 @@ func TestDefaultRollingPolicy(t *testing.T) {
 	w, _ := s.newWriter(&fakes.InitContext{}, nil)
 	defer w.Close()
 	writeAll(t, w, "a")
-	if cs, _ := w.PrepareCommit(1); len(cs) != 0 {
+	if cs, _ := w.PrepareCommit(context.Background(), 1); len(cs) != 0 {
 		t.Fatalf("rolled an active file: %+v", cs)
 	}
 	now = now.Add(11 * time.Second)
-	if cs, _ := w.PrepareCommit(2); len(cs) != 1 {
+	if cs, _ := w.PrepareCommit(context.Background(), 2); len(cs) != 1 {
 		t.Fatalf("inactive file not rolled at the checkpoint: %+v", cs)
 	}
 }
@@ -429,7 +429,7 @@ func TestCheckpointFailsOnWriteError(t *testing.T) {
 	defer w.Close()
 	writeAll(t, w, "a", "b")
 	armed = true
-	_, err := w.PrepareCommit(1)
+	_, err := w.PrepareCommit(context.Background(), 1)
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), ".part-0000000000000000-0-0.inprogress") {
 		t.Fatalf("got %v, want ENOSPC naming the part file", err)
 	}
@@ -437,12 +437,12 @@ func TestCheckpointFailsOnWriteError(t *testing.T) {
 
 func TestCommitterContext(t *testing.T) {
 	s := newTestSink(t, t.TempDir())
-	c, _ := s.CreateCommitter(&fakes.InitContext{})
+	c, _ := s.CreateCommitter(context.Background(), &fakes.InitContext{})
 	defer c.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	r := &request{c: Committable{Temp: ".x", Final: "x"}}
-	if err := c.Commit(ctx, []sink.CommitRequest[Committable]{r}); !errors.Is(err, context.Canceled) {
+	r := &request{c: committable{Temp: ".x", Final: "x"}}
+	if err := c.Commit(ctx, []sink.CommitRequest[committable]{r}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
@@ -473,9 +473,9 @@ func TestSinkRecoveryAfterRescale(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			states := []WriterState{
+			states := []writerState{
 				{JobID: job, Subtask: 0, Parallelism: 4, NextCounter: 2},
-				{JobID: job, Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []InProgressFile{{Temp: nm(job, 3, 2), Final: nm(job, 3, 2)[1:], Size: 2}}},
+				{JobID: job, Subtask: 3, Parallelism: 4, NextCounter: 3, InProgress: []inProgressFile{{Temp: nm(job, 3, 2), Final: nm(job, 3, 2)[1:], Size: 2}}},
 				{JobID: job, Subtask: 1, Parallelism: 4, NextCounter: 5},
 			}
 			s := newTestSink(t, dir)

@@ -2,6 +2,7 @@ package file
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,8 @@ type writer[T any] struct {
 	next      int64
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil
-	pending   []Committable // rolled since the last PrepareCommit
-	held      []Committable // compaction candidates held back (CheckpointsBeforeCompaction)
+	pending   []committable // rolled since the last PrepareCommit
+	held      []committable // compaction candidates held back (CheckpointsBeforeCompaction)
 	heldSince int64         // the checkpoint since which files are held
 	// restoredID is the checkpoint the writer was restored from (0: none).
 	restoredID int64
@@ -95,21 +96,21 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // size is the part file's length including buffered bytes.
 func (p *partFile[T]) size() int64 { return p.cw.n + int64(p.bw.Buffered()) }
 
-var _ sink.CommittingWriter[string, Committable] = (*writer[string])(nil)
-var _ sink.StatefulWriter[string, WriterState] = (*writer[string])(nil)
+var _ sink.CommittingWriter[string, committable] = (*writer[string])(nil)
+var _ sink.StatefulCommittingWriter[string, committable, writerState] = (*writer[string])(nil)
 
-func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*writer[T], error) {
-	if err := checkJobID(ctx.JobID()); err != nil {
+func (s *fileSink[T]) newWriter(ic sink.InitContext, states []writerState) (*writer[T], error) {
+	if err := checkJobID(ic.JobID()); err != nil {
 		return nil, err
 	}
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err
 	}
-	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(),
-		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ctx.JobID()},
+	w := &writer[T]{s: s, root: root, sub: ic.SubtaskIndex(), par: ic.Parallelism(),
+		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ic.JobID()},
 		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
-	restoredID, restored := ctx.RestoredCheckpointID()
+	restoredID, restored := ic.RestoredCheckpointID()
 	w.restoredID = restoredID
 	restored = restored || states != nil
 	// Every start cleans up: a job restarted (or started again after a
@@ -155,7 +156,7 @@ type stray struct {
 // counters are below NextCounter. Files of other jobs (another job id in
 // the name) are never touched; files named before job ids count as this
 // job's only where a restored state of this job uses such names.
-func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
+func (w *writer[T]) removeStrays(states []writerState, restored bool) error {
 	from := map[stray]int64{} // first stray counter
 	keep := map[string]bool{}
 	if restored {
@@ -219,7 +220,7 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 
 // resume reopens an in-progress file of a restored state, truncated to
 // its checkpointed length.
-func (w *writer[T]) resume(ip InProgressFile) error {
+func (w *writer[T]) resume(ip inProgressFile) error {
 	dir, err := bucketDir(ip.Bucket)
 	if err != nil {
 		return err
@@ -243,7 +244,7 @@ func (w *writer[T]) resume(ip InProgressFile) error {
 	if w.s.cfg.compact != nil {
 		// A compacting sink finishes restored files rather than
 		// appending to them, so that no file mixes the records of two
-		// attempts (see Committable.Closed).
+		// attempts (see committable.Closed).
 		if err := w.closePart(ip.Bucket, dir, p); err != nil {
 			return err
 		}
@@ -279,7 +280,7 @@ func (w *writer[T]) info(b *bucket[T]) PartFileInfo {
 	return PartFileInfo{Bucket: b.name, Size: b.part.size(), Created: b.part.created, LastWrite: b.part.last}
 }
 
-func (w *writer[T]) Write(v T, c sink.Context) error {
+func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	now := w.clock()
 	name, err := w.s.buckets.Bucket(v, BucketContext{Timestamp: c.Timestamp, HasTimestamp: c.HasTimestamp, Watermark: c.Watermark, ProcessingTime: now})
 	if err != nil {
@@ -410,7 +411,7 @@ func (w *writer[T]) closePart(bucketName, dir string, p *partFile[T]) error {
 	if err != nil {
 		return fmt.Errorf("file sink: %s: %w", name, err)
 	}
-	cm := Committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n}
+	cm := committable{Bucket: bucketName, Temp: p.temp, Final: p.final, Size: p.cw.n}
 	if cp := w.s.cfg.compact; cp != nil && cm.Size < cp.SizeThreshold {
 		cm.Compact = true
 	}
@@ -431,7 +432,7 @@ func (w *writer[T]) syncPart(p *partFile[T]) error {
 // Flush rolls every open part file at the end of input, so that the final
 // checkpoint commits everything; at checkpoints PrepareCommit does the
 // work.
-func (w *writer[T]) Flush(endOfInput bool) error {
+func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 	if !endOfInput {
 		return nil
 	}
@@ -450,7 +451,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 // checkpoint, flushes and fsyncs the others, fsyncs the directories of new
 // files, and returns the files rolled since the last checkpoint (holding
 // back compaction candidates, see [CompactStrategy]).
-func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]committable, error) {
 	w.sinceNow = 0
 	w.last = nil // buckets without an open file are dropped below
 	now := w.clock()
@@ -494,7 +495,7 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 // the first checkpoint whose id is a multiple of it since files are held,
 // at the end of input, or when compaction is off (a restore without it);
 // those of a bucket whose held files reach the size threshold.
-func (w *writer[T]) holdBack(out []Committable, checkpointID int64) []Committable {
+func (w *writer[T]) holdBack(out []committable, checkpointID int64) []committable {
 	cp := w.s.cfg.compact
 	every := int64(0)
 	if cp != nil {
@@ -552,15 +553,15 @@ func syncDir(root *os.Root, dir string) error {
 
 // SnapshotState records the counter and the open files with their synced
 // lengths (PrepareCommit ran just before).
-func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
-	st := WriterState{JobID: w.names.job, Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
+func (w *writer[T]) SnapshotState(context.Context, int64) ([]writerState, error) {
+	st := writerState{JobID: w.names.job, Subtask: w.sub, Parallelism: w.par, NextCounter: w.next, Held: slices.Clone(w.held)}
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		b := w.buckets[name]
 		if b.part != nil {
-			st.InProgress = append(st.InProgress, InProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: b.part.size()})
+			st.InProgress = append(st.InProgress, inProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: b.part.size()})
 		}
 	}
-	return []WriterState{st}, nil
+	return []writerState{st}, nil
 }
 
 // Close closes the open files without making anything visible: they stay

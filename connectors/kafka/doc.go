@@ -32,7 +32,7 @@
 // for a small fixed pool of slots per subtask ([TransactionSlots]); a slot
 // is reused once its transaction is committed, so the broker does not
 // accumulate an id per checkpoint. At a checkpoint the writer flushes and
-// returns a [Committable] (transactional id, producer id, epoch); the
+// returns a committable (transactional id, producer id, epoch); the
 // committer commits it with a raw EndTxn request from its own client after
 // the checkpoint completes, and a repeated commit is answered as a retry
 // (already committed is a success). Committers tell writers in the same

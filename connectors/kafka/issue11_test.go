@@ -18,6 +18,8 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/faultinject"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/sink"
@@ -332,35 +334,35 @@ func TestRestoreAfterCommitLogsNoLoss(t *testing.T) {
 func restoreAfterKill(t *testing.T, b []string, committed bool) {
 	topic := createTopic(t, b, 1)
 	job, prefix := newJobID(t), uniqueName("restore")
-	newSink := func(h slog.Handler) sink.Erased[string] {
+	newSink := func(h slog.Handler) sinkerase.Sink[string] {
 		s, err := NewSink(b, StringSerializer(), DefaultTopic(topic), DeliveryGuarantee(ExactlyOnce),
 			TransactionalIDPrefix(prefix), TransactionTimeout(time.Minute), SinkLogger(slog.New(h)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sink.Erase(s)
+		return sinkerase.Erase(s)
 	}
 	ctx := t.Context()
 	first := newCaptureHandler()
 	s1 := newSink(first)
-	w, err := s1.NewWriter(&fakeInit{job: job, op: "k"}, nil)
+	w, err := sinkerase.Open(context.Background(), s1, &fakeInit{job: job, op: "k"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c1, err := s1.NewCommitter(&fakeInit{job: job, op: "k"})
+	c1, err := s1.NewCommitter(context.Background(), &fakeInit{job: job, op: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	write := func(p string, cp int64) []byte {
 		for i := range 10 {
-			if err := w.Write(p+strconv.Itoa(i), sink.Context{}); err != nil {
+			if err := w.Write(context.Background(), p+strconv.Itoa(i), sink.Meta{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := w.Flush(false); err != nil {
+		if err := w.Flush(context.Background(), false); err != nil {
 			t.Fatal(err)
 		}
-		cs, err := w.PrepareCommit(cp)
+		cs, err := w.PrepareCommit(context.Background(), cp)
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("prepare %d: %v %d", cp, err, len(cs))
 		}
@@ -368,13 +370,13 @@ func restoreAfterKill(t *testing.T, b []string, committed bool) {
 	}
 	cm1 := write("a", 1)
 	if committed {
-		req := &sink.RawRequest{CheckpointID: 1, Data: cm1}
-		if err := c1.Commit(ctx, []*sink.RawRequest{req}); err != nil || req.Outcome != sink.Committed {
+		req := &sinkrt.Request{CheckpointID: 1, Data: cm1}
+		if err := c1.Commit(ctx, []*sinkrt.Request{req}); err != nil || req.Outcome != sinkrt.Committed {
 			t.Fatalf("commit of checkpoint 1: %v, outcome %v", err, req.Outcome)
 		}
 	}
 	cm2 := write("b", 2)
-	states, err := w.SnapshotState(2)
+	states, err := w.SnapshotState(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,22 +387,22 @@ func restoreAfterKill(t *testing.T, b []string, committed bool) {
 	second := newCaptureHandler()
 	s2 := newSink(second)
 	restoredCtx := &fakeInit{job: job, op: "k", restored: 2}
-	w2, err := s2.NewWriter(restoredCtx, states)
+	w2, err := sinkerase.Open(context.Background(), s2, restoredCtx, states)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w2.Close()
-	c2, err := s2.NewCommitter(restoredCtx)
+	c2, err := s2.NewCommitter(context.Background(), restoredCtx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	reqs := []*sink.RawRequest{{CheckpointID: 1, Data: cm1}, {CheckpointID: 2, Data: cm2}}
+	reqs := []*sinkrt.Request{{CheckpointID: 1, Data: cm1}, {CheckpointID: 2, Data: cm2}}
 	if err := c2.Commit(ctx, reqs); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range reqs {
-		if r.Outcome != sink.Committed && r.Outcome != sink.AlreadyCommitted {
+		if r.Outcome != sinkrt.Committed && r.Outcome != sinkrt.AlreadyCommitted {
 			t.Errorf("restored commit of checkpoint %d: outcome %v, err %v", r.CheckpointID, r.Outcome, r.Err)
 		}
 	}
@@ -433,33 +435,33 @@ func TestRecoveryNeverFencesAnUncommittedRestoredTransaction(t *testing.T) {
 	b := realBrokers(t)
 	topic := createTopic(t, b, 1)
 	job, prefix := newJobID(t), uniqueName("nofence")
-	mk := func() sink.Erased[string] {
+	mk := func() sinkerase.Sink[string] {
 		s, err := NewSink(b, StringSerializer(), DefaultTopic(topic), DeliveryGuarantee(ExactlyOnce),
 			TransactionalIDPrefix(prefix), TransactionTimeout(time.Minute), SinkLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sink.Erase(s)
+		return sinkerase.Erase(s)
 	}
 	s1 := mk()
-	w, err := s1.NewWriter(&fakeInit{job: job, op: "k"}, nil)
+	w, err := sinkerase.Open(context.Background(), s1, &fakeInit{job: job, op: "k"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if err := w.Write("x"+strconv.Itoa(i), sink.Context{}); err != nil {
+		if err := w.Write(context.Background(), "x"+strconv.Itoa(i), sink.Meta{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.PrepareCommit(7); err != nil {
+	if _, err := w.PrepareCommit(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}
-	states, err := w.SnapshotState(7)
+	states, err := w.SnapshotState(context.Background(), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = w.Close()
-	w2, err := mk().NewWriter(&fakeInit{job: job, op: "k", restored: 7}, states)
+	w2, err := sinkerase.Open(context.Background(), mk(), &fakeInit{job: job, op: "k", restored: 7}, states)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +482,7 @@ func TestEndTxnAnswers(t *testing.T) {
 	topic := createTopic(t, b, 1)
 	ctx := t.Context()
 	admin := newClient(t, b)
-	prepare := func() Committable {
+	prepare := func() committable {
 		id := uniqueName("answers")
 		cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
 		if err := cl.BeginTransaction(); err != nil {
@@ -493,7 +495,7 @@ func TestEndTxnAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
+		return committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
 	}
 	expect := func(what string, err, want error) {
 		t.Helper()

@@ -188,11 +188,12 @@ const DefaultRestartAllowance = time.Minute
 func RestartAllowance(d time.Duration) SinkOption { return func(c *sinkConfig) { c.allowance = d } }
 
 // FlushTimeout bounds how long a checkpoint waits for buffered records to
-// be acknowledged (default 2m).
+// be acknowledged (default 2m). Cancelling the job ends the wait at once.
 func FlushTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.flushTimeout = d } }
 
-// SetupTimeout bounds a writer's start: reaching the brokers, committing
-// restored transactions and aborting lingering ones (default 2m).
+// SetupTimeout bounds a writer's start: reaching the brokers, taking the
+// prefix's lease, committing restored transactions and aborting lingering
+// ones (default 2m). Cancelling the job ends the start at once.
 func SetupTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.setupTimeout = d } }
 
 // SinkConnectTimeout bounds how long a writer goes on when it can reach
@@ -219,30 +220,30 @@ func SinkClientOpts(opts ...kgo.Opt) SinkOption {
 // SinkLogger sets the logger (default slog.Default()).
 func SinkLogger(l *slog.Logger) SinkOption { return func(c *sinkConfig) { c.logger = l } }
 
-// WriterState is what an exactly-once writer keeps in checkpoints: its
+// writerState is what an exactly-once writer keeps in checkpoints: its
 // subtask and the transactions it prepared that it has not seen committed.
-type WriterState struct {
+type writerState struct {
 	Subtask     int           `json:"subtask"`
 	Parallelism int           `json:"parallelism"`
-	Pending     []Committable `json:"pending,omitempty"`
+	Pending     []committable `json:"pending,omitempty"`
 	// Committed are transactions this writer saw committed whose commit
 	// the runtime may not have recorded yet (the last one of each slot):
 	// a restore that finds one of them no longer open knows it was
 	// committed, not lost. Absent in states written before it existed.
-	Committed []Committable `json:"committed,omitempty"`
+	Committed []committable `json:"committed,omitempty"`
 	// Prefix is the transactional id prefix the writer used (absent in
 	// older states).
 	Prefix string `json:"prefix,omitempty"`
 }
 
 var (
-	committableSerde = serde.JSON[Committable](1)
-	writerStateSerde = serde.JSON[WriterState](1)
+	committableSerde = serde.JSON[committable](1)
+	writerStateSerde = serde.JSON[writerState](1)
 )
 
-// Sink writes records to Kafka. Build it with [NewSink]; the stream API
-// takes the sink.Sink that NewSink returns.
-type Sink[T any] struct {
+// kafkaSink writes records to Kafka; [NewSink] returns it wrapped as a
+// sink.Sink.
+type kafkaSink[T any] struct {
 	cfg    sinkConfig
 	ser    Serializer[T]
 	bc     *backchannel
@@ -269,25 +270,29 @@ func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (si
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
+	s := &kafkaSink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
 	if cfg.guarantee == ExactlyOnce {
-		return sink.NewStatefulTwoPhase[T, Committable, WriterState](s), nil
+		return sink.NewStatefulTwoPhase[T, committable, writerState](s), nil
 	}
 	return plainSink[T]{s}, nil
 }
 
-type plainSink[T any] struct{ s *Sink[T] }
+type plainSink[T any] struct{ s *kafkaSink[T] }
 
-func (p plainSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return p.s.CreateWriter(ctx)
+func (p plainSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, err := p.s.newWriter(ctx, ic, nil, false)
+	if w == nil {
+		return nil, err
+	}
+	return w, err
 }
 
-func (s *Sink[T]) baseOpts() []kgo.Opt {
+func (s *kafkaSink[T]) baseOpts() []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(s.cfg.brokers...), kgo.WithLogger(nil)}
 	return append(opts, s.cfg.clientOpts...)
 }
 
-func (s *Sink[T]) producerOpts(txnID string) []kgo.Opt {
+func (s *kafkaSink[T]) producerOpts(txnID string) []kgo.Opt {
 	opts := append(s.baseOpts(),
 		kgo.ProducerLinger(s.cfg.linger),
 		kgo.MaxBufferedRecords(s.cfg.maxBuffered),
@@ -308,33 +313,43 @@ func (s *Sink[T]) producerOpts(txnID string) []kgo.Opt {
 	return opts
 }
 
-// CreateWriter makes the writer of one subtask (fresh start).
-func (s *Sink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.newWriter(ctx, nil, false)
+// CreateWriter makes the writer of one subtask (fresh start). ctx bounds
+// its start (reaching the brokers, the prefix's lease, aborting lingering
+// transactions), together with SetupTimeout.
+func (s *kafkaSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	return orNil(s.newWriter(ctx, ic, nil, false))
 }
 
 // RestoreWriter makes a writer from the states of a completed checkpoint:
 // it commits the transactions they list, then aborts lingering ones.
-func (s *Sink[T]) RestoreWriter(ctx sink.InitContext, states []WriterState) (sink.Writer[T], error) {
-	return s.newWriter(ctx, states, true)
+func (s *kafkaSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	return orNil(s.newWriter(ctx, ic, states, true))
+}
+
+// orNil returns w as an interface, a nil one when w is nil.
+func orNil[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	if w == nil {
+		return nil, err
+	}
+	return w, err
 }
 
 // CreateCommitter makes the committer of one subtask.
-func (s *Sink[T]) CreateCommitter(ctx sink.InitContext) (sink.Committer[Committable], error) {
-	restoredID, _ := ctx.RestoredCheckpointID()
+func (s *kafkaSink[T]) CreateCommitter(ctx context.Context, ic sink.InitContext) (sink.Committer[committable], error) {
+	restoredID, _ := ic.RestoredCheckpointID()
 	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, restoredID: restoredID, leases: s.leases,
-		log: s.cfg.logger.With("sink", ctx.OperatorName(), "subtask", ctx.SubtaskIndex())}, nil
+		log: s.cfg.logger.With("sink", ic.OperatorName(), "subtask", ic.SubtaskIndex())}, nil
 }
 
 // CommittableSerializer stores committables as JSON, version 1.
-func (s *Sink[T]) CommittableSerializer() serde.Versioned[Committable] { return committableSerde }
+func (s *kafkaSink[T]) CommittableSerializer() serde.Versioned[committable] { return committableSerde }
 
 // WriterStateSerializer stores writer states as JSON, version 1.
-func (s *Sink[T]) WriterStateSerializer() serde.Versioned[WriterState] { return writerStateSerde }
+func (s *kafkaSink[T]) WriterStateSerializer() serde.Versioned[writerState] { return writerStateSerde }
 
 // checkTransactionTimeout compares the transaction timeout with the
 // broker's transaction.max.timeout.ms, once per sink.
-func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) error {
+func (s *kafkaSink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) error {
 	s.checkOnce.Do(func() {
 		adm := kadm.NewClient(cl)
 		rcs, err := adm.DescribeBrokerConfigs(ctx)
@@ -366,7 +381,7 @@ func (s *Sink[T]) checkTransactionTimeout(ctx context.Context, cl *kgo.Client) e
 // transaction timeout is shorter than the checkpoint interval plus the
 // restart allowance. With periodic checkpoints off (interval 0) there is
 // no interval to compare with and nothing is logged.
-func (s *Sink[T]) warnTransactionTimeout(interval time.Duration, prefix string) {
+func (s *kafkaSink[T]) warnTransactionTimeout(interval time.Duration, prefix string) {
 	if interval <= 0 || s.cfg.txnTimeout >= interval+s.cfg.allowance {
 		return
 	}
@@ -383,13 +398,13 @@ type slot struct {
 	cl      *kgo.Client
 	promise func(*kgo.Record, error)
 	inTxn   bool         // a transaction is open and being written
-	pending *Committable // prepared, not yet seen committed
-	done    *Committable // the last one seen committed
+	pending *committable // prepared, not yet seen committed
+	done    *committable // the last one seen committed
 	started time.Time    // of the open transaction
 }
 
 type writer[T any] struct {
-	s       *Sink[T]
+	s       *kafkaSink[T]
 	subtask int
 	par     int
 	log     *slog.Logger
@@ -401,6 +416,12 @@ type writer[T any] struct {
 	slots []*slot     // ExactlyOnce
 	next  int
 	cur   *slot
+
+	// pctx is the produce context: the ctx of Write (the same on every
+	// call) bound by the reach; pparent is that ctx, pstop releases pctx.
+	pctx    context.Context
+	pparent context.Context
+	pstop   context.CancelFunc
 
 	errMu   sync.Mutex
 	err     error
@@ -427,7 +448,10 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 	}
 }
 
-func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restored bool) (_ *writer[T], err error) {
+// newWriter makes a writer; ctx (the subtask's) and SetupTimeout bound its
+// start, so cancelling the job stops a start blocked on unreachable
+// brokers or the prefix's lease.
+func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, states []writerState, restored bool) (_ *writer[T], err error) {
 	w := &writer[T]{s: s, subtask: ictx.SubtaskIndex(), par: ictx.Parallelism(),
 		log: s.cfg.logger.With("sink", ictx.OperatorName(), "subtask", ictx.SubtaskIndex())}
 	w.reach = newReach(w.log, "kafka sink", s.cfg.brokers, s.cfg.connTimeout)
@@ -456,11 +480,11 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 	for k := range s.cfg.slots {
 		w.slots = append(w.slots, &slot{id: txnID(w.prefix, w.subtask, k)})
 	}
-	tctx, cancel := context.WithTimeout(context.Background(), s.cfg.setupTimeout)
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.setupTimeout)
 	defer cancel()
-	ctx, stop := w.reach.bound(tctx)
+	rctx, stop := w.reach.bound(tctx)
 	defer stop()
-	if err := w.recover(ctx, ictx, states, restored); err != nil {
+	if err := w.recover(rctx, ictx, states, restored); err != nil {
 		w.lease.release()
 		err = w.reach.cause(err)
 		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, w.prefix, err)
@@ -478,7 +502,7 @@ func (s *Sink[T]) newWriter(ictx sink.InitContext, states []WriterState, restore
 // reaches exactly one new writer, which commits its pending transactions
 // and then fences the old writer's ids; ids of subtasks not in the
 // snapshot go to j % parallelism.
-func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []WriterState, restored bool) error {
+func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []writerState, restored bool) error {
 	cfg := w.s.cfg
 	admin, err := kgo.NewClient(append(w.s.baseOpts(), w.reach.opt())...)
 	if err != nil {
@@ -587,15 +611,16 @@ func (w *writer[T]) producerOpts(txnID string) []kgo.Opt {
 	return append(w.s.producerOpts(txnID), w.reach.opt())
 }
 
-// flushCtx bounds a flush by FlushTimeout and by the connect timeout.
-func (w *writer[T]) flushCtx() (context.Context, context.CancelFunc) {
-	tctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+// flushCtx bounds a flush by ctx (the subtask's: cancelling the job stops a
+// blocked flush), FlushTimeout and the connect timeout.
+func (w *writer[T]) flushCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	tctx, cancel := context.WithTimeout(ctx, w.s.cfg.flushTimeout)
 	ctx, stop := w.reach.bound(tctx)
 	return ctx, func() { stop(); cancel() }
 }
 
 // acquire picks the next free slot and begins a transaction on it.
-func (w *writer[T]) acquire() error {
+func (w *writer[T]) acquire(ctx context.Context) error {
 	n := len(w.slots)
 	for i := range n {
 		sl := w.slots[(w.next+i)%n]
@@ -603,7 +628,7 @@ func (w *writer[T]) acquire() error {
 			if !w.s.bc.isCommitted(*sl.pending) {
 				continue
 			}
-			w.release(sl)
+			w.release(ctx, sl)
 		}
 		if sl.cl == nil {
 			cl, err := kgo.NewClient(w.producerOpts(sl.id)...)
@@ -634,10 +659,10 @@ func (w *writer[T]) acquire() error {
 // again: its producer still believes the transaction open, so it ends it
 // with a commit, which the coordinator answers as a retry of the commit
 // already done. If that fails the producer is replaced.
-func (w *writer[T]) release(sl *slot) {
+func (w *writer[T]) release(ctx context.Context, sl *slot) {
 	c := *sl.pending
 	sl.pending, sl.done = nil, &c
-	ctx, cancel := context.WithTimeout(context.Background(), w.s.cfg.flushTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.s.cfg.flushTimeout)
 	defer cancel()
 	if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		w.log.Debug("kafka sink: producer could not confirm the commit of its transaction; replacing it", "txn", c.String(), "err", err)
@@ -648,7 +673,7 @@ func (w *writer[T]) release(sl *slot) {
 
 // Write serializes v and produces it (inside the current transaction for
 // ExactlyOnce).
-func (w *writer[T]) Write(v T, c sink.Context) error {
+func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -668,21 +693,35 @@ func (w *writer[T]) Write(v T, c sink.Context) error {
 	cl, promise := w.cl, w.promise
 	if w.slots != nil {
 		if w.cur == nil {
-			if err := w.acquire(); err != nil {
+			if err := w.acquire(ctx); err != nil {
 				return err
 			}
 		}
 		cl, promise = w.cur.cl, w.cur.promise
 	}
 	// Under the reach context, a produce blocked on a full buffer (or a
-	// record still buffered) fails once the brokers stay unreachable.
-	cl.Produce(w.reach.ctx, r, promise)
+	// record still buffered) fails once the brokers stay unreachable, or
+	// when ctx (the subtask's) is cancelled.
+	cl.Produce(w.produceCtx(ctx), r, promise)
 	return nil
+}
+
+// produceCtx returns ctx bound by the reach, made once per ctx (the engine
+// passes the same ctx to every Write of a writer).
+func (w *writer[T]) produceCtx(ctx context.Context) context.Context {
+	if ctx != w.pparent {
+		if w.pstop != nil {
+			w.pstop()
+		}
+		w.pctx, w.pstop = w.reach.bound(ctx)
+		w.pparent = ctx
+	}
+	return w.pctx
 }
 
 // Flush waits until every record is acknowledged (at checkpoints for
 // AtLeastOnce and ExactlyOnce, and at the end of input).
-func (w *writer[T]) Flush(endOfInput bool) error {
+func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 	if w.s.cfg.guarantee == None && !endOfInput {
 		return w.failed()
 	}
@@ -693,7 +732,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 		}
 		cl = w.cur.cl
 	}
-	ctx, cancel := w.flushCtx()
+	ctx, cancel := w.flushCtx(ctx)
 	defer cancel()
 	if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("kafka sink: flush: %w", w.reach.cause(err))
@@ -703,7 +742,7 @@ func (w *writer[T]) Flush(endOfInput bool) error {
 
 // PrepareCommit ends the interval's transaction without committing it and
 // returns it as a committable.
-func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]committable, error) {
 	if err := w.failed(); err != nil {
 		return nil, err
 	}
@@ -711,7 +750,7 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 	if sl == nil {
 		return nil, nil
 	}
-	ctx, cancel := w.flushCtx()
+	ctx, cancel := w.flushCtx(ctx)
 	defer cancel()
 	if err := sl.cl.Flush(ctx); err != nil {
 		return nil, fmt.Errorf("kafka sink: flush: %w", w.reach.cause(err))
@@ -723,15 +762,15 @@ func (w *writer[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, w.reach.cause(err))
 	}
-	c := Committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
+	c := committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
 	sl.pending, sl.inTxn, w.cur = &c, false, nil
-	return []Committable{c}, nil
+	return []committable{c}, nil
 }
 
 // SnapshotState returns the transactions prepared and not yet seen
 // committed.
-func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
-	st := WriterState{Subtask: w.subtask, Parallelism: w.par, Prefix: w.prefix}
+func (w *writer[T]) SnapshotState(context.Context, int64) ([]writerState, error) {
+	st := writerState{Subtask: w.subtask, Parallelism: w.par, Prefix: w.prefix}
 	for _, sl := range w.slots {
 		switch {
 		case sl.pending != nil && !w.s.bc.isCommitted(*sl.pending):
@@ -742,13 +781,13 @@ func (w *writer[T]) SnapshotState(int64) ([]WriterState, error) {
 			st.Committed = append(st.Committed, *sl.done)
 		}
 	}
-	return []WriterState{st}, nil
+	return []writerState{st}, nil
 }
 
 // NotifyCheckpointAborted is a no-op: the runtime commits an aborted
 // checkpoint's committables with the next completed checkpoint, and a
 // failure restores and aborts whatever no completed checkpoint holds.
-func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
+func (w *writer[T]) NotifyCheckpointAborted(context.Context, int64) error { return nil }
 
 // Close closes the producers. An open transaction is left to recovery (or
 // the transaction timeout): Close must not make it visible, and aborting
@@ -756,6 +795,9 @@ func (w *writer[T]) NotifyCheckpointAborted(int64) error { return nil }
 func (w *writer[T]) Close() error {
 	defer w.lease.release()
 	defer w.reach.close()
+	if w.pstop != nil {
+		defer w.pstop()
+	}
 	if w.cl != nil {
 		w.cl.Close()
 	}
@@ -789,7 +831,7 @@ type committer struct {
 
 // Commit commits each prepared transaction with a raw EndTxn; a
 // transaction found committed before is a success.
-func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[Committable]) error {
+func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[committable]) error {
 	if c.cl == nil {
 		cl, err := kgo.NewClient(c.opts...)
 		if err != nil {

@@ -19,13 +19,13 @@ import (
 
 // This file holds the raw transaction requests that let any client finish a
 // transaction another client prepared: EndTxn with the (transactional id,
-// producer id, epoch) of a Committable, and InitProducerID on a
+// producer id, epoch) of a committable, and InitProducerID on a
 // transactional id to fence and abort whatever transaction it left open.
 
-// Committable is a prepared Kafka transaction: everything one writer subtask
+// committable is a prepared Kafka transaction: everything one writer subtask
 // produced during one checkpoint interval. Any client can commit it with an
 // EndTxn request carrying these fields.
-type Committable struct {
+type committable struct {
 	TransactionalID string `json:"txn_id"`
 	ProducerID      int64  `json:"producer_id"`
 	Epoch           int16  `json:"epoch"`
@@ -37,7 +37,7 @@ type Committable struct {
 	Started int64 `json:"started_ms,omitempty"`
 }
 
-func (c Committable) String() string {
+func (c committable) String() string {
 	return fmt.Sprintf("%s (producer %d, epoch %d, checkpoint %d)", c.TransactionalID, c.ProducerID, c.Epoch, c.Checkpoint)
 }
 
@@ -101,7 +101,7 @@ func retry(ctx context.Context, fn func() error) error {
 }
 
 // endTxn commits (or aborts) the transaction of c from any client.
-func endTxn(ctx context.Context, cl *kgo.Client, c Committable, commit bool) error {
+func endTxn(ctx context.Context, cl *kgo.Client, c committable, commit bool) error {
 	return retry(ctx, func() error {
 		req := kmsg.NewPtrEndTxnRequest()
 		req.TransactionalID = c.TransactionalID
@@ -164,17 +164,17 @@ func parseTxnID(prefix, id string) (subtask, slot int, ok bool) {
 // It is safe for concurrent use.
 type backchannel struct {
 	mu        sync.Mutex
-	committed map[string]Committable // by transactional id: the last committed
-	verdicts  map[Committable]verdict
+	committed map[string]committable // by transactional id: the last committed
+	verdicts  map[committable]verdict
 }
 
 func newBackchannel() *backchannel {
-	return &backchannel{committed: map[string]Committable{}, verdicts: map[Committable]verdict{}}
+	return &backchannel{committed: map[string]committable{}, verdicts: map[committable]verdict{}}
 }
 
 // judge records and logs, once per committable, what recovery concluded
 // about a restored transaction that can no longer be committed.
-func (b *backchannel) judge(c Committable, log *slog.Logger, v verdict) {
+func (b *backchannel) judge(c committable, log *slog.Logger, v verdict) {
 	b.mu.Lock()
 	_, seen := b.verdicts[c]
 	b.verdicts[c] = v
@@ -195,7 +195,7 @@ func (b *backchannel) judge(c Committable, log *slog.Logger, v verdict) {
 	}
 }
 
-func (b *backchannel) verdictOf(c Committable) *verdict {
+func (b *backchannel) verdictOf(c committable) *verdict {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if v, ok := b.verdicts[c]; ok {
@@ -204,7 +204,7 @@ func (b *backchannel) verdictOf(c Committable) *verdict {
 	return nil
 }
 
-func (b *backchannel) markCommitted(c Committable) {
+func (b *backchannel) markCommitted(c committable) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if old, ok := b.committed[c.TransactionalID]; ok && (old.ProducerID == c.ProducerID && old.Epoch > c.Epoch) {
@@ -213,7 +213,7 @@ func (b *backchannel) markCommitted(c Committable) {
 	b.committed[c.TransactionalID] = c
 }
 
-func (b *backchannel) isCommitted(c Committable) bool {
+func (b *backchannel) isCommitted(c committable) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old, ok := b.committed[c.TransactionalID]

@@ -22,7 +22,7 @@ func TestCrossClientCommit(t *testing.T) {
 		prod := newClient(t, b.brokers, kgo.TransactionalID(id), kgo.TransactionTimeout(30*time.Second), kgo.DefaultProduceTopic(topic))
 		other := newClient(t, b.brokers)
 
-		produce := func(vals ...string) Committable {
+		produce := func(vals ...string) committable {
 			t.Helper()
 			if err := prod.BeginTransaction(); err != nil {
 				t.Fatalf("begin: %v", err)
@@ -36,7 +36,7 @@ func TestCrossClientCommit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return Committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
+			return committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
 		}
 
 		c1 := produce("a", "b")

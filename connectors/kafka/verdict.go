@@ -33,7 +33,7 @@ import (
 // (INVALID_TXN_STATE), but PRODUCER_FENCED needs other evidence:
 //
 //   - the restored writer state lists the transaction as seen committed
-//     (WriterState.Committed): committed, certain;
+//     (writerState.Committed): committed, certain;
 //   - the transaction started more than TransactionTimeout ago: the
 //     broker may have aborted it, unless it was committed first — counted
 //     as lost (error);
@@ -56,7 +56,7 @@ type verdict struct {
 // judgeGone decides about a restored transaction whose commit answered
 // err (an isTxnGone error). others are other sinks seen on the prefix's
 // lease.
-func judgeGone(c Committable, err error, now time.Time, timeout time.Duration, others []leaseMember) verdict {
+func judgeGone(c committable, err error, now time.Time, timeout time.Duration, others []leaseMember) verdict {
 	if errors.Is(err, kerr.InvalidTxnState) {
 		return verdict{lost: true, certain: true, reason: "the broker says it was aborted",
 			err: fmt.Errorf("kafka sink: transaction %v was aborted before it could be committed (the broker answers the commit with %w): its records are lost", c, err)}
@@ -111,7 +111,7 @@ func (w *writer[T]) fencedError(txnID string, err error) error {
 	return fencedError(txnID, w.s.leases.foreign(w.prefix), w.s.cfg.txnTimeout, err)
 }
 
-func fencedCommitError(c Committable, err error, timeout time.Duration, ls *leaseSet) error {
+func fencedCommitError(c committable, err error, timeout time.Duration, ls *leaseSet) error {
 	return fmt.Errorf("kafka sink: commit %v of a completed checkpoint: %w", c, fencedError(c.TransactionalID, ls.foreignAll(), timeout, err))
 }
 

@@ -1,6 +1,7 @@
 package print_test
 
 import (
+	"context"
 	"os"
 	"time"
 
@@ -11,9 +12,9 @@ import (
 
 func ExampleNew() {
 	s := print.New[string](print.To(os.Stdout), print.Prefix("orders"))
-	w, _ := s.CreateWriter(subtask{index: 1, of: 4})
-	w.Write("apple", sink.Context{})
-	w.Write("pear", sink.Context{})
+	w, _ := s.CreateWriter(context.Background(), subtask{index: 1, of: 4})
+	w.Write(context.Background(), "apple", sink.Meta{})
+	w.Write(context.Background(), "pear", sink.Meta{})
 	w.Close()
 	// Output:
 	// orders:2> apple

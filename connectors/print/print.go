@@ -1,6 +1,7 @@
 package print
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -45,13 +46,13 @@ func New[T any](opts ...Option) *Sink[T] {
 }
 
 // CreateWriter returns the writer of one subtask.
-func (s *Sink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+func (s *Sink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
 	var p string
 	switch {
-	case s.prefix != "" && ctx.Parallelism() > 1:
-		p = s.prefix + ":" + strconv.Itoa(ctx.SubtaskIndex()+1) + "> "
-	case ctx.Parallelism() > 1:
-		p = strconv.Itoa(ctx.SubtaskIndex()+1) + "> "
+	case s.prefix != "" && ic.Parallelism() > 1:
+		p = s.prefix + ":" + strconv.Itoa(ic.SubtaskIndex()+1) + "> "
+	case ic.Parallelism() > 1:
+		p = strconv.Itoa(ic.SubtaskIndex()+1) + "> "
 	case s.prefix != "":
 		p = s.prefix + "> "
 	}
@@ -65,7 +66,7 @@ type writer[T any] struct {
 	buf    []byte
 }
 
-func (w *writer[T]) Write(v T, _ sink.Context) error {
+func (w *writer[T]) Write(ctx context.Context, v T, _ sink.Meta) error {
 	w.buf = append(w.buf[:0], w.prefix...)
 	w.buf = fmt.Appendf(w.buf, "%v\n", v)
 	w.s.mu.Lock()
@@ -77,5 +78,5 @@ func (w *writer[T]) Write(v T, _ sink.Context) error {
 	return nil
 }
 
-func (w *writer[T]) Flush(bool) error { return nil }
-func (w *writer[T]) Close() error     { return nil }
+func (w *writer[T]) Flush(context.Context, bool) error { return nil }
+func (w *writer[T]) Close() error                      { return nil }

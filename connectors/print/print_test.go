@@ -2,12 +2,13 @@ package print
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -25,11 +26,11 @@ func TestLinePrefix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
-		w, err := New[int](To(&buf), Prefix(tt.prefix)).CreateWriter(&fakes.InitContext{Subtask: tt.subtask, Parallel: tt.par})
+		w, err := New[int](To(&buf), Prefix(tt.prefix)).CreateWriter(context.Background(), &fakes.InitContext{Subtask: tt.subtask, Parallel: tt.par})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Write(42, sink.Context{}); err != nil {
+		if err := w.Write(context.Background(), 42, sink.Meta{}); err != nil {
 			t.Fatal(err)
 		}
 		if buf.String() != tt.want {
@@ -43,8 +44,8 @@ type failing struct{}
 func (failing) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestWriteError(t *testing.T) {
-	w, _ := New[int](To(failing{})).CreateWriter(&fakes.InitContext{})
-	if err := w.Write(1, sink.Context{}); err == nil || !strings.Contains(err.Error(), "disk full") {
+	w, _ := New[int](To(failing{})).CreateWriter(context.Background(), &fakes.InitContext{})
+	if err := w.Write(context.Background(), 1, sink.Meta{}); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Write = %v", err)
 	}
 }
@@ -55,10 +56,10 @@ func TestParallelWritersDoNotInterleave(t *testing.T) {
 	s := New[string](To(&buf))
 	var wg sync.WaitGroup
 	for i := range writers {
-		w, _ := s.CreateWriter(&fakes.InitContext{Subtask: i, Parallel: writers})
+		w, _ := s.CreateWriter(context.Background(), &fakes.InitContext{Subtask: i, Parallel: writers})
 		wg.Go(func() {
 			for range lines {
-				w.Write(strings.Repeat("x", 100), sink.Context{})
+				w.Write(context.Background(), strings.Repeat("x", 100), sink.Meta{})
 			}
 		})
 	}

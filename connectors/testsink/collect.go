@@ -1,6 +1,7 @@
 package testsink
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/sluice-io/sluice/sink"
@@ -15,14 +16,14 @@ func NewCollect[T any](store *Store[T]) sink.Sink[T] { return &collect[T]{store:
 
 type collect[T any] struct{ store *Store[T] }
 
-func (s *collect[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+func (s *collect[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
 	return &collectWriter[T]{
 		store: s.store,
 		txn: Txn[T]{
-			ID:           ctx.JobName() + "/" + ctx.OperatorName() + "/" + strconv.Itoa(ctx.SubtaskIndex()) + "/flush",
-			Job:          ctx.JobName(),
-			Operator:     ctx.OperatorName(),
-			Subtask:      ctx.SubtaskIndex(),
+			ID:           ic.JobName() + "/" + ic.OperatorName() + "/" + strconv.Itoa(ic.SubtaskIndex()) + "/flush",
+			Job:          ic.JobName(),
+			Operator:     ic.OperatorName(),
+			Subtask:      ic.SubtaskIndex(),
 			CheckpointID: -1,
 		},
 	}, nil
@@ -35,12 +36,12 @@ type collectWriter[T any] struct {
 	buf   []T
 }
 
-func (w *collectWriter[T]) Write(v T, _ sink.Context) error {
+func (w *collectWriter[T]) Write(ctx context.Context, v T, _ sink.Meta) error {
 	w.buf = append(w.buf, v)
 	return nil
 }
 
-func (w *collectWriter[T]) Flush(bool) error {
+func (w *collectWriter[T]) Flush(context.Context, bool) error {
 	if len(w.buf) == 0 {
 		return nil
 	}

@@ -3,51 +3,28 @@ package testsink_test
 import (
 	"context"
 	"fmt"
-	"time"
+	"slices"
 
+	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
-	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/stream"
+	"github.com/sluice-io/sluice/watermark"
 )
 
-// This example plays the runtime by hand: write, prepare at checkpoint 1,
-// then commit after the checkpoint completed.
+// A job writes into the two-phase test sink: each writer stages one
+// transaction per checkpoint, committed once the checkpoint completed.
+// When the job ends, everything is committed and nothing is left staged.
 func ExampleNewTwoPhase() {
-	store := testsink.NewStore[string]()
-	s := sink.Erase(testsink.NewTwoPhase(store))
-	ctx := initContext{}
-
-	w, _ := s.NewWriter(ctx, nil)
-	w.Write("a", sink.Context{})
-	w.Write("b", sink.Context{})
-	w.Flush(false)
-	committables, _ := w.PrepareCommit(1)
-	fmt.Println("staged:", store.Staged(), "committed:", store.Committed())
-
-	c, _ := s.NewCommitter(ctx)
-	reqs := []*sink.RawRequest{{CheckpointID: 1, Data: committables[0]}}
-	c.Commit(context.Background(), reqs)
-	fmt.Println("staged:", store.Staged(), "committed:", store.Committed(), reqs[0].Outcome)
-
-	c.Commit(context.Background(), reqs) // a restarted job commits again
-	fmt.Println(reqs[0].Outcome)
-	// Output:
-	// staged: [orders/out/0/1] committed: []
-	// staged: [] committed: [a b] committed
-	// already-committed
+	store := testsink.NewStore[int64]()
+	env := stream.New(stream.Parallelism(2), stream.Logger(stream.DiscardLogger()))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(100), datagen.Splits(2))
+	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "numbers"), testsink.NewTwoPhase(store), "out")
+	if _, err := env.Execute(context.Background(), "orders"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	got := store.Committed()
+	slices.Sort(got)
+	fmt.Println(len(got), got[0], got[99], "staged:", store.Staged())
+	// Output: 100 0 99 staged: []
 }
-
-// initContext is what the runtime tells a writer: subtask 0 of 1 of the
-// first attempt of job "orders", sink operator "out".
-type initContext struct{}
-
-func (initContext) SubtaskIndex() int                   { return 0 }
-func (initContext) Parallelism() int                    { return 1 }
-func (initContext) Attempt() int                        { return 0 }
-func (initContext) JobName() string                     { return "orders" }
-func (initContext) JobID() string                       { return "0123456789abcdef" }
-func (initContext) OperatorUID() string                 { return "out" }
-func (initContext) OperatorName() string                { return "out" }
-func (initContext) RestoredCheckpointID() (int64, bool) { return 0, false }
-func (initContext) CheckpointInterval() time.Duration   { return 0 }
-func (initContext) Metrics() metrics.Group              { return metrics.Discard() }

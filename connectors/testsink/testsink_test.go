@@ -11,16 +11,18 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newWriter(t *testing.T, s sink.Sink[int], ctx *fakes.InitContext) sink.ErasedWriter[int] {
+func newWriter(t *testing.T, s sink.Sink[int], ic *fakes.InitContext) *sinkerase.Writer[int] {
 	t.Helper()
-	w, err := sink.Erase(s).NewWriter(ctx, nil)
+	w, err := sinkerase.Open(context.Background(), sinkerase.Erase(s), ic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,31 +33,31 @@ func newWriter(t *testing.T, s sink.Sink[int], ctx *fakes.InitContext) sink.Eras
 func write(t *testing.T, w sink.Writer[int], vs ...int) {
 	t.Helper()
 	for _, v := range vs {
-		if err := w.Write(v, sink.Context{}); err != nil {
+		if err := w.Write(context.Background(), v, sink.Meta{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func prepare(t *testing.T, w sink.ErasedWriter[int], id int64) []*sink.RawRequest {
+func prepare(t *testing.T, w *sinkerase.Writer[int], id int64) []*sinkrt.Request {
 	t.Helper()
-	if err := w.Flush(false); err != nil {
+	if err := w.Flush(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := w.PrepareCommit(id)
+	cs, err := w.PrepareCommit(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := make([]*sink.RawRequest, len(cs))
+	reqs := make([]*sinkrt.Request, len(cs))
 	for i, c := range cs {
-		reqs[i] = &sink.RawRequest{CheckpointID: id, Data: c}
+		reqs[i] = &sinkrt.Request{CheckpointID: id, Data: c}
 	}
 	return reqs
 }
 
-func commit(t *testing.T, s sink.Sink[int], reqs []*sink.RawRequest) {
+func commit(t *testing.T, s sink.Sink[int], reqs []*sinkrt.Request) {
 	t.Helper()
-	c, err := sink.Erase(s).NewCommitter(&fakes.InitContext{})
+	c, err := sinkerase.Erase(s).NewCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil || c == nil {
 		t.Fatalf("NewCommitter = %v, %v", c, err)
 	}
@@ -71,13 +73,13 @@ func commit(t *testing.T, s sink.Sink[int], reqs []*sink.RawRequest) {
 func TestNothingVisibleBeforeCommit(t *testing.T) {
 	store := NewStore[int]()
 	s := NewTwoPhase(store)
-	if d := sink.Erase(s).Describe(); !strings.Contains(d, "two-phase") {
+	if d := sinkerase.Erase(s).Describe(); !strings.Contains(d, "two-phase") {
 		t.Fatalf("Describe = %q", d)
 	}
-	ctx := &fakes.InitContext{Subtask: 1, Parallel: 2, Job: "j", Operator: "op"}
-	w := newWriter(t, s, ctx)
+	ic := &fakes.InitContext{Subtask: 1, Parallel: 2, Job: "j", Operator: "op"}
+	w := newWriter(t, s, ic)
 	write(t, w, 1, 2, 3)
-	if err := w.Flush(false); err != nil {
+	if err := w.Flush(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	if len(store.Staged()) != 0 || len(store.Committed()) != 0 {
@@ -102,7 +104,7 @@ func TestNothingVisibleBeforeCommit(t *testing.T) {
 	}
 
 	commit(t, s, reqs)
-	if reqs[0].Outcome != sink.Committed {
+	if reqs[0].Outcome != sinkrt.Committed {
 		t.Fatalf("outcome %v (%v)", reqs[0].Outcome, reqs[0].Err)
 	}
 	got, err := store.Final()
@@ -129,10 +131,10 @@ func TestCommitOutcomes(t *testing.T) {
 	second := prepare(t, w, 2)
 	commit(t, s, first)
 
-	unknown, _ := serde.Marshal(committableSerde, Committable{TxnID: "job/sink/0/99"})
-	reqs := []*sink.RawRequest{first[0], second[0], {CheckpointID: 99, Data: unknown}}
+	unknown, _ := serde.Marshal(committableSerde, committable{TxnID: "job/sink/0/99"})
+	reqs := []*sinkrt.Request{first[0], second[0], {CheckpointID: 99, Data: unknown}}
 	commit(t, s, reqs)
-	want := []sink.Outcome{sink.AlreadyCommitted, sink.Committed, sink.FailedUnknown}
+	want := []sinkrt.Outcome{sinkrt.AlreadyCommitted, sinkrt.Committed, sinkrt.FailedUnknown}
 	for i, r := range reqs {
 		if r.Outcome != want[i] {
 			t.Errorf("request %d: %v (%v), want %v", i, r.Outcome, r.Err, want[i])
@@ -153,13 +155,13 @@ func TestPrepareReusedIDFails(t *testing.T) {
 	write(t, w, 1)
 	reqs := prepare(t, w, 1)
 	write(t, w, 2)
-	if _, err := w.PrepareCommit(1); err == nil || !strings.Contains(err.Error(), "already staged") {
+	if _, err := w.PrepareCommit(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "already staged") {
 		t.Fatalf("second prepare of checkpoint 1: %v", err)
 	}
 	commit(t, s, reqs)
 	w2 := newWriter(t, s, &fakes.InitContext{})
 	write(t, w2, 3)
-	if _, err := w2.PrepareCommit(1); err == nil || !strings.Contains(err.Error(), "already committed") {
+	if _, err := w2.PrepareCommit(context.Background(), 1); err == nil || !strings.Contains(err.Error(), "already committed") {
 		t.Fatalf("prepare of a committed id: %v", err)
 	}
 }
@@ -179,7 +181,7 @@ func TestAbortOnRecovery(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		ctx       fakes.InitContext
+		ic        fakes.InitContext
 		wantAbort []string
 	}{
 		{"fresh start aborts nothing",
@@ -213,7 +215,7 @@ func TestAbortOnRecovery(t *testing.T) {
 				prepare(t, w, st.ckpt)
 				all = append(all, TxnID(st.job, st.op, st.sub, st.ckpt))
 			}
-			newWriter(t, NewTwoPhase(store), &tt.ctx)
+			newWriter(t, NewTwoPhase(store), &tt.ic)
 			if got := store.Aborted(); !slices.Equal(got, tt.wantAbort) {
 				t.Fatalf("aborted %v, want %v", got, tt.wantAbort)
 			}
@@ -254,18 +256,18 @@ func TestRecoveryEndToEnd(t *testing.T) {
 
 func TestGlobalCommit(t *testing.T) {
 	store := NewStore[int]()
-	plain := sink.Erase(NewTwoPhase(store))
-	if g, err := plain.NewGlobalCommitter(&fakes.InitContext{}); g != nil || err != nil {
+	plain := sinkerase.Erase(NewTwoPhase(store))
+	if g, err := plain.NewGlobalCommitter(context.Background(), &fakes.InitContext{}); g != nil || err != nil {
 		t.Fatalf("sink without WithGlobalCommit has a global committer: %v, %v", g, err)
 	}
 	s := NewTwoPhase(store, WithGlobalCommit())
-	var reqs []*sink.RawRequest
+	var reqs []*sinkrt.Request
 	for sub := range 2 {
 		w := newWriter(t, s, &fakes.InitContext{Subtask: sub, Parallel: 2})
 		write(t, w, sub)
 		reqs = append(reqs, prepare(t, w, 4)...)
 	}
-	g, err := sink.Erase(s).NewGlobalCommitter(&fakes.InitContext{})
+	g, err := sinkerase.Erase(s).NewGlobalCommitter(context.Background(), &fakes.InitContext{})
 	if err != nil || g == nil {
 		t.Fatalf("NewGlobalCommitter = %v, %v", g, err)
 	}
@@ -289,20 +291,20 @@ func TestGlobalCommit(t *testing.T) {
 func TestCollect(t *testing.T) {
 	store := NewStore[int]()
 	s := NewCollect(store)
-	if c, err := sink.Erase(s).NewCommitter(&fakes.InitContext{}); c != nil || err != nil {
+	if c, err := sinkerase.Erase(s).NewCommitter(context.Background(), &fakes.InitContext{}); c != nil || err != nil {
 		t.Fatalf("collect sink has a committer: %v, %v", c, err)
 	}
-	ctx := &fakes.InitContext{Subtask: 2, Parallel: 3}
-	w := newWriter(t, s, ctx)
+	ic := &fakes.InitContext{Subtask: 2, Parallel: 3}
+	w := newWriter(t, s, ic)
 	write(t, w, 1, 2)
 	if len(store.Committed()) != 0 {
 		t.Fatal("visible before Flush")
 	}
-	if err := w.Flush(false); err != nil {
+	if err := w.Flush(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	write(t, w, 3)
-	if err := w.Flush(true); err != nil {
+	if err := w.Flush(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	write(t, w, 4)
@@ -327,27 +329,27 @@ func TestConcurrentWritersAndCommitters(t *testing.T) {
 	errs := make(chan error, writers)
 	for sub := range writers {
 		wg.Go(func() {
-			e := sink.Erase(s)
-			ctx := &fakes.InitContext{Subtask: sub, Parallel: writers}
-			w, err := e.NewWriter(ctx, nil)
+			e := sinkerase.Erase(s)
+			ic := &fakes.InitContext{Subtask: sub, Parallel: writers}
+			w, err := sinkerase.Open(context.Background(), e, ic, nil)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer w.Close()
-			c, _ := e.NewCommitter(ctx)
+			c, _ := e.NewCommitter(context.Background(), ic)
 			for ck := int64(1); ck <= checkpoints; ck++ {
 				for i := range perCkpt {
-					w.Write(sub*1_000_000+int(ck)*1000+i, sink.Context{})
+					w.Write(context.Background(), sub*1_000_000+int(ck)*1000+i, sink.Meta{})
 				}
-				cs, err := w.PrepareCommit(ck)
+				cs, err := w.PrepareCommit(context.Background(), ck)
 				if err != nil {
 					errs <- err
 					return
 				}
-				reqs := []*sink.RawRequest{{CheckpointID: ck, Data: cs[0]}}
+				reqs := []*sinkrt.Request{{CheckpointID: ck, Data: cs[0]}}
 				c.Commit(context.Background(), reqs)
-				if reqs[0].Outcome != sink.Committed {
+				if reqs[0].Outcome != sinkrt.Committed {
 					errs <- fmt.Errorf("outcome %v: %v", reqs[0].Outcome, reqs[0].Err)
 					return
 				}

@@ -8,8 +8,8 @@ import (
 	"github.com/sluice-io/sluice/sink"
 )
 
-// Committable names one staged transaction of a Store.
-type Committable struct {
+// committable names one staged transaction of a Store.
+type committable struct {
 	TxnID string `json:"txn"`
 }
 
@@ -26,7 +26,7 @@ type options struct{ global bool }
 func WithGlobalCommit() Option { return func(o *options) { o.global = true } }
 
 // NewTwoPhase returns an exactly-once sink into store, already wrapped with
-// sink.NewTwoPhase (its committable type is [Committable], serialized as
+// sink.NewTwoPhase (its committable type is committable, serialized as
 // JSON version 1).
 //
 // Writers buffer records. PrepareCommit(n) moves the buffer into the store's
@@ -50,31 +50,31 @@ func NewTwoPhase[T any](store *Store[T], opts ...Option) sink.Sink[T] {
 	}
 	tp := &twoPhase[T]{store: store}
 	if o.global {
-		return sink.NewTwoPhase[T, Committable](&globalTwoPhase[T]{tp})
+		return sink.NewTwoPhase[T, committable](&globalTwoPhase[T]{tp})
 	}
-	return sink.NewTwoPhase[T, Committable](tp)
+	return sink.NewTwoPhase[T, committable](tp)
 }
 
-var committableSerde = serde.JSON[Committable](1)
+var committableSerde = serde.JSON[committable](1)
 
 type twoPhase[T any] struct{ store *Store[T] }
 
 var (
-	_ sink.TwoPhase[int, Committable]         = (*twoPhase[int])(nil)
-	_ sink.GlobalCommitting[Committable]      = (*globalTwoPhase[int])(nil)
-	_ sink.CommittingWriter[int, Committable] = (*twoPhaseWriter[int])(nil)
+	_ sink.TwoPhase[int, committable]         = (*twoPhase[int])(nil)
+	_ sink.GlobalCommitting[committable]      = (*globalTwoPhase[int])(nil)
+	_ sink.CommittingWriter[int, committable] = (*twoPhaseWriter[int])(nil)
 )
 
-func (s *twoPhase[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
+func (s *twoPhase[T]) CreateWriter(_ context.Context, ic sink.InitContext) (sink.CommittingWriter[T, committable], error) {
 	w := &twoPhaseWriter[T]{
 		store: s.store,
-		job:   ctx.JobName(),
-		op:    ctx.OperatorName(),
-		sub:   ctx.SubtaskIndex(),
+		job:   ic.JobName(),
+		op:    ic.OperatorName(),
+		sub:   ic.SubtaskIndex(),
 	}
-	restored, ok := ctx.RestoredCheckpointID()
-	if ctx.Attempt() > 0 || ok {
-		p := ctx.Parallelism()
+	restored, ok := ic.RestoredCheckpointID()
+	if ic.Attempt() > 0 || ok {
+		p := ic.Parallelism()
 		s.store.abortWhere(func(t *Txn[T]) bool {
 			mine := t.Subtask == w.sub || (w.sub == 0 && t.Subtask >= p)
 			return t.Job == w.job && t.Operator == w.op && t.CheckpointID >= 0 && mine &&
@@ -84,17 +84,17 @@ func (s *twoPhase[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error)
 	return w, nil
 }
 
-func (s *twoPhase[T]) CreateCommitter(sink.InitContext) (sink.Committer[Committable], error) {
+func (s *twoPhase[T]) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[committable], error) {
 	return &committer[T]{store: s.store}, nil
 }
 
-func (s *twoPhase[T]) CommittableSerializer() serde.Versioned[Committable] {
+func (s *twoPhase[T]) CommittableSerializer() serde.Versioned[committable] {
 	return committableSerde
 }
 
 type globalTwoPhase[T any] struct{ *twoPhase[T] }
 
-func (s *globalTwoPhase[T]) CreateGlobalCommitter(sink.InitContext) (sink.GlobalCommitter[Committable], error) {
+func (s *globalTwoPhase[T]) CreateGlobalCommitter(context.Context, sink.InitContext) (sink.GlobalCommitter[committable], error) {
 	return &globalCommitter[T]{store: s.store}, nil
 }
 
@@ -106,15 +106,15 @@ type twoPhaseWriter[T any] struct {
 	buf     []T
 }
 
-func (w *twoPhaseWriter[T]) Write(v T, _ sink.Context) error {
+func (w *twoPhaseWriter[T]) Write(ctx context.Context, v T, _ sink.Meta) error {
 	w.buf = append(w.buf, v)
 	return nil
 }
 
 // Flush keeps the buffer: it goes to the store at PrepareCommit.
-func (w *twoPhaseWriter[T]) Flush(bool) error { return nil }
+func (w *twoPhaseWriter[T]) Flush(context.Context, bool) error { return nil }
 
-func (w *twoPhaseWriter[T]) PrepareCommit(checkpointID int64) ([]Committable, error) {
+func (w *twoPhaseWriter[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]committable, error) {
 	if len(w.buf) == 0 {
 		return nil, nil
 	}
@@ -124,7 +124,7 @@ func (w *twoPhaseWriter[T]) PrepareCommit(checkpointID int64) ([]Committable, er
 		return nil, err
 	}
 	w.buf = nil
-	return []Committable{{TxnID: id}}, nil
+	return []committable{{TxnID: id}}, nil
 }
 
 // Close drops the buffer: unprepared records never become visible.
@@ -135,7 +135,7 @@ func (w *twoPhaseWriter[T]) Close() error {
 
 type committer[T any] struct{ store *Store[T] }
 
-func (c *committer[T]) Commit(_ context.Context, reqs []sink.CommitRequest[Committable]) error {
+func (c *committer[T]) Commit(_ context.Context, reqs []sink.CommitRequest[committable]) error {
 	for _, r := range reqs {
 		id := r.Committable().TxnID
 		switch c.store.commit(id) {
@@ -152,7 +152,7 @@ func (c *committer[T]) Close() error { return nil }
 
 type globalCommitter[T any] struct{ store *Store[T] }
 
-func (g *globalCommitter[T]) CommitGlobal(_ context.Context, checkpointID int64, committed []Committable) error {
+func (g *globalCommitter[T]) CommitGlobal(_ context.Context, checkpointID int64, committed []committable) error {
 	ids := make([]string, len(committed))
 	for i, c := range committed {
 		ids[i] = c.TxnID

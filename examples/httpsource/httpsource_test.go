@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectortest"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/examples/httpsource"
-	"github.com/sluice-io/sluice/internal/fakes"
 	"github.com/sluice-io/sluice/source"
 	"go.uber.org/goleak"
 )

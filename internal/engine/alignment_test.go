@@ -339,7 +339,7 @@ type eventSink struct {
 	back []string
 }
 
-func (s *eventSink) CreateWriter(sink.InitContext) (sink.Writer[rec], error) {
+func (s *eventSink) CreateWriter(context.Context, sink.InitContext) (sink.Writer[rec], error) {
 	return &eventWriter{s: s, wm: watermark.Min}, nil
 }
 
@@ -348,7 +348,7 @@ type eventWriter struct {
 	wm int64
 }
 
-func (w *eventWriter) Write(v rec, c sink.Context) error {
+func (w *eventWriter) Write(ctx context.Context, v rec, c sink.Meta) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	w.s.recs = append(w.s.recs, v)
@@ -358,7 +358,7 @@ func (w *eventWriter) Write(v rec, c sink.Context) error {
 	return nil
 }
 
-func (w *eventWriter) WriteWatermark(wm int64) error {
+func (w *eventWriter) WriteWatermark(ctx context.Context, wm int64) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	if wm < w.wm {
@@ -368,8 +368,8 @@ func (w *eventWriter) WriteWatermark(wm int64) error {
 	return nil
 }
 
-func (w *eventWriter) Flush(bool) error { return nil }
-func (w *eventWriter) Close() error     { return nil }
+func (w *eventWriter) Flush(context.Context, bool) error { return nil }
+func (w *eventWriter) Close() error                      { return nil }
 
 func (s *eventSink) check(t *testing.T, splits []rangeSplit) {
 	t.Helper()
@@ -791,8 +791,10 @@ type prefixSink struct {
 	err  error
 }
 
-func (s *prefixSink) CreateWriter(sink.InitContext) (sink.Writer[int64], error) { return s, nil }
-func (s *prefixSink) Write(v int64, _ sink.Context) error {
+func (s *prefixSink) CreateWriter(context.Context, sink.InitContext) (sink.Writer[int64], error) {
+	return s, nil
+}
+func (s *prefixSink) Write(ctx context.Context, v int64, _ sink.Meta) error {
 	if sp := v % 2; v != s.next[sp] && s.err == nil {
 		s.err = fmt.Errorf("split-%d: got index %d, want %d", sp, v, s.next[sp])
 	} else {
@@ -800,5 +802,5 @@ func (s *prefixSink) Write(v int64, _ sink.Context) error {
 	}
 	return nil
 }
-func (s *prefixSink) Flush(bool) error { return nil }
-func (s *prefixSink) Close() error     { return nil }
+func (s *prefixSink) Flush(context.Context, bool) error { return nil }
+func (s *prefixSink) Close() error                      { return nil }

@@ -168,14 +168,14 @@ type countingSink struct {
 
 type writerTally struct{ Count, Sum int64 }
 
-func (s *countingSink) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
-	return &countingWriter{s: s, sub: ctx.SubtaskIndex()}, nil
+func (s *countingSink) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulWriter[int64, writerTally], error) {
+	return &countingWriter{s: s, sub: ic.SubtaskIndex()}, nil
 }
-func (s *countingSink) RestoreWriter(ctx sink.InitContext, states []writerTally) (sink.Writer[int64], error) {
+func (s *countingSink) RestoreWriter(ctx context.Context, ic sink.InitContext, states []writerTally) (sink.StatefulWriter[int64, writerTally], error) {
 	s.mu.Lock()
 	s.restored = append(s.restored, states)
 	s.mu.Unlock()
-	w := &countingWriter{s: s, sub: ctx.SubtaskIndex()}
+	w := &countingWriter{s: s, sub: ic.SubtaskIndex()}
 	for _, st := range states {
 		w.t.Count += st.Count
 		w.t.Sum += st.Sum
@@ -192,8 +192,12 @@ type countingWriter struct {
 	t   writerTally
 }
 
-func (w *countingWriter) Write(v int64, _ sink.Context) error { w.t.Count++; w.t.Sum += v; return nil }
-func (w *countingWriter) Flush(end bool) error {
+func (w *countingWriter) Write(ctx context.Context, v int64, _ sink.Meta) error {
+	w.t.Count++
+	w.t.Sum += v
+	return nil
+}
+func (w *countingWriter) Flush(ctx context.Context, end bool) error {
 	if end {
 		w.s.mu.Lock()
 		w.s.final[w.sub] = w.t
@@ -201,8 +205,10 @@ func (w *countingWriter) Flush(end bool) error {
 	}
 	return nil
 }
-func (w *countingWriter) SnapshotState(int64) ([]writerTally, error) { return []writerTally{w.t}, nil }
-func (w *countingWriter) Close() error                               { return nil }
+func (w *countingWriter) SnapshotState(context.Context, int64) ([]writerTally, error) {
+	return []writerTally{w.t}, nil
+}
+func (w *countingWriter) Close() error { return nil }
 
 // TestStatefulWriterRestores: writer state survives a failure — the
 // restored tallies plus what was written after the restore add up to
@@ -302,8 +308,8 @@ type keyCheck struct {
 	bad   *int
 }
 
-func (k *keyCheck) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
-	return &keyWriter{k: k, sub: ctx.SubtaskIndex()}, nil
+func (k *keyCheck) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[int64], error) {
+	return &keyWriter{k: k, sub: ic.SubtaskIndex()}, nil
 }
 
 type keyWriter struct {
@@ -311,7 +317,7 @@ type keyWriter struct {
 	sub int
 }
 
-func (w *keyWriter) Write(v int64, _ sink.Context) error {
+func (w *keyWriter) Write(ctx context.Context, v int64, _ sink.Meta) error {
 	w.k.mu.Lock()
 	defer w.k.mu.Unlock()
 	if o, ok := w.k.owner[v%10]; ok && o != w.sub {
@@ -320,8 +326,8 @@ func (w *keyWriter) Write(v int64, _ sink.Context) error {
 	w.k.owner[v%10] = w.sub
 	return nil
 }
-func (w *keyWriter) Flush(bool) error { return nil }
-func (w *keyWriter) Close() error     { return nil }
+func (w *keyWriter) Flush(context.Context, bool) error { return nil }
+func (w *keyWriter) Close() error                      { return nil }
 
 // TestStandardMetrics: the runtime reports Flink's standard metric names.
 func TestStandardMetrics(t *testing.T) {

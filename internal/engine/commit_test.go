@@ -13,6 +13,8 @@ import (
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/internal/engine"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/serde"
@@ -46,12 +48,14 @@ func newLedger() *ledger {
 	return &ledger{attempts: map[string]int{}, committed: map[int][]int64{}, records: map[int64]bool{}}
 }
 
-func (l *ledger) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
-	return &ledgerWriter{l: l, subtask: ctx.SubtaskIndex()}, nil
+func (l *ledger) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.CommittingWriter[int64, ledgerC], error) {
+	return &ledgerWriter{l: l, subtask: ic.SubtaskIndex()}, nil
 }
-func (l *ledger) CreateCommitter(sink.InitContext) (sink.Committer[ledgerC], error) { return l, nil }
-func (l *ledger) CommittableSerializer() serde.Versioned[ledgerC]                   { return serde.JSON[ledgerC](1) }
-func (l *ledger) Close() error                                                      { return nil }
+func (l *ledger) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[ledgerC], error) {
+	return l, nil
+}
+func (l *ledger) CommittableSerializer() serde.Versioned[ledgerC] { return serde.JSON[ledgerC](1) }
+func (l *ledger) Close() error                                    { return nil }
 
 func (l *ledger) Commit(_ context.Context, reqs []sink.CommitRequest[ledgerC]) error {
 	l.mu.Lock()
@@ -93,10 +97,13 @@ type ledgerWriter struct {
 	buf     []int64
 }
 
-func (w *ledgerWriter) Write(v int64, _ sink.Context) error { w.buf = append(w.buf, v); return nil }
-func (w *ledgerWriter) Flush(bool) error                    { return nil }
-func (w *ledgerWriter) Close() error                        { return nil }
-func (w *ledgerWriter) PrepareCommit(id int64) ([]ledgerC, error) {
+func (w *ledgerWriter) Write(ctx context.Context, v int64, _ sink.Meta) error {
+	w.buf = append(w.buf, v)
+	return nil
+}
+func (w *ledgerWriter) Flush(context.Context, bool) error { return nil }
+func (w *ledgerWriter) Close() error                      { return nil }
+func (w *ledgerWriter) PrepareCommit(ctx context.Context, id int64) ([]ledgerC, error) {
 	if len(w.buf) == 0 {
 		return nil, nil
 	}
@@ -208,25 +215,26 @@ func TestGlobalCommitter(t *testing.T) {
 // subtask's state (they were committed) and must come back from the
 // checkpoint's global part.
 type slowGlobal[T any] struct {
-	sink.Erased[T]
+	sinkerase.Sink[T]
 	holdAt, waitFor int64
 	completed       func() int64
 }
 
-func (s *slowGlobal[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *slowGlobal[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *slowGlobal[T]) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	g, err := s.Erased.NewGlobalCommitter(ctx)
+func (s *slowGlobal[T]) NewGlobalCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	g, err := s.Sink.NewGlobalCommitter(ctx, ic)
 	if err != nil || g == nil {
 		return g, err
 	}
-	return &slowGlobalCommitter{ErasedGlobalCommitter: g, s: s.holdAt, w: s.waitFor, completed: s.completed, attempt: ctx.Attempt()}, nil
+	return &slowGlobalCommitter{GlobalCommitter: g, s: s.holdAt, w: s.waitFor, completed: s.completed, attempt: ic.Attempt()}, nil
 }
 
 type slowGlobalCommitter struct {
-	sink.ErasedGlobalCommitter
+	sinkrt.GlobalCommitter
 	s, w      int64
 	completed func() int64
 	attempt   int
@@ -246,7 +254,7 @@ func (g *slowGlobalCommitter) CommitGlobal(ctx context.Context, id int64, commit
 		}
 		return errors.New("global committer: checkpoint never completed")
 	}
-	return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
+	return g.GlobalCommitter.CommitGlobal(ctx, id, committed)
 }
 
 // TestGlobalCommitterAfterRestore: committables that the subtasks had
@@ -256,7 +264,7 @@ func (g *slowGlobalCommitter) CommitGlobal(ctx context.Context, id int64, commit
 func TestGlobalCommitterAfterRestore(t *testing.T) {
 	store := testsink.NewStore[int64]()
 	var completed atomic.Int64
-	sk := &slowGlobal[int64]{Erased: sink.Erase(testsink.NewTwoPhase(store, testsink.WithGlobalCommit())), holdAt: 2, waitFor: 5,
+	sk := &slowGlobal[int64]{Sink: sinkerase.Erase(testsink.NewTwoPhase(store, testsink.WithGlobalCommit())), holdAt: 2, waitFor: 5,
 		completed: completed.Load}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(20*time.Millisecond), stream.Logger(engine.DiscardLogger()),
 		stream.Restart(restart.FixedDelay(2, 10*time.Millisecond)))

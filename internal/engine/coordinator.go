@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 )
 
@@ -101,7 +101,7 @@ type sinkTrack struct {
 	upTo       []int64
 	items      []pendingCommittable // committed by the subtasks, not yet globally
 	batch      []pendingCommittable // handed to the running global commit
-	gc         sink.ErasedGlobalCommitter
+	gc         sinkrt.GlobalCommitter
 	globalDone int64
 	running    bool
 }
@@ -368,7 +368,7 @@ func (a *attempt) setup() error {
 				st.globalDone = a.restoredID - 1
 			}
 			gctx := &coordInitContext{att: a, node: n, parallelism: v.parallelism}
-			gc, err := n.sink.newGlobal(gctx)
+			gc, err := n.sink.newGlobal(a.ctx, gctx)
 			if err != nil {
 				return &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("create: %w", err)}
 			}

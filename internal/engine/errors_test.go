@@ -24,32 +24,32 @@ var errBoom = errors.New("boom")
 // "prepare" or "commit".
 type failingSink struct{ where string }
 
-func (s *failingSink) CreateWriter(sink.InitContext) (sink.Writer[rec], error) {
+func (s *failingSink) CreateWriter(context.Context, sink.InitContext) (sink.CommittingWriter[rec, string], error) {
 	if s.where == "create" {
 		return nil, errBoom
 	}
 	return &failingWriter{s: s}, nil
 }
-func (s *failingSink) CreateCommitter(sink.InitContext) (sink.Committer[string], error) {
+func (s *failingSink) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[string], error) {
 	return &failingCommitter{s: s}, nil
 }
 func (s *failingSink) CommittableSerializer() serde.Versioned[string] { return serde.JSON[string](1) }
 
 type failingWriter struct{ s *failingSink }
 
-func (w *failingWriter) Write(rec, sink.Context) error {
+func (w *failingWriter) Write(context.Context, rec, sink.Meta) error {
 	if w.s.where == "write" {
 		return errBoom
 	}
 	return nil
 }
-func (w *failingWriter) Flush(bool) error {
+func (w *failingWriter) Flush(context.Context, bool) error {
 	if w.s.where == "flush" {
 		return errBoom
 	}
 	return nil
 }
-func (w *failingWriter) PrepareCommit(int64) ([]string, error) {
+func (w *failingWriter) PrepareCommit(context.Context, int64) ([]string, error) {
 	if w.s.where == "prepare" {
 		return nil, errBoom
 	}

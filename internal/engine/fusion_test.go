@@ -87,10 +87,12 @@ type tsRec struct {
 	has   bool
 }
 
-func (p *tsProbe) CreateWriter(sink.InitContext) (sink.Writer[int64], error) { return p, nil }
-func (p *tsProbe) Write(v int64, c sink.Context) error {
+func (p *tsProbe) CreateWriter(context.Context, sink.InitContext) (sink.Writer[int64], error) {
+	return p, nil
+}
+func (p *tsProbe) Write(ctx context.Context, v int64, c sink.Meta) error {
 	p.recs = append(p.recs, tsRec{v, c.Timestamp, c.HasTimestamp})
 	return nil
 }
-func (p *tsProbe) Flush(bool) error { return nil }
-func (p *tsProbe) Close() error     { return nil }
+func (p *tsProbe) Flush(context.Context, bool) error { return nil }
+func (p *tsProbe) Close() error                      { return nil }

@@ -9,6 +9,8 @@ import (
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/internal/engine"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -23,7 +25,7 @@ import (
 // hung: the runtime was live; the test's observer missed commits.)
 func TestCommitsGoOnWhileGlobalCommitPending(t *testing.T) {
 	store := testsink.NewStore[int64]()
-	sk := &waitingGlobal{Erased: sink.Erase(testsink.NewTwoPhase(store, testsink.WithGlobalCommit())), store: store, parallelism: 2}
+	sk := &waitingGlobal{Sink: sinkerase.Erase(testsink.NewTwoPhase(store, testsink.WithGlobalCommit())), store: store, parallelism: 2}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(10*time.Millisecond), stream.Logger(engine.DiscardLogger()))
 	s := stream.FromSource(env, datagen.New(func(i int64) int64 { return i }, datagen.Count(20000), datagen.Splits(2),
 		datagen.RatePerSecond(20000)), watermark.None[int64](), "gen")
@@ -45,26 +47,27 @@ func TestCommitsGoOnWhileGlobalCommitPending(t *testing.T) {
 }
 
 type waitingGlobal struct {
-	sink.Erased[int64]
+	sinkerase.Sink[int64]
 	store            *testsink.Store[int64]
 	parallelism      int
 	waited, released int64 // set by the global committer's goroutine, read after the job
 }
 
-func (s *waitingGlobal) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
-	return s.NewWriter(ctx, nil)
+func (s *waitingGlobal) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[int64], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *waitingGlobal) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	g, err := s.Erased.NewGlobalCommitter(ctx)
+func (s *waitingGlobal) NewGlobalCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	g, err := s.Sink.NewGlobalCommitter(ctx, ic)
 	if err != nil || g == nil {
 		return g, err
 	}
-	return &waitingGlobalCommitter{ErasedGlobalCommitter: g, s: s}, nil
+	return &waitingGlobalCommitter{GlobalCommitter: g, s: s}, nil
 }
 
 type waitingGlobalCommitter struct {
-	sink.ErasedGlobalCommitter
+	sinkrt.GlobalCommitter
 	s *waitingGlobal
 }
 
@@ -94,5 +97,5 @@ func (g *waitingGlobalCommitter) CommitGlobal(ctx context.Context, id int64, com
 			return fmt.Errorf("no subtask commit of checkpoint %d or later while the global commit of %d was pending", id+2, id)
 		}
 	}
-	return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
+	return g.GlobalCommitter.CommitGlobal(ctx, id, committed)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/internal/engine"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
@@ -34,47 +36,48 @@ const panicValue = "injected panic"
 // panicSink wraps an erased sink; its committer (where == "commit") or
 // global committer (where == "global") panics once.
 type panicSink[T any] struct {
-	sink.Erased[T]
+	sinkerase.Sink[T]
 	where string
 	o     *once
 }
 
-func (s *panicSink[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *panicSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *panicSink[T]) NewCommitter(ctx sink.InitContext) (sink.ErasedCommitter, error) {
-	c, err := s.Erased.NewCommitter(ctx)
+func (s *panicSink[T]) NewCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.Committer, error) {
+	c, err := s.Sink.NewCommitter(ctx, ic)
 	if err != nil || c == nil {
 		return c, err
 	}
-	return &panicCommitter{ErasedCommitter: c, s: s}, nil
+	return &panicCommitter{Committer: c, s: s}, nil
 }
 
-func (s *panicSink[T]) NewGlobalCommitter(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	g, err := s.Erased.NewGlobalCommitter(ctx)
+func (s *panicSink[T]) NewGlobalCommitter(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	g, err := s.Sink.NewGlobalCommitter(ctx, ic)
 	if err != nil || g == nil {
 		return g, err
 	}
-	return &panicGlobal{ErasedGlobalCommitter: g, s: s}, nil
+	return &panicGlobal{GlobalCommitter: g, s: s}, nil
 }
 
 type panicCommitter struct {
-	sink.ErasedCommitter
+	sinkrt.Committer
 	s interface{ fire(string) bool }
 }
 
 func (s *panicSink[T]) fire(where string) bool { return s.o.fire(s.where == where) }
 
-func (c *panicCommitter) Commit(ctx context.Context, reqs []*sink.RawRequest) error {
+func (c *panicCommitter) Commit(ctx context.Context, reqs []*sinkrt.Request) error {
 	if c.s.fire("commit") {
 		panic(panicValue)
 	}
-	return c.ErasedCommitter.Commit(ctx, reqs)
+	return c.Committer.Commit(ctx, reqs)
 }
 
 type panicGlobal struct {
-	sink.ErasedGlobalCommitter
+	sinkrt.GlobalCommitter
 	s interface{ fire(string) bool }
 }
 
@@ -82,7 +85,7 @@ func (g *panicGlobal) CommitGlobal(ctx context.Context, id int64, committed [][]
 	if g.s.fire("global") {
 		panic(panicValue)
 	}
-	return g.ErasedGlobalCommitter.CommitGlobal(ctx, id, committed)
+	return g.GlobalCommitter.CommitGlobal(ctx, id, committed)
 }
 
 // hookedSource is a datagen whose enumerator starts an async call (one-shot
@@ -268,7 +271,7 @@ func TestPanicsInConnectorCode(t *testing.T) {
 			if global {
 				opts = append(opts, testsink.WithGlobalCommit())
 			}
-			s := &panicSink[int64]{Erased: sink.Erase(testsink.NewTwoPhase(store, opts...)), where: where, o: o}
+			s := &panicSink[int64]{Sink: sinkerase.Erase(testsink.NewTwoPhase(store, opts...)), where: where, o: o}
 			stream.SinkTo(stream.FromSource(env, dg(o, ""), watermark.None[int64](), "gen"), s, "out")
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/internal/engine"
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/stream"
@@ -20,20 +22,21 @@ import (
 
 // writerCounter counts the writers created per subtask.
 type writerCounter[T any] struct {
-	sink.Erased[T]
+	sinkerase.Sink[T]
 	mu      sync.Mutex
 	writers map[int]int
 }
 
-func (s *writerCounter[T]) CreateWriter(ctx sink.InitContext) (sink.Writer[T], error) {
-	return s.NewWriter(ctx, nil)
+func (s *writerCounter[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
+	w, _, err := s.NewWriter(ctx, ic, nil)
+	return w, err
 }
 
-func (s *writerCounter[T]) NewWriter(ctx sink.InitContext, restored [][]byte) (sink.ErasedWriter[T], error) {
+func (s *writerCounter[T]) NewWriter(ctx context.Context, ic sink.InitContext, restored [][]byte) (sink.Writer[T], sinkrt.Writer, error) {
 	s.mu.Lock()
-	s.writers[ctx.SubtaskIndex()]++
+	s.writers[ic.SubtaskIndex()]++
 	s.mu.Unlock()
-	return s.Erased.NewWriter(ctx, restored)
+	return s.Sink.NewWriter(ctx, ic, restored)
 }
 
 // TestRegionalFailover: a job of four independent regions (source → sink,
@@ -105,7 +108,7 @@ func regionalFailover(t *testing.T, chained bool) {
 		failAt:    func(attempt int, r rec) bool { return attempt == 0 && r.Split == "late" && r.Pos == 100 },
 	}
 	store := testsink.NewStore[rec]()
-	cs := &writerCounter[rec]{Erased: sink.Erase(testsink.NewTwoPhase(store)), writers: map[int]int{}}
+	cs := &writerCounter[rec]{Sink: sinkerase.Erase(testsink.NewTwoPhase(store)), writers: map[int]int{}}
 	opts := []stream.Option{stream.Parallelism(parallelism), stream.CheckpointEvery(100 * time.Millisecond),
 		stream.Restart(restart.FixedDelay(3, 0)), stream.Logger(engine.DiscardLogger())}
 	if !chained {

@@ -290,9 +290,9 @@ func TestCheckpointIDsPassDamagedLatest(t *testing.T) {
 // uidSink records the operator uid its writers see.
 type uidSink struct{ seen chan string }
 
-func (s uidSink) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) {
+func (s uidSink) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[int64], error) {
 	select {
-	case s.seen <- ctx.OperatorUID() + "/" + ctx.OperatorName():
+	case s.seen <- ic.OperatorUID() + "/" + ic.OperatorName():
 	default:
 	}
 	return discardWriter{}, nil
@@ -300,9 +300,9 @@ func (s uidSink) CreateWriter(ctx sink.InitContext) (sink.Writer[int64], error) 
 
 type discardWriter struct{}
 
-func (discardWriter) Write(int64, sink.Context) error { return nil }
-func (discardWriter) Flush(bool) error                { return nil }
-func (discardWriter) Close() error                    { return nil }
+func (discardWriter) Write(context.Context, int64, sink.Meta) error { return nil }
+func (discardWriter) Flush(context.Context, bool) error             { return nil }
+func (discardWriter) Close() error                                  { return nil }
 
 // TestSinkSeesOperatorUID: InitContext.OperatorUID gives a sink its operator's
 // uid (the name by default), for the names it derives.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/sinkerase"
+	"github.com/sluice-io/sluice/internal/sinkrt"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/watermark"
@@ -24,30 +26,33 @@ const (
 type sinkFactory interface {
 	describe() string
 	newTail(env *taskEnv, writerState, committables [][]byte) (Collector any, op *sinkTailOp, err error)
-	newGlobal(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error)
+	newGlobal(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error)
 }
 
 // SinkNode adds a sink. Two-phase sinks must have been built with
 // sink.NewTwoPhase (or NewStatefulTwoPhase) so the runtime can commit them.
 func SinkNode[T any](g *Graph, name string, s sink.Sink[T]) *Node {
-	return g.add(&Node{name: name, kind: kindSink, sink: &sinkFact[T]{s: sink.Erase(s)}})
+	return g.add(&Node{name: name, kind: kindSink, sink: &sinkFact[T]{s: sinkerase.Erase(s)}})
 }
 
-type sinkFact[T any] struct{ s sink.Erased[T] }
+type sinkFact[T any] struct{ s sinkerase.Sink[T] }
 
 func (f *sinkFact[T]) describe() string { return f.s.Describe() }
 
-func (f *sinkFact[T]) newGlobal(ctx sink.InitContext) (sink.ErasedGlobalCommitter, error) {
-	return f.s.NewGlobalCommitter(ctx)
+func (f *sinkFact[T]) newGlobal(ctx context.Context, ic sink.InitContext) (sinkrt.GlobalCommitter, error) {
+	return f.s.NewGlobalCommitter(ctx, ic)
 }
 
 func (f *sinkFact[T]) newTail(env *taskEnv, writerState, committables [][]byte) (any, *sinkTailOp, error) {
 	ictx := env.initContext(env.v.tail())
-	w, err := f.s.NewWriter(ictx, writerState)
+	// The writer's and committer's constructors, like every writer call,
+	// get the task's context: cancelling the job cancels a writer that is
+	// blocked starting (a lease, a broker that does not answer).
+	front, w, err := f.s.NewWriter(env.ctx, ictx, writerState)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create writer: %w", err)
 	}
-	c, err := f.s.NewCommitter(ictx)
+	c, err := f.s.NewCommitter(env.ctx, ictx)
 	if err != nil {
 		_ = w.Close()
 		return nil, nil, fmt.Errorf("create committer: %w", err)
@@ -60,25 +65,25 @@ func (f *sinkFact[T]) newTail(env *taskEnv, writerState, committables [][]byte) 
 		}
 		return nil, nil, err
 	}
-	sw := &sinkWriter[T]{w: w.Unwrap(), op: op, ctx: sink.Context{Watermark: watermark.Min}}
+	sw := &sinkWriter[T]{w: front, op: op, meta: sink.Meta{Watermark: watermark.Min}}
 	op.typed = sw
 	return Collector[T](sw), op, nil
 }
 
 // sinkWriter is the typed front of a sink tail.
 type sinkWriter[T any] struct {
-	w   sink.Writer[T]
-	op  *sinkTailOp
-	ctx sink.Context
-	n   int64
+	w    sink.Writer[T]
+	op   *sinkTailOp
+	meta sink.Meta
+	n    int64
 }
 
 func (s *sinkWriter[T]) Collect(recs []elem[T]) {
 	s.n += int64(len(recs))
-	w, c := s.w, s.ctx
+	w, m, ctx := s.w, s.meta, s.op.env.ctx
 	for i := range recs {
-		c.Timestamp, c.HasTimestamp = recs[i].ts, recs[i].ts != watermark.NoTimestamp
-		if err := w.Write(recs[i].v, c); err != nil {
+		m.Timestamp, m.HasTimestamp = recs[i].ts, recs[i].ts != watermark.NoTimestamp
+		if err := w.Write(ctx, recs[i].v, m); err != nil {
 			s.op.env.fail(fmt.Errorf("write: %w", err))
 			return
 		}
@@ -103,17 +108,10 @@ type pendingCommittable struct {
 // sinkTailOp is the erased, per-subtask sink operator: it drives the writer
 // through checkpoints and feeds the committer goroutine.
 type sinkTailOp struct {
-	env    *taskEnv
-	typed  interface{ flushCount() }
-	writer interface {
-		Flush(bool) error
-		Close() error
-		PrepareCommit(int64) ([][]byte, error)
-		SnapshotState(int64) ([][]byte, error)
-		WriteWatermark(int64) error
-		NotifyCheckpointAborted(int64) error
-	}
-	committer sink.ErasedCommitter
+	env       *taskEnv
+	typed     interface{ flushCount() }
+	writer    sinkrt.Writer
+	committer sinkrt.Committer
 	send      *metrics.Counter
 	ended     bool
 	notified  int64 // highest checkpoint notified complete
@@ -218,15 +216,15 @@ func (op *sinkTailOp) watermark(wm int64) error {
 	if sw, ok := op.typed.(interface{ setWatermark(int64) }); ok {
 		sw.setWatermark(wm)
 	}
-	return op.writer.WriteWatermark(wm)
+	return op.writer.WriteWatermark(op.env.ctx, wm)
 }
 
-func (s *sinkWriter[T]) setWatermark(wm int64) { s.ctx.Watermark = wm }
+func (s *sinkWriter[T]) setWatermark(wm int64) { s.meta.Watermark = wm }
 
 func (op *sinkTailOp) endInput() error {
 	op.typed.flushCount()
 	op.ended = true
-	if err := op.writer.Flush(true); err != nil {
+	if err := op.writer.Flush(op.env.ctx, true); err != nil {
 		return fmt.Errorf("flush at end of input: %w", err)
 	}
 	return nil
@@ -237,11 +235,11 @@ func (op *sinkTailOp) endInput() error {
 func (op *sinkTailOp) barrier(id int64, parts map[string][][]byte) error {
 	op.typed.flushCount()
 	if !op.ended {
-		if err := op.writer.Flush(false); err != nil {
+		if err := op.writer.Flush(op.env.ctx, false); err != nil {
 			return fmt.Errorf("flush at checkpoint %d: %w", id, err)
 		}
 	}
-	cs, err := op.writer.PrepareCommit(id)
+	cs, err := op.writer.PrepareCommitRaw(op.env.ctx, id)
 	if err != nil {
 		return fmt.Errorf("prepare commit at checkpoint %d: %w", id, err)
 	}
@@ -251,7 +249,7 @@ func (op *sinkTailOp) barrier(id int64, parts map[string][][]byte) error {
 	for _, c := range cs {
 		op.pending = append(op.pending, pendingCommittable{checkpoint: id, data: c})
 	}
-	st, err := op.writer.SnapshotState(id)
+	st, err := op.writer.SnapshotRaw(op.env.ctx, id)
 	if err != nil {
 		return fmt.Errorf("snapshot writer at checkpoint %d: %w", id, err)
 	}
@@ -309,7 +307,9 @@ func (op *sinkTailOp) committed(r commitResult) {
 	})
 }
 
-func (op *sinkTailOp) notifyAborted(id int64) error { return op.writer.NotifyCheckpointAborted(id) }
+func (op *sinkTailOp) notifyAborted(id int64) error {
+	return op.writer.NotifyCheckpointAborted(op.env.ctx, id)
+}
 
 func (op *sinkTailOp) close() error {
 	var errs []error
@@ -364,9 +364,9 @@ func (op *sinkTailOp) commitJob(ctx context.Context, job commitJob) (res commitR
 		for end < len(job.items) && job.items[end].checkpoint == job.items[start].checkpoint {
 			end++
 		}
-		reqs := make([]*sink.RawRequest, 0, end-start)
+		reqs := make([]*sinkrt.Request, 0, end-start)
 		for _, it := range job.items[start:end] {
-			reqs = append(reqs, &sink.RawRequest{CheckpointID: it.checkpoint, Data: it.data})
+			reqs = append(reqs, &sinkrt.Request{CheckpointID: it.checkpoint, Data: it.data})
 		}
 		delay := commitInitialDelay
 		for len(reqs) > 0 {
@@ -374,20 +374,20 @@ func (op *sinkTailOp) commitJob(ctx context.Context, job commitJob) (res commitR
 				res.failed = fmt.Errorf("commit checkpoint %d: %w", reqs[0].CheckpointID, err)
 				return res
 			}
-			var retry []*sink.RawRequest
+			var retry []*sinkrt.Request
 			for _, r := range reqs {
 				switch r.Outcome {
-				case sink.Committed, sink.AlreadyCommitted:
+				case sinkrt.Committed, sinkrt.AlreadyCommitted:
 					res.committed = append(res.committed, pendingCommittable{checkpoint: r.CheckpointID, data: r.Data})
 					op.env.metrics.Counter(metrics.NumCommittablesSuccess).Inc()
-				case sink.FailedKnown:
+				case sinkrt.FailedKnown:
 					fails.Inc()
 					log.Error("committable failed with a known reason; its data is lost",
 						"checkpoint", r.CheckpointID, "error", r.Err)
-				case sink.FailedUnknown:
+				case sinkrt.FailedUnknown:
 					res.failed = fmt.Errorf("%w: checkpoint %d: %w", sink.ErrCommitFailed, r.CheckpointID, r.Err)
 					return res
-				case sink.Retry:
+				case sinkrt.Retry:
 					r.Retries++
 					op.env.metrics.Counter(metrics.NumCommittablesRetry).Inc()
 					if r.Retries > commitMaxRetries {

@@ -24,8 +24,8 @@ type wmSink struct {
 
 func newWMSink() *wmSink { return &wmSink{wms: map[int][]int64{}, late: map[int][]rec{}} }
 
-func (s *wmSink) CreateWriter(ctx sink.InitContext) (sink.Writer[rec], error) {
-	return &wmWriter{s: s, sub: ctx.SubtaskIndex()}, nil
+func (s *wmSink) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[rec], error) {
+	return &wmWriter{s: s, sub: ic.SubtaskIndex()}, nil
 }
 
 type wmWriter struct {
@@ -33,7 +33,7 @@ type wmWriter struct {
 	sub int
 }
 
-func (w *wmWriter) Write(v rec, c sink.Context) error {
+func (w *wmWriter) Write(ctx context.Context, v rec, c sink.Meta) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	w.s.count++
@@ -45,7 +45,7 @@ func (w *wmWriter) Write(v rec, c sink.Context) error {
 	return nil
 }
 
-func (w *wmWriter) WriteWatermark(wm int64) error {
+func (w *wmWriter) WriteWatermark(ctx context.Context, wm int64) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	w.s.wms[w.sub] = append(w.s.wms[w.sub], wm)
@@ -65,8 +65,8 @@ func (s *wmSink) maxWatermark() int64 {
 	return m
 }
 
-func (w *wmWriter) Flush(bool) error { return nil }
-func (w *wmWriter) Close() error     { return nil }
+func (w *wmWriter) Flush(context.Context, bool) error { return nil }
+func (w *wmWriter) Close() error                      { return nil }
 
 func tsOf(r rec, _ int64) int64 { return r.Pos * 10 }
 

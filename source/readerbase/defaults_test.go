@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/fakes"
+	"github.com/sluice-io/sluice/connectortest/fakes"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/readerbase"
 )
