@@ -6,7 +6,11 @@ import (
 )
 
 // Option configures TestSource and TestSink.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	records    int64
@@ -29,7 +33,7 @@ func defaultConfig(guarantees ...Guarantee) config {
 func newConfig(defaults []Guarantee, opts []Option) config {
 	c := defaultConfig(defaults...)
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	return c
 }
@@ -38,15 +42,15 @@ func newConfig(defaults []Guarantee, opts []Option) config {
 // (default 2000, 500 with -short). Cases that pause a job halfway need at
 // least a few hundred.
 func RecordsPerSplit(n int64) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.records = n
 		}
-	}
+	})
 }
 
 // Seed sets the seed the test data is generated from (default 1).
-func Seed(seed int64) Option { return func(c *config) { c.seed = seed } }
+func Seed(seed int64) Option { return optionFunc(func(c *config) { c.seed = seed }) }
 
 // Guarantees sets the delivery guarantees to check. For a source it is the
 // guarantee the source claims behind an exactly-once sink; the strongest
@@ -54,27 +58,29 @@ func Seed(seed int64) Option { return func(c *config) { c.seed = seed } }
 // depend on the guarantee run once per guarantee listed (default
 // ExactlyOnce and AtLeastOnce; a context that returns an error wrapping
 // errors.ErrUnsupported for one skips its cases).
-func Guarantees(gs ...Guarantee) Option { return func(c *config) { c.guarantees = gs } }
+func Guarantees(gs ...Guarantee) Option { return optionFunc(func(c *config) { c.guarantees = gs }) }
 
 // Unordered stops the suite from checking the order of records within a
 // split, for sinks whose committed view has no order (default: checked
 // under exactly-once).
-func Unordered() Option { return func(c *config) { c.unordered = true } }
+func Unordered() Option { return optionFunc(func(c *config) { c.unordered = true }) }
 
 // CaseTimeout bounds each job the suite runs (default 1m). A job that does
 // not end in time fails its case.
 func CaseTimeout(d time.Duration) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.timeout = d
 		}
-	}
+	})
 }
 
 // SkipCase skips the case with this name (as printed by go test -v after
 // the suite's test name, e.g. "resume/scale-up"), giving the reason in the
 // test output. Use it for properties the connector cannot have.
-func SkipCase(name, reason string) Option { return func(c *config) { c.skip[name] = reason } }
+func SkipCase(name, reason string) Option {
+	return optionFunc(func(c *config) { c.skip[name] = reason })
+}
 
 func (c *config) strongest() Guarantee {
 	g := AtLeastOnce

@@ -14,7 +14,11 @@ import (
 const BatchSize = 1024
 
 // Option configures a Source.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	count  int64
@@ -29,39 +33,39 @@ type config struct {
 // Count makes the source bounded with n records, the indexes 0 … n-1. The
 // default, 0, makes it unbounded. A negative n is a configuration error.
 func Count(n int64) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n < 0 {
 			c.errs = append(c.errs, fmt.Errorf("datagen: Count must be >= 0 (0 = unbounded), got %d", n))
 			return
 		}
 		c.count = n
-	}
+	})
 }
 
 // Splits sets the number of splits, fixed when the source is created and
 // independent of the parallelism. The default is 1. Readers without a split
 // stay idle (unbounded) or finish at once (bounded).
 func Splits(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n < 1 {
 			c.errs = append(c.errs, fmt.Errorf("datagen: Splits must be >= 1, got %d", n))
 			return
 		}
 		c.splits = n
-	}
+	})
 }
 
 // RatePerSecond limits the whole source to r records per second, split
 // evenly over the parallel readers (each reader gets r/parallelism, whether
 // or not it has splits). The default, 0, is unlimited.
 func RatePerSecond(r float64) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 			c.errs = append(c.errs, fmt.Errorf("datagen: RatePerSecond must be finite and >= 0 (0 = unlimited), got %v", r))
 			return
 		}
 		c.rate = r
-	}
+	})
 }
 
 // PushAssignment makes the enumerator push splits to readers instead of
@@ -70,12 +74,12 @@ func RatePerSecond(r float64) Option {
 // assignment: a reader asks for a split when it starts and again each time
 // it finishes one (unbounded: each time it gets one, since unbounded splits
 // never finish).
-func PushAssignment() Option { return func(c *config) { c.push = true } }
+func PushAssignment() Option { return optionFunc(func(c *config) { c.push = true }) }
 
 // Timestamps attaches the event timestamp fn(index), in milliseconds since
 // the epoch, to every record (through Output.CollectAt). By default records
 // carry no timestamp of their own.
-func Timestamps(fn func(index int64) int64) Option { return func(c *config) { c.ts = fn } }
+func Timestamps(fn func(index int64) int64) Option { return optionFunc(func(c *config) { c.ts = fn }) }
 
 // Source is a deterministic data generator: record k is gen(k) for the
 // indexes k = 0, 1, 2, …, spread over a fixed number of splits (see [Split]).
@@ -98,7 +102,7 @@ var _ source.Source[int, Split, EnumState] = (*Source[int])(nil)
 func New[T any](gen func(index int64) T, opts ...Option) *Source[T] {
 	s := &Source[T]{gen: gen, cfg: config{splits: 1}}
 	for _, o := range opts {
-		o(&s.cfg)
+		o.apply(&s.cfg)
 	}
 	errs := s.cfg.errs
 	if gen == nil {

@@ -207,7 +207,11 @@ func (j jsonReader[T]) Read() (T, int64, error) {
 }
 
 // CSVOption configures [CSV].
-type CSVOption func(*csvConfig)
+type CSVOption interface{ apply(*csvConfig) }
+
+type csvOptionFunc func(*csvConfig)
+
+func (f csvOptionFunc) apply(c *csvConfig) { f(c) }
 
 type csvConfig struct {
 	header bool
@@ -216,10 +220,10 @@ type csvConfig struct {
 
 // CSVHeader makes the first record of every file a header that is skipped
 // (default: no header).
-func CSVHeader() CSVOption { return func(c *csvConfig) { c.header = true } }
+func CSVHeader() CSVOption { return csvOptionFunc(func(c *csvConfig) { c.header = true }) }
 
 // CSVComma sets the field delimiter (default ',').
-func CSVComma(r rune) CSVOption { return func(c *csvConfig) { c.comma = r } }
+func CSVComma(r rune) CSVOption { return csvOptionFunc(func(c *csvConfig) { c.comma = r }) }
 
 // CSV is the format of comma-separated values (RFC 4180, encoding/csv),
 // one []string per record; records may have different numbers of fields.
@@ -228,7 +232,7 @@ func CSVComma(r rune) CSVOption { return func(c *csvConfig) { c.comma = r } }
 func CSV(opts ...CSVOption) Format[[]string] {
 	c := csvConfig{comma: ','}
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	return csvFormat{c}
 }

@@ -12,7 +12,11 @@ import (
 )
 
 // Option configures a Sink.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	w      io.Writer
@@ -31,16 +35,16 @@ type Sink[T any] struct {
 var _ sink.Sink[int] = (*Sink[int])(nil)
 
 // To sets the destination. The default is os.Stdout.
-func To(w io.Writer) Option { return func(c *config) { c.w = w } }
+func To(w io.Writer) Option { return optionFunc(func(c *config) { c.w = w }) }
 
 // Prefix sets the line prefix (Flink's sink identifier). The default is none.
-func Prefix(p string) Option { return func(c *config) { c.prefix = p } }
+func Prefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
 
 // New returns a print sink.
 func New[T any](opts ...Option) *Sink[T] {
 	cfg := &config{w: os.Stdout}
 	for _, o := range opts {
-		o(cfg)
+		o.apply(cfg)
 	}
 	return &Sink[T]{mu: &sync.Mutex{}, w: cfg.w, prefix: cfg.prefix}
 }

@@ -14,7 +14,11 @@ type committable struct {
 }
 
 // Option configures NewTwoPhase.
-type Option func(*options)
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(c *options) { f(c) }
 
 type options struct{ global bool }
 
@@ -23,7 +27,7 @@ type options struct{ global bool }
 // the checkpoint's transaction ids in the store (see
 // [Store.GlobalCommits]), idempotently. It fails if one of them is not
 // committed. Off by default.
-func WithGlobalCommit() Option { return func(o *options) { o.global = true } }
+func WithGlobalCommit() Option { return optionFunc(func(o *options) { o.global = true }) }
 
 // NewTwoPhase returns an exactly-once sink into store, already wrapped with
 // sink.NewTwoPhase (its committable type is committable, serialized as
@@ -46,7 +50,7 @@ func WithGlobalCommit() Option { return func(o *options) { o.global = true } }
 func NewTwoPhase[T any](store *Store[T], opts ...Option) sink.Sink[T] {
 	var o options
 	for _, fn := range opts {
-		fn(&o)
+		fn.apply(&o)
 	}
 	tp := &twoPhase[T]{store: store}
 	if o.global {

@@ -64,7 +64,11 @@ var ErrWriteNeedsToken = errors.New("write actions (POST /savepoints) need a bea
 const DefaultSavepointRetain = 5
 
 // Option configures Handler.
-type Option func(*handlerConfig)
+type Option interface{ apply(*handlerConfig) }
+
+type optionFunc func(*handlerConfig)
+
+func (f optionFunc) apply(c *handlerConfig) { f(c) }
 
 type handlerConfig struct {
 	token     string
@@ -77,7 +81,7 @@ type handlerConfig struct {
 
 // Token requires "Authorization: Bearer <token>" on every request but the
 // probes. Default: none (then write actions cannot be enabled).
-func Token(token string) Option { return func(c *handlerConfig) { c.token = token } }
+func Token(token string) Option { return optionFunc(func(c *handlerConfig) { c.token = token }) }
 
 // Savepoints enables POST /savepoints: take takes a savepoint of the
 // running job (into the directory the operator configured; a request cannot
@@ -88,16 +92,18 @@ func Token(token string) Option { return func(c *handlerConfig) { c.token = toke
 // waits for its savepoint up to timeout (default 10 minutes). Default:
 // disabled. It needs Token.
 func Savepoints(take func(context.Context) (checkpoint.Info, error), retain int, timeout time.Duration) Option {
-	return func(c *handlerConfig) { c.take, c.retain, c.spTimeout = take, retain, timeout }
+	return optionFunc(func(c *handlerConfig) { c.take, c.retain, c.spTimeout = take, retain, timeout })
 }
 
 // ReadyCheckpointAge makes /readyz fail when no checkpoint completed for
 // longer than d (counted from the job's start before the first one).
 // Default 0: /readyz only checks that the job runs.
-func ReadyCheckpointAge(d time.Duration) Option { return func(c *handlerConfig) { c.readyAge = d } }
+func ReadyCheckpointAge(d time.Duration) Option {
+	return optionFunc(func(c *handlerConfig) { c.readyAge = d })
+}
 
 // Logger logs savepoint pruning. Default: discard.
-func Logger(l *slog.Logger) Option { return func(c *handlerConfig) { c.log = l } }
+func Logger(l *slog.Logger) Option { return optionFunc(func(c *handlerConfig) { c.log = l }) }
 
 // Handler returns the endpoint's handler. view may return nil until the
 // job runs (then /status and /readyz answer 503). It fails with
@@ -105,7 +111,7 @@ func Logger(l *slog.Logger) Option { return func(c *handlerConfig) { c.log = l }
 func Handler(reg *metrics.Registry, view func() *jobstat.View, opts ...Option) (http.Handler, error) {
 	c := handlerConfig{log: slog.New(slog.DiscardHandler), spTimeout: 10 * time.Minute}
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	if c.take != nil && c.token == "" {
 		return nil, ErrWriteNeedsToken
@@ -400,7 +406,11 @@ func IsLoopback(addr string) bool {
 }
 
 // ServerOption configures Start.
-type ServerOption func(*serverConfig)
+type ServerOption interface{ apply(*serverConfig) }
+
+type serverOptionFunc func(*serverConfig)
+
+func (f serverOptionFunc) apply(c *serverConfig) { f(c) }
 
 type serverConfig struct {
 	readHeader, read, write, idle time.Duration
@@ -421,12 +431,12 @@ const (
 // response (POST /savepoints extends its own), and idle keep-alive
 // connections. Zero keeps a default (DefaultReadHeaderTimeout, …).
 func Timeouts(readHeader, read, write, idle time.Duration) ServerOption {
-	return func(c *serverConfig) {
+	return serverOptionFunc(func(c *serverConfig) {
 		c.readHeader = cmpOr(readHeader, c.readHeader)
 		c.read = cmpOr(read, c.read)
 		c.write = cmpOr(write, c.write)
 		c.idle = cmpOr(idle, c.idle)
-	}
+	})
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -439,11 +449,11 @@ func cmpOr(d, def time.Duration) time.Duration {
 // MaxConnections caps the open connections; more wait in the listen
 // backlog until one closes. Default DefaultMaxConnections; n <= 0 keeps it.
 func MaxConnections(n int) ServerOption {
-	return func(c *serverConfig) {
+	return serverOptionFunc(func(c *serverConfig) {
 		if n > 0 {
 			c.maxConns = n
 		}
-	}
+	})
 }
 
 // Server is a running endpoint.
@@ -458,7 +468,7 @@ func Start(addr string, h http.Handler, opts ...ServerOption) (*Server, error) {
 	c := serverConfig{readHeader: DefaultReadHeaderTimeout, read: DefaultReadTimeout, write: DefaultWriteTimeout,
 		idle: DefaultIdleTimeout, maxConns: DefaultMaxConnections}
 	for _, o := range opts {
-		o(&c)
+		o.apply(&c)
 	}
 	ln, err := net.Listen("tcp", ListenAddr(addr))
 	if err != nil {
