@@ -34,6 +34,13 @@
 //     completed checkpoint): writer j % parallelism, every seq. Old
 //     subtasks at or above the parallelism (a higher earlier parallelism)
 //     are spread over the writers like that, each to one.
+//   - Restored, with names numbered by checkpoint id
+//     ([Request.Checkpoint]): writer j % parallelism, names with seq
+//     greater than the restored checkpoint's id. Checkpoint ids never
+//     repeat, so those were prepared after it, whichever writer holds
+//     j's state (if the sink has any). The rules below are for names
+//     numbered otherwise (a counter, a pool of ids), where only a
+//     writer's state says where its checkpointed names end.
 //   - Restored, and a restored writer state of old subtask j reached this
 //     writer ([State]): this writer, names with seq >= State.From. The
 //     runtime hands every restored writer state to exactly one writer, and

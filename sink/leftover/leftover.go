@@ -99,7 +99,18 @@ type Request struct {
 	// Ignored unless Restored.
 	PreviousParallelism int
 	// States are the restored writer states that reached this writer.
+	// Ignored when Checkpoint is set.
 	States []State
+	// Checkpoint is, for a scheme whose seq is the id of the checkpoint
+	// a name was prepared at (Flink's Kafka sink, PostgreSQL gids
+	// <prefix>-<subtask>-<checkpoint>), the id of the checkpoint restored
+	// from. Then no state is needed: writer j % parallelism aborts old
+	// subtask j's names with seq > Checkpoint (checkpoints never repeat,
+	// so those were prepared after it); names with a lower seq belong to
+	// the checkpoint (list those its committables commit in Needed). 0 for
+	// schemes of counters or pools, where States say where each old
+	// writer's checkpointed names end. Ignored unless Restored.
+	Checkpoint int64
 	// Existing are the names that exist now, as listed by the connector.
 	Existing []string
 	// Needed are names that restored committables or writer states still
@@ -120,6 +131,8 @@ func (r *Request) check() error {
 		return fmt.Errorf("%w: subtask %d at parallelism %d", ErrInvalidRequest, r.Subtask, r.Parallelism)
 	case r.PreviousParallelism < 0:
 		return fmt.Errorf("%w: previous parallelism %d", ErrInvalidRequest, r.PreviousParallelism)
+	case r.Checkpoint < 0:
+		return fmt.Errorf("%w: checkpoint %d", ErrInvalidRequest, r.Checkpoint)
 	}
 	for _, st := range r.States {
 		if st.Subtask < 0 || st.From < 0 {
@@ -144,6 +157,9 @@ func (r *Request) owns(subtask int, seq int64) bool {
 	}
 	if !r.Restored {
 		return subtask%r.Parallelism == r.Subtask
+	}
+	if r.Checkpoint > 0 {
+		return subtask%r.Parallelism == r.Subtask && seq > r.Checkpoint
 	}
 	from, held := int64(0), false
 	for _, st := range r.States {
@@ -170,7 +186,7 @@ func (r Request) Subtasks() []int {
 		return nil
 	}
 	limit := max(r.PreviousParallelism, r.Parallelism)
-	if r.Restored {
+	if r.Restored && r.Checkpoint == 0 {
 		for _, st := range r.States {
 			limit = max(limit, st.Subtask+1)
 		}
@@ -185,7 +201,7 @@ func (r Request) Subtasks() []int {
 }
 
 func (r *Request) ownsAny(j int) bool {
-	if !r.Restored {
+	if !r.Restored || r.Checkpoint > 0 {
 		return j%r.Parallelism == r.Subtask
 	}
 	for _, st := range r.States {

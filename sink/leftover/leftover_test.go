@@ -94,6 +94,15 @@ func TestAbort(t *testing.T) {
 			Existing: []string{"job-b-0-1", "job-a-x-0-1", "job-a-0-1-2", "job-a-0", "job-a--0-1", "job-a-0-1.tmp", "other", "job-a-0-1"}},
 			[]string{"job-a-0-1"}},
 		{"listed twice, aborted once", Request{Subtask: 0, Parallelism: 1, Existing: []string{"job-a-0-1", "job-a-0-1"}}, []string{"job-a-0-1"}},
+		{"checkpoint ids/scale-down: j%p after the restored checkpoint, states ignored", Request{Subtask: 1, Parallelism: 2, Restored: true, Checkpoint: 7,
+			States:   []State{{Subtask: 0}},
+			Existing: []string{s.Format(0, 8), s.Format(1, 6), s.Format(1, 7), s.Format(1, 8), s.Format(2, 9), s.Format(3, 8), s.Format(5, 12)}},
+			[]string{s.Format(1, 8), s.Format(3, 8), s.Format(5, 12)}},
+		{"checkpoint ids/scale-up", Request{Subtask: 3, Parallelism: 4, Restored: true, Checkpoint: 7,
+			Existing: []string{s.Format(1, 8), s.Format(3, 7), s.Format(3, 8), s.Format(7, 9)}}, []string{s.Format(3, 8), s.Format(7, 9)}},
+		{"checkpoint ids/a committable's name stays", Request{Subtask: 0, Parallelism: 1, Restored: true, Checkpoint: 7,
+			Existing: []string{s.Format(0, 8), s.Format(0, 9)}, Needed: []string{s.Format(0, 8)}}, []string{s.Format(0, 9)}},
+		{"checkpoint ids/ignored on a fresh start", Request{Subtask: 0, Parallelism: 1, Checkpoint: 7, Existing: pool(0)}, pool(0)},
 		{"several states of one old subtask: the highest From", Request{Subtask: 0, Parallelism: 1, Restored: true,
 			States: []State{{Subtask: 0, From: 1}, {Subtask: 0, From: 4}}, Existing: []string{s.Format(0, 2), s.Format(0, 4)}}, []string{s.Format(0, 4)}},
 	}
@@ -121,6 +130,7 @@ func TestAbortInvalid(t *testing.T) {
 		{Parser: s, Subtask: 0, Parallelism: 2, PreviousParallelism: -1},
 		{Parser: s, Subtask: 0, Parallelism: 2, States: []State{{Subtask: -1}}},
 		{Parser: s, Subtask: 0, Parallelism: 2, States: []State{{Subtask: 0, From: -1}}},
+		{Parser: s, Subtask: 0, Parallelism: 2, Checkpoint: -1},
 	} {
 		if _, err := Abort(r); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("Abort(%+v) = %v, want ErrInvalidRequest", r, err)
@@ -141,6 +151,7 @@ func TestSubtasks(t *testing.T) {
 		{Request{Subtask: 3, Parallelism: 4, Restored: true, PreviousParallelism: 2}, []int{3}},
 		{Request{Subtask: 0, Parallelism: 2, Restored: true, States: []State{{Subtask: 5}}}, []int{5}},
 		{Request{Subtask: 0, Parallelism: 2, Restored: true}, nil},
+		{Request{Subtask: 1, Parallelism: 2, Restored: true, Checkpoint: 3, PreviousParallelism: 5, States: []State{{Subtask: 0}}}, []int{1, 3}},
 	}
 	for _, c := range cases {
 		c.r.Parser = Scheme{}
@@ -212,6 +223,43 @@ func TestExactlyOneWriter(t *testing.T) {
 		for _, n := range names {
 			if count[n] != 1 {
 				t.Errorf("fresh start at %d: %s aborted by %d writers, want 1", p, n, count[n])
+			}
+		}
+	}
+}
+
+// TestExactlyOneWriterByCheckpoint is TestExactlyOneWriter for names
+// numbered by checkpoint id: whatever the parallelisms, every name
+// prepared after the restored checkpoint is aborted by exactly one
+// writer, and none prepared at or before it by any.
+func TestExactlyOneWriterByCheckpoint(t *testing.T) {
+	s := Scheme{Prefix: "pg-"}
+	const restored = 5
+	var names []string
+	for j := range 9 {
+		for cp := int64(3); cp <= 8; cp++ {
+			names = append(names, s.Format(j, cp))
+		}
+	}
+	for p := 1; p <= 6; p++ {
+		count := map[string]int{}
+		for w := range p {
+			got, err := Abort(Request{Parser: s, Subtask: w, Parallelism: p, Restored: true, Checkpoint: restored, Existing: names})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range got {
+				count[n]++
+			}
+		}
+		for _, n := range names {
+			_, cp, _ := s.Parse(n)
+			want := 0
+			if cp > restored {
+				want = 1
+			}
+			if count[n] != want {
+				t.Errorf("parallelism %d: %s aborted by %d writers, want %d", p, n, count[n], want)
 			}
 		}
 	}
