@@ -177,7 +177,8 @@ func (n partNames) strayScheme(job string) leftover.Scheme {
 //     parallelism may still be open in another writer's state.
 //
 // Files of checkpoints that completed are kept: their counters are below
-// NextCounter. Files of other jobs (another job id in the name) are never
+// NextCounter, which stays above every hidden file of the subtask's name
+// that survives a start (see the end of removeStrays). Files of other jobs (another job id in the name) are never
 // touched; files named before job ids count as this job's only where a
 // restored state of this job uses such names. Both namings are looked at
 // for an old state, since files written after a restore from it carry the
@@ -232,6 +233,22 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 	for _, p := range strays {
 		if err := w.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file sink: remove stray in-progress file %s: %w", path.Join(w.s.dir, p), err)
+		}
+	}
+	// Number new files above every hidden file of this subtask's name
+	// that stays: after a rescale another writer may hold one (resumed
+	// from this subtask's old state, or prepared and not yet committed),
+	// and a NextCounter below it would make a later restore remove it as
+	// a stray. (Probing for a free name is not enough: finished files
+	// that a consumer took away leave gaps below it.)
+	removed := make(map[string]bool, len(strays))
+	for _, p := range strays {
+		removed[p] = true
+	}
+	own := baseParser{w.names.strayScheme(w.names.job)}
+	for _, p := range existing {
+		if sub, c, ok := own.Parse(p); ok && sub == w.sub && !removed[p] {
+			w.next = max(w.next, c+1)
 		}
 	}
 	return nil

@@ -1,0 +1,56 @@
+package file
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluice-io/sluice/internal/fakes"
+)
+
+// TestSinkCounterAboveOthersFiles restores writer 1 of 2 after a rescale
+// without a state of its own subtask, while a hidden file of subtask 1
+// (.part-<job>-1-5) belongs to another writer (it resumed it from old
+// subtask 1's state) and the finished files 1-0…1-4 were taken away by a
+// consumer. The writer's new files must be numbered above 5: if it
+// started at the free counter 0, its next checkpoint would store
+// NextCounter 1, and a restore from it would remove 1-5 as a stray of
+// subtask 1 — an open or prepared file of the other writer, lost.
+func TestSinkCounterAboveOthersFiles(t *testing.T) {
+	dir := t.TempDir()
+	names := partNames{prefix: "part", job: testJob}
+	other := inProgress(names.final(1, 5))
+	if err := os.WriteFile(filepath.Join(dir, other), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSink(t, dir)
+	w, err := s.newWriter(&fakes.InitContext{Subtask: 1, Parallel: 2, AttemptNum: 1, Restored: 4, HasRestored: true},
+		[]WriterState{{JobID: testJob, Subtask: 2, Parallelism: 3, NextCounter: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, "a")
+	if w.next <= 5 {
+		t.Errorf("next counter %d after the first file, want above 5 (the other writer's %s)", w.next, other)
+	}
+	var open []InProgressFile
+	for _, b := range w.buckets {
+		if b.part != nil {
+			open = append(open, InProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: 0})
+		}
+	}
+	next := w.next
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The same parallelism again: writer 1 gets its own state back.
+	w, err = s.newWriter(&fakes.InitContext{Subtask: 1, Parallel: 2, AttemptNum: 2, Restored: 5, HasRestored: true},
+		[]WriterState{{JobID: testJob, Subtask: 1, Parallelism: 2, NextCounter: next, InProgress: open}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := os.Stat(filepath.Join(dir, other)); err != nil {
+		t.Fatalf("the other writer's %s: %v", other, err)
+	}
+}
