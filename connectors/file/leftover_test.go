@@ -54,3 +54,55 @@ func TestSinkCounterAboveOthersFiles(t *testing.T) {
 		t.Fatalf("the other writer's %s: %v", other, err)
 	}
 }
+
+// TestSinkRegionRestartKeepsLiveWritersFiles restores a scale-down from 4
+// to 2 in which old subtask 1's state reached writer 0: built together
+// (one attempt), writer 0 removes old subtask 1's stray; then writer 1
+// writes a new file under its name, and writer 0's region restarts alone
+// (a new attempt) from the same checkpoint, with the same states: writer
+// 0 must leave writer 1's open file alone.
+func TestSinkRegionRestartKeepsLiveWritersFiles(t *testing.T) {
+	dir := t.TempDir()
+	names := partNames{prefix: "part", job: testJob}
+	for c := range int64(5) { // committed by the old run
+		if err := os.WriteFile(filepath.Join(dir, names.final(1, c)), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stray := inProgress(names.final(1, 6))
+	if err := os.WriteFile(filepath.Join(dir, stray), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSink(t, dir)
+	restored := func(sub, attempt int, st ...WriterState) *writer[string] {
+		t.Helper()
+		w, err := s.newWriter(&fakes.InitContext{Subtask: sub, Parallel: 2, AttemptNum: attempt, Restored: 4, HasRestored: true}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	of0 := WriterState{JobID: testJob, Subtask: 0, Parallelism: 4, NextCounter: 3}
+	of1 := WriterState{JobID: testJob, Subtask: 1, Parallelism: 4, NextCounter: 5}
+	w1 := restored(1, 1, of0)
+	defer w1.Close()
+	w0 := restored(0, 1, of1)
+	if _, err := os.Stat(filepath.Join(dir, stray)); !os.IsNotExist(err) {
+		t.Fatalf("old subtask 1's stray %s: %v, want it removed", stray, err)
+	}
+	writeAll(t, w1, "a")
+	var open string
+	for _, b := range w1.buckets {
+		if b.part != nil {
+			open = b.part.temp
+		}
+	}
+	if err := w0.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w0 = restored(0, 2, of1)
+	defer w0.Close()
+	if _, err := os.Stat(filepath.Join(dir, open)); err != nil {
+		t.Fatalf("writer 1's open file %s after writer 0's region restarted: %v", open, err)
+	}
+}

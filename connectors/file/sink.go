@@ -85,6 +85,7 @@ type fileSink[T any] struct {
 	bulk    BulkFormat[T]
 	cfg     sinkConfig
 	buckets BucketAssigner[T]
+	live    liveWriters
 }
 
 var _ sink.StatefulTwoPhase[string, Committable, WriterState] = (*fileSink[string])(nil)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -27,6 +28,7 @@ type writer[T any] struct {
 	root      *os.Root
 	names     partNames
 	sub, par  int
+	attempt   int // sink.InitContext.Attempt
 	next      int64
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil
@@ -108,7 +110,7 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 	if err != nil {
 		return nil, err
 	}
-	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(),
+	w := &writer[T]{s: s, root: root, sub: ctx.SubtaskIndex(), par: ctx.Parallelism(), attempt: ctx.Attempt(),
 		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ctx.JobID()},
 		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
 	restoredID, restored := ctx.RestoredCheckpointID()
@@ -122,6 +124,7 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 		root.Close()
 		return nil, err
 	}
+	s.live.add(w.sub, w.attempt)
 	for _, st := range states {
 		if st.Subtask == w.sub {
 			w.next = max(w.next, st.NextCounter)
@@ -166,29 +169,36 @@ func (n partNames) strayScheme(job string) leftover.Scheme {
 //     crash, before the first completed checkpoint): every in-progress
 //     file of a subtask j with j % parallelism == this subtask;
 //   - restored: for each restored state that reached this writer, the
-//     files of that state's subtask whose counter is at or above its
+//     files of that state's subtask j whose counter is at or above its
 //     NextCounter and that no state of this writer lists as open or held.
 //     The runtime hands each state to exactly one writer and builds every
-//     writer before any writes, so this holds also when the state's
-//     subtask runs again as another writer (a scale-down whose states went
-//     round-robin). Subtasks with no restored state are left alone: a
-//     writer resumes the open files of the states it got under their old
-//     names, so a file named after a subtask beyond the restored
-//     parallelism may still be open in another writer's state.
+//     writer of an attempt before any writes, so this holds also when j
+//     runs again as another writer (a scale-down whose states went
+//     round-robin) — but not while writer j is open in another attempt (a
+//     region restarted alone, see liveWriters). Subtasks with no restored
+//     state are left alone: a writer resumes the open files of the states
+//     it got under their old names, so a file named after a subtask
+//     beyond the restored parallelism may still be open in another
+//     writer's state.
 //
 // Files of checkpoints that completed are kept: their counters are below
 // NextCounter, which stays above every hidden file of the subtask's name
-// that survives a start (see the end of removeStrays). Files of other jobs (another job id in the name) are never
-// touched; files named before job ids count as this job's only where a
-// restored state of this job uses such names. Both namings are looked at
-// for an old state, since files written after a restore from it carry the
-// job id.
+// that survives a start (see the end of removeStrays). Files of other jobs
+// (another job id in the name) are never touched; files named before job
+// ids count as this job's only where a restored state of this job uses
+// such names. Both namings are looked at for an old state, since files
+// written after a restore from it carry the job id.
 func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 	var needed []string
 	byJob := map[string][]leftover.State{w.names.job: nil}
 	if restored {
 		for _, st := range states {
 			ls := leftover.State{Subtask: st.Subtask, From: st.NextCounter}
+			if st.Subtask != w.sub && w.s.live.elsewhere(st.Subtask, w.attempt) {
+				// A region restarted alone: writer st.Subtask runs on and
+				// writes under its name (see liveWriters).
+				ls.From = math.MaxInt64
+			}
 			byJob[w.names.job] = append(byJob[w.names.job], ls)
 			if st.JobID != w.names.job {
 				byJob[st.JobID] = append(byJob[st.JobID], ls)
@@ -607,6 +617,7 @@ func (w *writer[T]) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.s.live.remove(w.sub, w.attempt)
 	var errs []error
 	for _, b := range w.buckets {
 		if b.part != nil {
