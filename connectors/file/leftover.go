@@ -2,8 +2,8 @@ package file
 
 import "sync"
 
-// liveWriters are the open writers of one sink value, by subtask and the
-// attempt that built them (sink.InitContext.Attempt). The runtime builds
+// liveWriters are the open writers of one sink value, by job, subtask and
+// the attempt that built them (sink.InitContext.Attempt). The runtime builds
 // every writer of an attempt before any of them writes, so a writer may
 // remove what an old subtask left behind under that subtask's name when
 // the subtask runs again in its own attempt; but a region restarted alone
@@ -14,34 +14,38 @@ import "sync"
 // together).
 type liveWriters struct {
 	mu sync.Mutex
-	n  map[[2]int]int // (subtask, attempt) → open writers
+	n  map[liveKey]int // open writers
 }
 
-func (l *liveWriters) add(sub, attempt int) {
+type liveKey struct {
+	job          string
+	sub, attempt int
+}
+
+func (l *liveWriters) add(k liveKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == nil {
-		l.n = map[[2]int]int{}
+		l.n = map[liveKey]int{}
 	}
-	l.n[[2]int{sub, attempt}]++
+	l.n[k]++
 }
 
-func (l *liveWriters) remove(sub, attempt int) {
+func (l *liveWriters) remove(k liveKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := [2]int{sub, attempt}
 	if l.n[k]--; l.n[k] <= 0 {
 		delete(l.n, k)
 	}
 }
 
-// elsewhere reports whether a writer of subtask sub built by another
-// attempt than attempt is open.
-func (l *liveWriters) elsewhere(sub, attempt int) bool {
+// elsewhere reports whether a writer of job and subtask sub built by
+// another attempt than attempt is open.
+func (l *liveWriters) elsewhere(job string, sub, attempt int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k := range l.n {
-		if k[0] == sub && k[1] != attempt {
+		if k.job == job && k.sub == sub && k.attempt != attempt {
 			return true
 		}
 	}

@@ -124,7 +124,7 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 		root.Close()
 		return nil, err
 	}
-	s.live.add(w.sub, w.attempt)
+	s.live.add(w.liveKey())
 	for _, st := range states {
 		if st.Subtask == w.sub {
 			w.next = max(w.next, st.NextCounter)
@@ -142,6 +142,8 @@ func (s *fileSink[T]) newWriter(ctx sink.InitContext, states []WriterState) (*wr
 	}
 	return w, nil
 }
+
+func (w *writer[T]) liveKey() liveKey { return liveKey{w.names.job, w.sub, w.attempt} }
 
 // baseParser parses the base name of a path inside the root with a
 // leftover scheme (part file names hold no '/').
@@ -194,7 +196,7 @@ func (w *writer[T]) removeStrays(states []WriterState, restored bool) error {
 	if restored {
 		for _, st := range states {
 			ls := leftover.State{Subtask: st.Subtask, From: st.NextCounter}
-			if st.Subtask != w.sub && w.s.live.elsewhere(st.Subtask, w.attempt) {
+			if st.Subtask != w.sub && w.s.live.elsewhere(w.names.job, st.Subtask, w.attempt) {
 				// A region restarted alone: writer st.Subtask runs on and
 				// writes under its name (see liveWriters).
 				ls.From = math.MaxInt64
@@ -617,7 +619,7 @@ func (w *writer[T]) Close() error {
 		return nil
 	}
 	w.closed = true
-	w.s.live.remove(w.sub, w.attempt)
+	w.s.live.remove(w.liveKey())
 	var errs []error
 	for _, b := range w.buckets {
 		if b.part != nil {
