@@ -106,8 +106,8 @@ type Request struct {
 	// <prefix>-<subtask>-<checkpoint>), the id of the checkpoint restored
 	// from. Then no state is needed: writer j % parallelism aborts old
 	// subtask j's names with seq > Checkpoint (checkpoints never repeat,
-	// so those were prepared after it); names with a lower seq belong to
-	// the checkpoint (list those its committables commit in Needed). 0 for
+	// so those were prepared after it); names with a seq up to it belong
+	// to the checkpoint (list those its committables commit in Needed). 0 for
 	// schemes of counters or pools, where States say where each old
 	// writer's checkpointed names end. Ignored unless Restored.
 	Checkpoint int64
