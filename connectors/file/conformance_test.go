@@ -159,23 +159,13 @@ func (c *sinkContext) Pending() ([]string, error) {
 
 func (c *sinkContext) Close() error { return nil }
 
-// skipScaleDownLeftovers names a known defect the suite found (issue 13):
-// after scaling down, the runtime spreads writer states round-robin, so
-// the state of old subtask j < new parallelism may go to another subtask,
-// which leaves j's hidden files alone (removeStrays: j runs again and may
-// write under its name), while new subtask j has no state of j and no
-// NextCounter to tell j's strays from its held files: in-progress files
-// that j prepared for a checkpoint that never completed stay behind.
-var skipScaleDownLeftovers = connectortest.SkipCase("cleanup-aborted/scale-down",
-	"known defect: after a scale-down the in-progress files of an old subtask whose writer state went to another subtask are never removed (see removeStrays)")
-
 func TestSinkConformance(t *testing.T) {
 	connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[string], error) {
 		return &sinkContext{dir: filepath.Join(s.TempDir, "out")}, nil
 	},
 		// Part files have no order among each other; Committed checks the
 		// order within each file.
-		connectortest.Unordered(), skipScaleDownLeftovers)
+		connectortest.Unordered())
 }
 
 // TestSinkConformanceCompacted runs the sink suite with compaction of
@@ -184,5 +174,5 @@ func TestSinkConformance(t *testing.T) {
 func TestSinkConformanceCompacted(t *testing.T) {
 	connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[string], error) {
 		return &sinkContext{dir: filepath.Join(s.TempDir, "out"), opts: []SinkOption{Compact(CompactStrategy{SizeThreshold: 16 << 10})}}, nil
-	}, connectortest.Unordered(), skipScaleDownLeftovers)
+	}, connectortest.Unordered())
 }

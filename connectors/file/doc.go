@@ -79,6 +79,10 @@
 // at n to their recorded length and appends to them, removes the hidden
 // files written after n (their counters are at or above the counter stored
 // in n), and continues the counters; a name that exists is never reused.
+// After a rescale the writer that restored an old subtask's state removes
+// that subtask's hidden files written after n, whichever subtask it now
+// is (the rule of package sink/leftover), so a scale-down leaves nothing
+// behind.
 // A job that starts without a checkpoint to restore removes its own
 // in-progress files: those of an attempt that failed before the first
 // checkpoint completed, or of a run killed before it (the CLI keeps the

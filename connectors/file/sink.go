@@ -86,6 +86,7 @@ type fileSink[T any] struct {
 	bulk    BulkFormat[T]
 	cfg     sinkConfig
 	buckets BucketAssigner[T]
+	live    liveWriters
 }
 
 var _ sink.StatefulTwoPhase[string, committable, writerState] = (*fileSink[string])(nil)

@@ -219,7 +219,8 @@ func (w *writer[T]) PrepareCommit2Flush() error {
 }
 
 // TestSinkRestartWithoutCheckpoint removes every in-progress file of the
-// subtask (and subtask 0 those of subtasks beyond the parallelism) when
+// subtask (and of the subtasks j beyond the parallelism with j %
+// parallelism == subtask, the rule of sink/leftover) when
 // the job restarts before any checkpoint completed — or starts again with
 // the same job id after a crash before its first checkpoint (attempt 0):
 // other subtasks' files, finished files, other jobs' files and files
@@ -231,7 +232,8 @@ func TestSinkRestartWithoutCheckpoint(t *testing.T) {
 			const other = "00000000000000ff"
 			names := []string{
 				".part-" + testJob + "-0-0.inprogress", ".part-" + testJob + "-0-7.inprogress", // removed
-				".part-" + testJob + "-5-0.inprogress",                                     // removed: subtask 5 no longer exists
+				".part-" + testJob + "-4-0.inprogress",                                     // removed: subtask 4 no longer exists, 4 % 2 == 0
+				".part-" + testJob + "-5-0.inprogress",                                     // subtask 1's: 5 % 2 == 1
 				".part-" + testJob + "-1-0.inprogress",                                     // subtask 1's
 				"part-" + testJob + "-0-3",                                                 // finished
 				".part-" + other + "-0-0.inprogress", ".part-" + other + "-5-0.inprogress", // another job's
@@ -254,7 +256,7 @@ func TestSinkRestartWithoutCheckpoint(t *testing.T) {
 				left = append(left, filepath.Base(h))
 			}
 			want := []string{".other", ".part-0-0.inprogress", ".part-" + other + "-0-0.inprogress", ".part-" + other + "-5-0.inprogress",
-				".part-" + testJob + "-1-0.inprogress", ".part-5-0.inprogress"}
+				".part-" + testJob + "-1-0.inprogress", ".part-" + testJob + "-5-0.inprogress", ".part-5-0.inprogress"}
 			slices.Sort(left)
 			slices.Sort(want)
 			if !slices.Equal(left, want) {
@@ -448,10 +450,12 @@ func TestCommitterContext(t *testing.T) {
 }
 
 // TestSinkRecoveryAfterRescale restores subtask 0 of 2 from the states of
-// old subtasks 0 and 3 (scale down from 4) and of 1: strays of 0 and 3
-// (which no longer runs) at or above their counters are removed, files of
-// subtask 1 (which runs again and may be writing) are left alone, and the
-// open file of old subtask 3 is resumed. It runs with this job's names and
+// old subtasks 0 and 3 (scale down from 4) and of 1: strays of 0, 3 (which
+// no longer runs) and 1 (which runs again as writer 1, but whose state
+// reached writer 0, the only writer that knows where its checkpointed
+// files end) at or above their counters are removed, and the open file of
+// old subtask 3 is resumed. Before the sink/leftover rule, old subtask 1's
+// stray stayed behind for good (cleanup-aborted/scale-down). It runs with this job's names and
 // with states and files named before job ids (a checkpoint of an older
 // version): strays under both namings go, since files written after a
 // restore from an old state carry the job id.
@@ -488,7 +492,7 @@ func TestSinkRecoveryAfterRescale(t *testing.T) {
 			for _, h := range hiddenFiles(t, dir) {
 				left = append(left, filepath.Base(h))
 			}
-			want := []string{nm(job, 0, 1), nm(job, 1, 9), nm(job, 3, 2), nm("00000000000000ff", 0, 4)}
+			want := []string{nm(job, 0, 1), nm(job, 3, 2), nm("00000000000000ff", 0, 4)}
 			slices.Sort(left)
 			slices.Sort(want)
 			if !slices.Equal(left, want) {

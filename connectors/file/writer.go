@@ -8,12 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/sink/leftover"
 )
 
 // maxCounterProbe bounds the search for a free part file name.
@@ -26,6 +29,7 @@ type writer[T any] struct {
 	root      *os.Root
 	names     partNames
 	sub, par  int
+	attempt   int // sink.InitContext.Attempt
 	next      int64
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil
@@ -107,7 +111,7 @@ func (s *fileSink[T]) newWriter(ic sink.InitContext, states []writerState) (*wri
 	if err != nil {
 		return nil, err
 	}
-	w := &writer[T]{s: s, root: root, sub: ic.SubtaskIndex(), par: ic.Parallelism(),
+	w := &writer[T]{s: s, root: root, sub: ic.SubtaskIndex(), par: ic.Parallelism(), attempt: ic.Attempt(),
 		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ic.JobID()},
 		buckets: map[string]*bucket[T]{}, dirtyDirs: map[string]bool{}}
 	restoredID, restored := ic.RestoredCheckpointID()
@@ -121,6 +125,7 @@ func (s *fileSink[T]) newWriter(ic sink.InitContext, states []writerState) (*wri
 		root.Close()
 		return nil, err
 	}
+	s.live.add(w.liveKey())
 	for _, st := range states {
 		if st.Subtask == w.sub {
 			w.next = max(w.next, st.NextCounter)
@@ -139,54 +144,80 @@ func (s *fileSink[T]) newWriter(ic sink.InitContext, states []writerState) (*wri
 	return w, nil
 }
 
-// stray identifies the in-progress files of one subtask of one job.
-type stray struct {
-	job string // "" for names from before job ids
-	sub int
+func (w *writer[T]) liveKey() liveKey { return liveKey{w.names.job, w.sub, w.attempt} }
+
+// baseParser parses the base name of a path inside the root with a
+// leftover scheme (part file names hold no '/').
+type baseParser struct{ leftover.Scheme }
+
+func (b baseParser) Parse(p string) (int, int64, bool) { return b.Scheme.Parse(path.Base(p)) }
+
+// strayScheme is the leftover scheme of the in-progress files of a job:
+// .<prefix>-<job>-<subtask>-<counter><suffix>.inprogress, or
+// .<prefix>-<subtask>-<counter><suffix>.inprogress for job "" (names from
+// before job ids).
+func (n partNames) strayScheme(job string) leftover.Scheme {
+	pre := "." + n.prefix + "-"
+	if job != "" {
+		pre += job + "-"
+	}
+	return leftover.Scheme{Prefix: pre, Suffix: n.suffix + ".inprogress"}
 }
 
 // removeStrays removes the hidden part files that aborted attempts of this
-// job left behind: for each restored state of this subtask, or of a
-// subtask that no longer exists, the files of that subtask whose counter
-// is at or above its NextCounter and that it does not list as open or
-// held; with nothing restored (a restart, or a new start of the same job
-// after a crash, before the first completed checkpoint), all of this
-// subtask's, and subtask 0 also those of subtasks at or above the
-// parallelism. Files of checkpoints that completed are kept: their
-// counters are below NextCounter. Files of other jobs (another job id in
-// the name) are never touched; files named before job ids count as this
-// job's only where a restored state of this job uses such names.
+// job left behind, by the rule of package sink/leftover (the names'
+// sequence numbers are the part file counters):
+//
+//   - nothing restored (a restart, or a new start of the same job after a
+//     crash, before the first completed checkpoint): every in-progress
+//     file of a subtask j with j % parallelism == this subtask;
+//   - restored: for each restored state that reached this writer, the
+//     files of that state's subtask j whose counter is at or above its
+//     NextCounter and that no state of this writer lists as open or held.
+//     The runtime hands each state to exactly one writer and builds every
+//     writer of an attempt before any writes, so this holds also when j
+//     runs again as another writer (a scale-down whose states went
+//     round-robin) — but not while writer j is open in another attempt (a
+//     region restarted alone, see liveWriters). Subtasks with no restored
+//     state are left alone: a writer resumes the open files of the states
+//     it got under their old names, so a file named after a subtask
+//     beyond the restored parallelism may still be open in another
+//     writer's state.
+//
+// Files of checkpoints that completed are kept: their counters are below
+// NextCounter, which stays above every hidden file of the subtask's name
+// that survives a start (see the end of removeStrays). Files of other jobs
+// (another job id in the name) are never touched; files named before job
+// ids count as this job's only where a restored state of this job uses
+// such names. Both namings are looked at for an old state, since files
+// written after a restore from it carry the job id.
 func (w *writer[T]) removeStrays(states []writerState, restored bool) error {
-	from := map[stray]int64{} // first stray counter
-	keep := map[string]bool{}
+	var needed []string
+	byJob := map[string][]leftover.State{w.names.job: nil}
 	if restored {
 		for _, st := range states {
-			if st.Subtask != w.sub && st.Subtask < w.par {
-				// After rescaling, subtask st.Subtask runs again and
-				// may already write new files under its name: leave
-				// its hidden files alone (a stray may stay behind).
-				continue
+			ls := leftover.State{Subtask: st.Subtask, From: st.NextCounter}
+			if st.Subtask != w.sub && w.s.live.elsewhere(w.names.job, st.Subtask, w.attempt) {
+				// A region restarted alone: writer st.Subtask runs on and
+				// writes under its name (see liveWriters).
+				ls.From = math.MaxInt64
 			}
-			// The state's own names, and this job's names for files
-			// written after a restore from it.
-			from[stray{st.JobID, st.Subtask}] = st.NextCounter
-			from[stray{w.names.job, st.Subtask}] = st.NextCounter
+			byJob[w.names.job] = append(byJob[w.names.job], ls)
+			if st.JobID != w.names.job {
+				byJob[st.JobID] = append(byJob[st.JobID], ls)
+			}
 			for _, ip := range st.InProgress {
 				d, _ := bucketDir(ip.Bucket)
-				keep[path.Join(d, ip.Temp)] = true
+				needed = append(needed, path.Join(d, ip.Temp))
 			}
 			for _, h := range st.Held {
 				d, _ := bucketDir(h.Bucket)
-				keep[path.Join(d, h.Temp)] = true
+				needed = append(needed, path.Join(d, h.Temp))
 			}
 		}
-	} else {
-		from[stray{w.names.job, w.sub}] = 0
 	}
-	if len(from) == 0 {
-		return nil
-	}
-	var strays []string
+	var existing []string
+	pre := "." + w.names.prefix + "-"
 	err := fs.WalkDir(w.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -194,25 +225,43 @@ func (w *writer[T]) removeStrays(states []writerState, restored bool) error {
 			}
 			return err
 		}
-		if d.IsDir() {
-			return nil
-		}
-		job, sub, c, ok := parsePartName(d.Name(), w.names.prefix, w.names.suffix)
-		if !ok || keep[p] {
-			return nil
-		}
-		first, mine := from[stray{job, sub}]
-		if (mine && c >= first) || (!restored && w.sub == 0 && job == w.names.job && sub >= w.par) {
-			strays = append(strays, p)
+		if !d.IsDir() && strings.HasPrefix(d.Name(), pre) && strings.HasSuffix(d.Name(), ".inprogress") {
+			existing = append(existing, p)
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("file sink: look for stray in-progress files under %s: %w", w.s.dir, err)
 	}
+	var strays []string
+	for _, job := range slices.Sorted(maps.Keys(byJob)) {
+		got, err := leftover.Abort(leftover.Request{Parser: baseParser{w.names.strayScheme(job)},
+			Subtask: w.sub, Parallelism: w.par, Restored: restored, States: byJob[job],
+			Existing: existing, Needed: needed})
+		if err != nil {
+			return fmt.Errorf("file sink: stray in-progress files: %w", err)
+		}
+		strays = append(strays, got...)
+	}
 	for _, p := range strays {
 		if err := w.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file sink: remove stray in-progress file %s: %w", path.Join(w.s.dir, p), err)
+		}
+	}
+	// Number new files above every hidden file of this subtask's name
+	// that stays: after a rescale another writer may hold one (resumed
+	// from this subtask's old state, or prepared and not yet committed),
+	// and a NextCounter below it would make a later restore remove it as
+	// a stray. (Probing for a free name is not enough: finished files
+	// that a consumer took away leave gaps below it.)
+	removed := make(map[string]bool, len(strays))
+	for _, p := range strays {
+		removed[p] = true
+	}
+	own := baseParser{w.names.strayScheme(w.names.job)}
+	for _, p := range existing {
+		if sub, c, ok := own.Parse(p); ok && sub == w.sub && !removed[p] {
+			w.next = max(w.next, c+1)
 		}
 	}
 	return nil
@@ -571,6 +620,7 @@ func (w *writer[T]) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.s.live.remove(w.liveKey())
 	var errs []error
 	for _, b := range w.buckets {
 		if b.part != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
+	"github.com/sluice-io/sluice/sink/leftover"
 )
 
 // Guarantee is a sink's delivery guarantee.
@@ -496,12 +498,17 @@ func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, sta
 // the restored states, then aborts (fences) every transactional id this
 // subtask is responsible for.
 //
-// Responsibility: on a fresh start, subtask s fences its own ids and every
-// lingering id of subtask j with j % parallelism == s (ids from a higher
-// earlier parallelism included). On a restore, each old writer's state
-// reaches exactly one new writer, which commits its pending transactions
-// and then fences the old writer's ids; ids of subtasks not in the
-// snapshot go to j % parallelism.
+// Responsibility is the rule of package sink/leftover, with the ids
+// <prefix>-<subtask>-<slot> as names and every slot a leftover once the
+// restored transactions are committed (State.From 0): on a fresh start,
+// subtask s fences its own ids and every lingering id of subtask j with
+// j % parallelism == s (ids from a higher earlier parallelism included).
+// On a restore, each old writer's state reaches exactly one new writer,
+// which commits its pending transactions and then fences the old writer's
+// ids; ids of subtasks at or above the restored parallelism (no state has
+// them) go to j % parallelism. A writer that got no state at all (a
+// scale-up's new subtasks) does not know the restored parallelism and
+// fences like on a fresh start: no state of its own subtask exists then.
 func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states []writerState, restored bool) error {
 	cfg := w.s.cfg
 	admin, err := kgo.NewClient(append(w.s.baseOpts(), w.reach.opt())...)
@@ -524,7 +531,6 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 	if err != nil {
 		return err
 	}
-	groups := map[int]bool{}
 	oldPar := 0
 	now := time.Now()
 	// What the earlier run saw committed is committed, whatever the
@@ -548,15 +554,15 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 					authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: c.TransactionalID}))
 			}
 		}
-		groups[st.Subtask] = true
 		oldPar = max(oldPar, st.Parallelism)
 	}
-	if !restored || len(states) == 0 {
-		groups[w.subtask] = true
-	}
+	req := w.leftovers(states, restored, oldPar)
 	fenced := map[string]bool{}
-	for j := range groups {
+	for _, j := range req.Subtasks() {
 		for k := range cfg.slots {
+			if !req.Owns(j, int64(k)) {
+				continue
+			}
 			id := txnID(w.prefix, j, k)
 			if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
 				return fmt.Errorf("abort lingering transaction %q: %w", id,
@@ -576,14 +582,13 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 		w.log.Debug("kafka sink: cannot list transactions; only the slots of this subtask were aborted", "err", err)
 		return nil
 	}
-	lim := max(oldPar, w.par)
-	for id := range listed {
-		j, _, ok := parseTxnID(w.prefix, id)
-		if !ok || fenced[id] {
-			continue
-		}
-		mine := groups[j] || (j >= lim && j%w.par == w.subtask) || (!restored && j%w.par == w.subtask)
-		if !mine {
+	req.Existing = slices.Sorted(maps.Keys(listed))
+	abort, err := leftover.Abort(req)
+	if err != nil {
+		return err
+	}
+	for _, id := range abort {
+		if fenced[id] {
 			continue
 		}
 		if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
@@ -593,6 +598,19 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 		w.log.Info("kafka sink: aborted lingering transaction", "txn", id)
 	}
 	return nil
+}
+
+// leftovers describes, for package sink/leftover, which transactional ids
+// of the prefix this writer fences (see recover): restored from states
+// (each old writer's ids from slot 0 on), or, with no state, like a fresh
+// start.
+func (w *writer[T]) leftovers(states []writerState, restored bool, oldPar int) leftover.Request {
+	req := leftover.Request{Parser: leftover.Scheme{Prefix: w.prefix + "-"}, Subtask: w.subtask, Parallelism: w.par,
+		Restored: restored && len(states) > 0, PreviousParallelism: oldPar}
+	for _, st := range states {
+		req.States = append(req.States, leftover.State{Subtask: st.Subtask})
+	}
+	return req
 }
 
 func (w *writer[T]) failed() error {
