@@ -16,35 +16,6 @@ import (
 	"github.com/sluice-io/sluice/source"
 )
 
-type coordKind int
-
-const (
-	cmSplitRequest coordKind = iota
-	cmReaderEvent
-	cmAsync
-	cmAck
-	cmTaskFinished
-	cmTaskExited
-	cmSaved
-	cmCommitted
-	cmGlobalDone
-	cmRegionRestart
-)
-
-// coordMsg is a message to the coordinator goroutine of an attempt.
-type coordMsg struct {
-	kind    coordKind
-	v       *vertex
-	node    *Node
-	subtask int
-	id      int64
-	payload any
-	err     error
-	fn      func()
-	info    checkpoint.Info
-	gen     int // the sending task's generation (regional restarts)
-}
-
 // attempt is one run of the job's tasks between two failures. Its
 // coordinator goroutine (the one calling run) owns the enumerators and the
 // checkpoint tracker.
@@ -227,10 +198,10 @@ func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler f
 			if perr != nil {
 				// fn panicked: the job fails (naming the source's
 				// enumerator); a periodic call is not repeated.
-				a.inbox.Put(coordMsg{kind: cmAsync, v: c.v, err: perr})
+				a.inbox.Put(asyncMsg{v: c.v, err: perr})
 				return
 			}
-			a.inbox.Put(coordMsg{kind: cmAsync, v: c.v, fn: func() { handler(res, err) }})
+			a.inbox.Put(asyncMsg{v: c.v, handler: func() { handler(res, err) }})
 			if period <= 0 {
 				return
 			}
@@ -437,7 +408,7 @@ func (a *attempt) startTask(t *task, region *sync.WaitGroup) {
 		defer a.taskWG.Done()
 		defer region.Done()
 		err := t.run()
-		a.inbox.Put(coordMsg{kind: cmTaskExited, v: t.env.v, subtask: t.env.subtask, err: err, gen: t.env.gen})
+		a.inbox.Put(taskExitedMsg{sender: t.env.self(), err: err})
 	}()
 }
 
@@ -524,30 +495,27 @@ func (a *attempt) loop(ctx context.Context) error {
 }
 
 func (a *attempt) handle(m coordMsg) error {
-	switch m.kind {
-	case cmSplitRequest, cmReaderEvent, cmAck, cmTaskFinished, cmTaskExited, cmCommitted:
-		if m.gen != a.gens[taskKey{m.v.id, m.subtask}] {
-			return nil // from a task of a region that was restarted since
-		}
+	if tm, ok := m.(taskMsg); ok && tm.from().gen != a.gens[tm.from().key()] {
+		return nil // from a task of a region that was restarted since
 	}
-	switch m.kind {
-	case cmSplitRequest:
+	switch m := m.(type) {
+	case splitRequestMsg:
 		if err := a.enums[m.v].enum.handleSplitRequest(m.subtask, "local"); err != nil {
 			return enumError(m.v, "handle split request", err)
 		}
-	case cmReaderEvent:
-		if err := a.enums[m.v].enum.handleEvent(m.subtask, m.payload); err != nil {
+	case readerEventMsg:
+		if err := a.enums[m.v].enum.handleEvent(m.subtask, m.event); err != nil {
 			return enumError(m.v, "handle source event", err)
 		}
-	case cmAsync:
+	case asyncMsg:
 		if m.err != nil {
 			return enumError(m.v, "async call", m.err)
 		}
-		if err := callSafely(a.enums[m.v].log(), "CallAsync handler", func() error { m.fn(); return nil }); err != nil {
+		if err := callSafely(a.enums[m.v].log(), "CallAsync handler", func() error { m.handler(); return nil }); err != nil {
 			return enumError(m.v, "async handler", err)
 		}
-	case cmAck:
-		p, err := a.tr.ack(m.id, taskKey{m.v.id, m.subtask}, m.payload.([]checkpoint.TaskState))
+	case ackMsg:
+		p, err := a.tr.ack(m.id, m.key(), m.states)
 		if err != nil {
 			return err
 		}
@@ -559,8 +527,8 @@ func (a *attempt) handle(m coordMsg) error {
 			}
 			a.persist(p)
 		}
-	case cmSaved:
-		p := m.payload.(*pendingCheckpoint)
+	case savedMsg:
+		p := m.p
 		intermediate, err := a.savepointSaved(p, m.info, m.err)
 		if intermediate || err != nil {
 			return err
@@ -568,32 +536,32 @@ func (a *attempt) handle(m coordMsg) error {
 		if m.err != nil {
 			return a.checkpointFailed(p.id, fmt.Errorf("persist checkpoint %d: %w", p.id, m.err))
 		}
-		return a.checkpointComplete(p, m.id)
-	case cmTaskFinished:
-		if k := (taskKey{m.v.id, m.subtask}); !a.finishedSet[k] {
+		return a.checkpointComplete(p, m.info.Size)
+	case taskFinishedMsg:
+		if k := m.key(); !a.finishedSet[k] {
 			a.finishedSet[k] = true
 			a.finished++
 		}
-	case cmTaskExited:
+	case taskExitedMsg:
 		err := m.err
 		if err == nil {
 			err = &TaskError{Operator: m.v.describe(), Subtask: m.subtask, Err: errors.New("task exited unexpectedly")}
 		}
-		return a.taskFailed(taskKey{m.v.id, m.subtask}, err)
-	case cmRegionRestart:
-		return a.regionRestartMsg(m)
-	case cmCommitted:
+		return a.taskFailed(m.key(), err)
+	case regionReadyMsg:
+		return a.regionReady(m)
+	case committedMsg:
 		a.committed(m)
-	case cmGlobalDone:
+	case globalDoneMsg:
 		st := a.sinks[m.node]
 		st.running = false
 		if m.err == nil {
 			st.batch = nil
 		}
 		if m.err != nil {
-			return &TaskError{Operator: m.node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", m.id, m.err)}
+			return &TaskError{Operator: m.node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", m.upTo, m.err)}
 		}
-		st.globalDone = max(st.globalDone, m.id)
+		st.globalDone = max(st.globalDone, m.upTo)
 		a.startGlobal(st)
 	}
 	return nil
@@ -685,7 +653,7 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 			j.latest = snap
 		}
 		j.mu.Unlock()
-		a.inbox.Put(coordMsg{kind: cmSaved, payload: p, id: info.Size, err: err, info: info})
+		a.inbox.Put(savedMsg{p: p, info: info, err: err})
 	}()
 }
 
@@ -742,14 +710,14 @@ func (a *attempt) notifyAborted(id int64) error {
 	return nil
 }
 
-func (a *attempt) committed(m coordMsg) {
+func (a *attempt) committed(m committedMsg) {
 	st := a.sinks[m.node]
-	st.upTo[m.subtask] = max(st.upTo[m.subtask], m.id)
+	st.upTo[m.subtask] = max(st.upTo[m.subtask], m.upTo)
 	if st.gc == nil {
 		return
 	}
-	if items, _ := m.payload.([]pendingCommittable); len(items) > 0 {
-		st.items = append(st.items, items...)
+	if len(m.committed) > 0 {
+		st.items = append(st.items, m.committed...)
 	}
 	a.startGlobal(st)
 }
@@ -778,7 +746,7 @@ func (a *attempt) startGlobal(st *sinkTrack) {
 		defer a.wg.Done()
 		log := a.job.log.With("operator", st.node.name, "subtask", "global committer")
 		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, upTo, batch) })
-		a.inbox.Put(coordMsg{kind: cmGlobalDone, node: st.node, id: upTo, err: err})
+		a.inbox.Put(globalDoneMsg{node: st.node, upTo: upTo, err: err})
 	}()
 }
 
@@ -825,7 +793,7 @@ func (a *attempt) teardown() error {
 		a.cancel()
 		a.taskWG.Wait()
 		for _, m := range a.inbox.Drain(nil) {
-			if m.kind == cmTaskExited && m.err != nil && err == nil {
+			if m, ok := m.(taskExitedMsg); ok && m.err != nil && err == nil {
 				err = m.err
 			}
 		}

@@ -221,7 +221,7 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 		case <-a.ctx.Done():
 			return
 		case <-t.C:
-			a.inbox.Put(coordMsg{kind: cmRegionRestart, id: int64(r),
+			a.inbox.Put(regionReadyMsg{region: r,
 				err: fmt.Errorf("region %d: tasks did not exit within %s after a failure: %w", r, regionWaitBound, cause)})
 			return
 		}
@@ -233,7 +233,7 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 			case <-t.C:
 			}
 		}
-		a.inbox.Put(coordMsg{kind: cmRegionRestart, id: int64(r)})
+		a.inbox.Put(regionReadyMsg{region: r})
 	}()
 	return nil
 }
@@ -343,11 +343,11 @@ func (a *attempt) restartRegion(r int) error {
 	return nil
 }
 
-// regionRestartMsg handles the message that a failed region may restart.
-func (a *attempt) regionRestartMsg(m coordMsg) error {
+// regionReady handles the message that a failed region may restart.
+func (a *attempt) regionReady(m regionReadyMsg) error {
 	if m.err != nil {
 		return m.err
 	}
-	a.regions[int(m.id)].ready = true
+	a.regions[m.region].ready = true
 	return a.maybeRestartRegions()
 }

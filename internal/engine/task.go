@@ -102,10 +102,10 @@ func (c *readerContext) JobID() string     { return c.env.att.job.id }
 func (c *readerContext) Parallelism() int  { return c.env.v.parallelism }
 func (c *readerContext) Attempt() int      { return c.env.attemptNo }
 func (c *readerContext) SendSplitRequest() {
-	c.env.att.inbox.Put(coordMsg{kind: cmSplitRequest, v: c.env.v, subtask: c.env.subtask, gen: c.env.gen})
+	c.env.att.inbox.Put(splitRequestMsg{c.env.self()})
 }
 func (c *readerContext) SendEventToEnumerator(e source.Event) {
-	c.env.att.inbox.Put(coordMsg{kind: cmReaderEvent, v: c.env.v, subtask: c.env.subtask, payload: e, gen: c.env.gen})
+	c.env.att.inbox.Put(readerEventMsg{sender: c.env.self(), event: e})
 }
 func (c *readerContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.env.v.head()) }
 
@@ -416,7 +416,7 @@ func (t *task) handleMail(m mail) error {
 // checkpoints up to upTo is committed (for the global committer and for the
 // end of a bounded job).
 func (t *task) reportCommitted(upTo int64, committed []pendingCommittable) {
-	t.env.att.inbox.Put(coordMsg{kind: cmCommitted, v: t.env.v, subtask: t.env.subtask, id: upTo, payload: committed, node: t.sinkNode, gen: t.env.gen})
+	t.env.att.inbox.Put(committedMsg{sender: t.env.self(), node: t.sinkNode, upTo: upTo, committed: committed})
 }
 
 // checkpoint snapshots the subtask for checkpoint id, forwards the barrier
@@ -444,7 +444,7 @@ func (t *task) checkpoint(id int64) error {
 		o.broadcast(msgBarrier, id)
 	}
 	t.countOut()
-	t.env.att.inbox.Put(coordMsg{kind: cmAck, v: v, subtask: t.env.subtask, id: id, payload: states, gen: t.env.gen})
+	t.env.att.inbox.Put(ackMsg{sender: t.env.self(), id: id, states: states})
 	return nil
 }
 
@@ -485,7 +485,7 @@ func (t *task) endOfInput() error {
 		o.broadcast(msgEnd, 0)
 	}
 	t.countOut()
-	t.env.att.inbox.Put(coordMsg{kind: cmTaskFinished, v: t.env.v, subtask: t.env.subtask, gen: t.env.gen})
+	t.env.att.inbox.Put(taskFinishedMsg{t.env.self()})
 	return nil
 }
 
