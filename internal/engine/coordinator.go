@@ -31,7 +31,7 @@ type attempt struct {
 	tasks  map[*vertex][]*task
 	total  int
 	enums  map[*vertex]*enumContext
-	sinks  map[*Node]*sinkTrack
+	sinks  *sinkCommits
 	tr     *tracker
 
 	wg          sync.WaitGroup // async calls, saves and global commits
@@ -66,7 +66,8 @@ type attempt struct {
 	spID    int64
 }
 
-// sinkTrack follows the commits of one sink's subtasks.
+// sinkTrack follows the commits of one sink's subtasks (see sinkCommits in
+// commits.go).
 type sinkTrack struct {
 	node       *Node
 	upTo       []int64
@@ -75,42 +76,6 @@ type sinkTrack struct {
 	gc         sink.ErasedGlobalCommitter
 	globalDone int64
 	running    bool
-}
-
-// globalSuffix names the pseudo-vertex under which a sink's global
-// committables are stored in a checkpoint.
-const globalSuffix = "#global"
-
-// globalState is the sink's global-committer state for a checkpoint: every
-// committable the subtasks committed that the global committer has not
-// finished with. It is taken when the checkpoint's last acknowledgement
-// arrives; a subtask reports a commit before it acknowledges a later
-// barrier, so a committable is either still pending in a subtask's state or
-// here.
-func (s *sinkTrack) globalState() checkpoint.TaskState {
-	blobs := make([][]byte, 0, len(s.items)+len(s.batch))
-	for _, list := range [][]pendingCommittable{s.batch, s.items} {
-		for _, it := range list {
-			blobs = append(blobs, encodeCommittable(it))
-		}
-	}
-	return checkpoint.TaskState{Vertex: s.node.UID() + globalSuffix, Subtask: 0, Parallelism: 1,
-		Parts: map[string][][]byte{partCommittables: blobs}}
-}
-
-func (s *sinkTrack) minUpTo() int64 {
-	m := s.upTo[0]
-	for _, u := range s.upTo[1:] {
-		m = min(m, u)
-	}
-	return m
-}
-
-func (s *sinkTrack) doneUpTo() int64 {
-	if s.gc != nil {
-		return s.globalDone
-	}
-	return s.minUpTo()
 }
 
 // enumContext is the shared, untyped part of an EnumeratorContext.
@@ -223,7 +188,7 @@ func (c *enumContext) log() *slog.Logger {
 
 func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
 	a := &attempt{job: j, number: number, restore: restore, inbox: newQueue[coordMsg](),
-		tasks: map[*vertex][]*task{}, enums: map[*vertex]*enumContext{}, sinks: map[*Node]*sinkTrack{},
+		tasks: map[*vertex][]*task{}, enums: map[*vertex]*enumContext{}, sinks: newSinkCommits(),
 		vertexByID: map[string]*vertex{}, gens: map[taskKey]int{}, finishedSet: map[taskKey]bool{},
 		assigned: map[taskKey][]assignment{}}
 	if restore != nil {
@@ -344,7 +309,7 @@ func (a *attempt) setup() error {
 				return &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("create: %w", err)}
 			}
 			st.gc = gc
-			a.sinks[n] = st
+			a.sinks.add(st)
 		}
 	}
 	for _, v := range j.vertices {
@@ -410,16 +375,6 @@ func (a *attempt) startTask(t *task, region *sync.WaitGroup) {
 		err := t.run()
 		a.inbox.Put(taskExitedMsg{sender: t.env.self(), err: err})
 	}()
-}
-
-func (a *attempt) sinksInOrder() []*sinkTrack {
-	var out []*sinkTrack
-	for _, v := range a.job.vertices {
-		if st := a.sinks[v.tail()]; st != nil {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 func (a *attempt) enumsInOrder() []*enumContext {
@@ -520,11 +475,7 @@ func (a *attempt) handle(m coordMsg) error {
 			return err
 		}
 		if p != nil {
-			for _, st := range a.sinksInOrder() {
-				if st.gc != nil {
-					p.states = append(p.states, st.globalState())
-				}
-			}
+			p.states = append(p.states, a.sinks.globalStates()...)
 			a.persist(p)
 		}
 	case savedMsg:
@@ -551,18 +502,13 @@ func (a *attempt) handle(m coordMsg) error {
 	case regionReadyMsg:
 		return a.regionReady(m)
 	case committedMsg:
-		a.committed(m)
+		a.startGlobal(a.sinks.committed(m.node, m.subtask, m.upTo, m.committed))
 	case globalDoneMsg:
-		st := a.sinks[m.node]
-		st.running = false
-		if m.err == nil {
-			st.batch = nil
+		gc, err := a.sinks.globalDone(m.node, m.upTo, m.err)
+		if err != nil {
+			return err
 		}
-		if m.err != nil {
-			return &TaskError{Operator: m.node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", m.upTo, m.err)}
-		}
-		st.globalDone = max(st.globalDone, m.upTo)
-		a.startGlobal(st)
+		a.startGlobal(gc)
 	}
 	return nil
 }
@@ -710,43 +656,19 @@ func (a *attempt) notifyAborted(id int64) error {
 	return nil
 }
 
-func (a *attempt) committed(m committedMsg) {
-	st := a.sinks[m.node]
-	st.upTo[m.subtask] = max(st.upTo[m.subtask], m.upTo)
-	if st.gc == nil {
+// startGlobal runs a global commit that sinkCommits decided on (if any) on
+// a goroutine of its own; it reports back with a globalDoneMsg.
+func (a *attempt) startGlobal(gc *globalCommit) {
+	if gc == nil {
 		return
 	}
-	if len(m.committed) > 0 {
-		st.items = append(st.items, m.committed...)
-	}
-	a.startGlobal(st)
-}
-
-// startGlobal runs the global committer for every checkpoint that all
-// subtasks have committed, one at a time.
-func (a *attempt) startGlobal(st *sinkTrack) {
-	upTo := st.minUpTo()
-	if st.gc == nil || st.running || upTo <= st.globalDone {
-		return
-	}
-	var batch [][]byte
-	rest := st.items[:0]
-	for _, it := range st.items {
-		if it.checkpoint <= upTo {
-			batch = append(batch, it.data)
-			st.batch = append(st.batch, it)
-		} else {
-			rest = append(rest, it)
-		}
-	}
-	st.items = rest
-	st.running = true
+	st := a.sinks.byNode[gc.node]
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		log := a.job.log.With("operator", st.node.name, "subtask", "global committer")
-		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, upTo, batch) })
-		a.inbox.Put(globalDoneMsg{node: st.node, upTo: upTo, err: err})
+		log := a.job.log.With("operator", gc.node.name, "subtask", "global committer")
+		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, gc.upTo, gc.batch) })
+		a.inbox.Put(globalDoneMsg{node: gc.node, upTo: gc.upTo, err: err})
 	}()
 }
 
@@ -764,10 +686,8 @@ func (a *attempt) maybeFinish() error {
 		}
 		return nil
 	}
-	for _, st := range a.sinks {
-		if st.doneUpTo() < a.finalID {
-			return nil
-		}
+	if !a.sinks.doneUpTo(a.finalID) {
+		return nil
 	}
 	a.done = true
 	return nil
@@ -806,7 +726,7 @@ func (a *attempt) teardown() error {
 			a.job.log.Warn("close enumerator", "operator", ec.v.head().name, "error", err)
 		}
 	}
-	for _, st := range a.sinks {
+	for _, st := range a.sinks.tracks {
 		if st.gc != nil {
 			log := a.job.log.With("operator", st.node.name, "subtask", "global committer")
 			if err := callSafely(log, "GlobalCommitter.Close", st.gc.Close); err != nil {

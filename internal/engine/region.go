@@ -307,7 +307,7 @@ func (a *attempt) restartRegion(r int) error {
 	}
 	for _, t := range built {
 		if t.sinkOp != nil {
-			a.sinks[t.sinkNode].upTo[t.env.subtask] = t.sinkOp.committedUpTo(restoredID)
+			a.sinks.restarted(t.sinkNode, t.env.subtask, t.sinkOp.committedUpTo(restoredID))
 		}
 	}
 	rs.down, rs.ready = false, false
