@@ -40,8 +40,6 @@ type attempt struct {
 	finalID     int64
 	done        bool
 	timeout     *time.Timer
-	stopping    bool        // a stop was requested: final checkpoint, then end
-	plainStop   bool        // Stop was called (not stop with savepoint)
 	enumFailure error       // set by EnumeratorContext.FailJob
 	finishing   atomic.Bool // all committed; tasks are shutting down
 	holding     bool        // snapshotting enumerators: hold back their mails
@@ -60,10 +58,7 @@ type attempt struct {
 	assigned    map[taskKey][]assignment
 	epoch       int64 // the last checkpoint whose enumerator snapshot began
 
-	spQueue []*savepointReq // intermediate savepoints waiting to start
-	stopSP  *savepointReq   // a stop-with-savepoint request
-	sp      *savepointReq   // the savepoint being taken, as checkpoint spID
-	spID    int64
+	sps savepoints // savepoint and stop requests
 }
 
 // sinkTrack follows the commits of one sink's subtasks (see sinkCommits in
@@ -416,12 +411,12 @@ func (a *attempt) loop(ctx context.Context) error {
 			}
 			clear(msgs)
 		case <-stopC:
-			a.stopping, a.plainStop = true, true
+			a.sps.stop()
 			stopC = nil // seen; do not select it again
 		case req := <-a.job.spC:
 			a.requestSavepoint(req)
 		case <-trigger:
-			if !a.stopping && a.finished < a.total && !a.anyRegionDown() && a.tr.canTrigger(time.Now()) == nil {
+			if !a.sps.stopping && a.finished < a.total && !a.anyRegionDown() && a.tr.canTrigger(time.Now()) == nil {
 				if err := a.trigger(false); err != nil {
 					return err
 				}
@@ -536,8 +531,8 @@ func (a *attempt) trigger(final bool) error {
 		}
 		enums[ec.v.head().UID()] = b
 	}
-	if final && a.stopSP != nil {
-		a.sp, a.spID, a.stopSP = a.stopSP, id, nil
+	if final {
+		a.sps.final(id)
 	}
 	a.tr.begin(time.Now(), final, enums)
 	a.job.nextCheckpointID = a.tr.nextID
@@ -547,7 +542,7 @@ func (a *attempt) trigger(final bool) error {
 			continue
 		}
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailTrigger, id: id, payload: final && a.stopping})
+			t.env.post(mail{kind: mailTrigger, id: id, payload: final && a.sps.stopping})
 		}
 	}
 	return nil
@@ -571,7 +566,7 @@ func (a *attempt) persist(p *pendingCheckpoint) {
 			snap.Properties["parallelism/"+n.UID()] = fmt.Sprint(v.parallelism)
 		}
 	}
-	sp := a.savepointOf(p.id)
+	sp := a.sps.of(p.id)
 	if sp != nil {
 		snap.Kind = checkpoint.Savepoint
 	}
@@ -677,7 +672,7 @@ func (a *attempt) startGlobal(gc *globalCommit) {
 // A stop request takes the final checkpoint right away (once no other
 // checkpoint is pending); sources stop reading at its barrier.
 func (a *attempt) maybeFinish() error {
-	if (a.finished < a.total && !a.stopping) || a.anyRegionDown() {
+	if (a.finished < a.total && !a.sps.stopping) || a.anyRegionDown() {
 		return nil
 	}
 	if a.finalID == 0 {
