@@ -16,49 +16,51 @@ import (
 	"github.com/sluice-io/sluice/source"
 )
 
-// attempt is one run of the job's tasks between two failures. Its
+// attempt is one run of the job's tasks between two global failures. Its
 // coordinator goroutine (the one calling run) owns the enumerators and the
-// checkpoint tracker.
+// parts that decide: the checkpoint tracker (tracker.go), sink commit
+// tracking (commits.go), savepoints (savepoint.go) and failover
+// (failover.go). Parts only decide; the attempt performs what they decide
+// (posting mails to tasks, starting goroutines, calling connectors).
 type attempt struct {
 	job        *Job
 	number     int
 	restoredID int64
 	restore    *checkpoint.Snapshot
 
-	ctx    context.Context // cancelled to stop tasks and async work
-	cancel context.CancelFunc
-	inbox  *queue[coordMsg]
-	tasks  map[*vertex][]*task
-	total  int
-	enums  map[*vertex]*enumContext
-	sinks  *sinkCommits
-	tr     *tracker
+	ctx       context.Context // cancelled to stop tasks and async work
+	cancel    context.CancelFunc
+	inbox     *queue[coordMsg]
+	wg        sync.WaitGroup // async calls, saves, global commits, region waits
+	taskWG    sync.WaitGroup // task goroutines
+	timeout   *time.Timer    // the pending checkpoint's deadline
+	finalID   int64          // the final checkpoint, once it completed
+	done      bool           // the final checkpoint is committed everywhere
+	finishing atomic.Bool    // done: tasks are shutting down
 
-	wg          sync.WaitGroup // async calls, saves and global commits
-	taskWG      sync.WaitGroup // task goroutines
-	finished    int
-	finalID     int64
-	done        bool
-	timeout     *time.Timer
-	enumFailure error       // set by EnumeratorContext.FailJob
-	finishing   atomic.Bool // all committed; tasks are shutting down
-	holding     bool        // snapshotting enumerators: hold back their mails
-	held        []heldMail  // mails held back until the triggers are out
+	// The job's tasks and their channels, vertices by id, and the
+	// goroutines of each region's current tasks.
+	tasks      map[*vertex][]*task
+	channels   map[*edge]any
+	vertexByID map[string]*vertex
+	regions    []*regionRun
+
+	// Enumerators, and the mails they send while being snapshotted,
+	// held back until the checkpoint's triggers are out.
+	enums       map[*vertex]*enumContext
+	enumFailure error // set by EnumeratorContext.FailJob
+	holding     bool
+	held        []heldMail
+
+	// The deciding parts.
+	tr    *tracker
+	sinks *sinkCommits
+	sps   savepoints
+	fo    *failover
 
 	// align holds the watermark alignment groups of this attempt
 	// (alignment.go); the zero value is ready.
 	align alignGroups
-
-	// Regional failover.
-	channels    map[*edge]any
-	vertexByID  map[string]*vertex
-	regions     []*regionState
-	gens        map[taskKey]int // current generation of each subtask
-	finishedSet map[taskKey]bool
-	assigned    map[taskKey][]assignment
-	epoch       int64 // the last checkpoint whose enumerator snapshot began
-
-	sps savepoints // savepoint and stop requests
 }
 
 // sinkTrack follows the commits of one sink's subtasks (see sinkCommits in
@@ -90,7 +92,7 @@ func (c *enumContext) RegisteredReaders() map[int]source.ReaderInfo {
 func (c *enumContext) Metrics() metrics.Group { return c.metrics }
 
 func (c *enumContext) assign(subtask int, splits any) {
-	c.att.recordAssignment(c.v, subtask, splits)
+	c.att.fo.assign(taskKey{c.v.id, subtask}, splits)
 	c.att.post(c.v, subtask, mail{kind: mailAddSplits, payload: splits})
 }
 
@@ -184,11 +186,11 @@ func (c *enumContext) log() *slog.Logger {
 func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
 	a := &attempt{job: j, number: number, restore: restore, inbox: newQueue[coordMsg](),
 		tasks: map[*vertex][]*task{}, enums: map[*vertex]*enumContext{}, sinks: newSinkCommits(),
-		vertexByID: map[string]*vertex{}, gens: map[taskKey]int{}, finishedSet: map[taskKey]bool{},
-		assigned: map[taskKey][]assignment{}}
+		vertexByID: map[string]*vertex{},
+		fo:         newFailover(j.cfg.Failover, j.regions, j.regionOf, 0)}
 	if restore != nil {
 		a.restoredID = restore.ID
-		a.epoch = restore.ID
+		a.fo.checkpointBegins(restore.ID)
 	}
 	return a
 }
@@ -233,9 +235,9 @@ func (a *attempt) setup() error {
 		}
 	}
 	a.channels = channels
-	a.regions = make([]*regionState, len(j.regions))
+	a.regions = make([]*regionRun, len(j.regions))
 	for i := range a.regions {
-		rs := &regionState{wg: &sync.WaitGroup{}}
+		rs := &regionRun{wg: &sync.WaitGroup{}}
 		rs.ctx, rs.cancel = context.WithCancel(a.ctx)
 		a.regions[i] = rs
 	}
@@ -249,13 +251,12 @@ func (a *attempt) setup() error {
 		}
 		a.tasks[v] = ts
 	}
-	a.total = len(keys)
 	a.tr = newTracker(keys, j.nextCheckpointID, j.cfg.CheckpointTimeout, j.cfg.MinPauseBetweenCheckpoints, j.cfg.TolerableCheckpointFailures)
 	// Build every task before anything runs, so a bad operator fails fast
 	// and enumerators can address every reader's mailbox.
 	built := 0
 	defer func() {
-		if built < a.total {
+		if built < len(keys) {
 			for _, v := range j.vertices {
 				for _, t := range a.tasks[v] {
 					if t.src != nil || t.sinkOp != nil {
@@ -416,7 +417,7 @@ func (a *attempt) loop(ctx context.Context) error {
 		case req := <-a.job.spC:
 			a.requestSavepoint(req)
 		case <-trigger:
-			if !a.sps.stopping && a.finished < a.total && !a.anyRegionDown() && a.tr.canTrigger(time.Now()) == nil {
+			if !a.sps.stopping && !a.fo.allFinished() && !a.fo.anyDown() && a.tr.canTrigger(time.Now()) == nil {
 				if err := a.trigger(false); err != nil {
 					return err
 				}
@@ -445,7 +446,7 @@ func (a *attempt) loop(ctx context.Context) error {
 }
 
 func (a *attempt) handle(m coordMsg) error {
-	if tm, ok := m.(taskMsg); ok && tm.from().gen != a.gens[tm.from().key()] {
+	if tm, ok := m.(taskMsg); ok && a.fo.stale(tm.from()) {
 		return nil // from a task of a region that was restarted since
 	}
 	switch m := m.(type) {
@@ -484,10 +485,7 @@ func (a *attempt) handle(m coordMsg) error {
 		}
 		return a.checkpointComplete(p, m.info.Size)
 	case taskFinishedMsg:
-		if k := m.key(); !a.finishedSet[k] {
-			a.finishedSet[k] = true
-			a.finished++
-		}
+		a.fo.taskFinished(m.key())
 	case taskExitedMsg:
 		err := m.err
 		if err == nil {
@@ -520,7 +518,7 @@ func (a *attempt) trigger(final bool) error {
 		a.job.beforeTrigger(id)
 	}
 	// Assignments from here on are not in this checkpoint's reader states.
-	a.epoch = id
+	a.fo.checkpointBegins(id)
 	enums := map[string][]byte{}
 	a.holding = true
 	defer a.releaseHeld()
@@ -604,7 +602,7 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 	j := a.job
 	j.stats.completed(CompletedCheckpoint{ID: p.id, Kind: p.kind, Completed: now, Duration: now.Sub(p.started), Size: size})
 	j.log.Debug("checkpoint complete", "id", p.id, "final", p.final, "duration", now.Sub(p.started), "size", size)
-	a.pruneAssignments(p.id)
+	a.fo.checkpointComplete(p.id)
 	for _, v := range j.vertices {
 		for _, t := range a.tasks[v] {
 			t.env.post(mail{kind: mailComplete, id: p.id})
@@ -672,7 +670,7 @@ func (a *attempt) startGlobal(gc *globalCommit) {
 // A stop request takes the final checkpoint right away (once no other
 // checkpoint is pending); sources stop reading at its barrier.
 func (a *attempt) maybeFinish() error {
-	if (a.finished < a.total && !a.sps.stopping) || a.anyRegionDown() {
+	if (!a.fo.allFinished() && !a.sps.stopping) || a.fo.anyDown() {
 		return nil
 	}
 	if a.finalID == 0 {

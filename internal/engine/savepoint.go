@@ -198,7 +198,7 @@ func (s *savepoints) drop() []*savepointReq {
 
 // requestSavepoint takes a request on the coordinator goroutine.
 func (a *attempt) requestSavepoint(req *savepointReq) {
-	finishing := a.finished == a.total || a.finalID != 0 || (a.tr.pending != nil && a.tr.pending.final)
+	finishing := a.fo.allFinished() || a.finalID != 0 || (a.tr.pending != nil && a.tr.pending.final)
 	if err := a.sps.request(req, finishing); err != nil {
 		req.answer(checkpoint.Info{}, err)
 	}
@@ -207,7 +207,7 @@ func (a *attempt) requestSavepoint(req *savepointReq) {
 // maybeSavepoint starts the next queued intermediate savepoint once no
 // checkpoint is pending.
 func (a *attempt) maybeSavepoint() error {
-	canStart := a.tr.pending == nil && a.finished != a.total && !a.anyRegionDown()
+	canStart := a.tr.pending == nil && !a.fo.allFinished() && !a.fo.anyDown()
 	if a.sps.next(canStart, a.tr.nextID) == nil {
 		return nil
 	}
