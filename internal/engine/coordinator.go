@@ -227,20 +227,48 @@ func (a *attempt) setup() error {
 	if err != nil {
 		return err
 	}
-	channels := map[*edge]any{}
-	var keys []taskKey
+	keys := a.newTasks()
+	a.tr = newTracker(keys, j.nextCheckpointID, j.cfg.CheckpointTimeout, j.cfg.MinPauseBetweenCheckpoints, j.cfg.TolerableCheckpointFailures)
+	if err := a.buildTasks(states); err != nil {
+		return err
+	}
 	for _, v := range j.vertices {
-		for _, e := range v.outputs {
-			channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
+		if v.tail().kind == kindSink {
+			st, err := a.newSinkTrack(v)
+			if err != nil {
+				return err
+			}
+			a.sinks.add(st)
 		}
 	}
-	a.channels = channels
+	if err := a.startEnumerators(); err != nil {
+		return err
+	}
+	for _, v := range j.vertices {
+		for i, t := range a.tasks[v] {
+			a.startTask(t, a.regions[j.regionOf[taskKey{v.id, i}]].wg)
+		}
+	}
+	return nil
+}
+
+// newTasks creates the channels, the regions and every task (not built
+// yet), and returns the subtasks in order.
+func (a *attempt) newTasks() []taskKey {
+	j := a.job
+	a.channels = map[*edge]any{}
+	for _, v := range j.vertices {
+		for _, e := range v.outputs {
+			a.channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
+		}
+	}
 	a.regions = make([]*regionRun, len(j.regions))
 	for i := range a.regions {
 		rs := &regionRun{wg: &sync.WaitGroup{}}
 		rs.ctx, rs.cancel = context.WithCancel(a.ctx)
 		a.regions[i] = rs
 	}
+	var keys []taskKey
 	for _, v := range j.vertices {
 		a.vertexByID[v.id] = v
 		ts := make([]*task, v.parallelism)
@@ -251,63 +279,79 @@ func (a *attempt) setup() error {
 		}
 		a.tasks[v] = ts
 	}
-	a.tr = newTracker(keys, j.nextCheckpointID, j.cfg.CheckpointTimeout, j.cfg.MinPauseBetweenCheckpoints, j.cfg.TolerableCheckpointFailures)
-	// Build every task before anything runs, so a bad operator fails fast
-	// and enumerators can address every reader's mailbox.
-	built := 0
+	return keys
+}
+
+// buildTasks builds every task before anything runs, so a bad operator
+// fails fast and enumerators can address every reader's mailbox. If one
+// fails, those built are closed.
+func (a *attempt) buildTasks(states map[taskKey]map[string]*checkpoint.TaskState) error {
+	j := a.job
+	complete := false
 	defer func() {
-		if built < len(keys) {
-			for _, v := range j.vertices {
-				for _, t := range a.tasks[v] {
-					if t.src != nil || t.sinkOp != nil {
-						_ = t.close()
-					}
+		if complete {
+			return
+		}
+		for _, v := range j.vertices {
+			for _, t := range a.tasks[v] {
+				if t.src != nil || t.sinkOp != nil {
+					_ = t.close()
 				}
 			}
 		}
 	}()
 	for _, v := range j.vertices {
 		for i, t := range a.tasks[v] {
-			if err := t.build(channels, states[taskKey{v.id, i}]); err != nil {
+			if err := t.build(a.channels, states[taskKey{v.id, i}]); err != nil {
 				return &TaskError{Operator: v.describe(), Subtask: i, Err: err}
 			}
-			built++
 		}
 	}
-	for _, v := range j.vertices {
-		if n := v.tail(); n.kind == kindSink {
-			st := &sinkTrack{node: n, upTo: make([]int64, v.parallelism), globalDone: a.restoredID}
-			rerun := false
-			for i := range st.upTo {
-				st.upTo[i] = a.tasks[v][i].sinkOp.committedUpTo(a.restoredID)
-				rerun = rerun || st.upTo[i] < a.restoredID
+	complete = true
+	return nil
+}
+
+// newSinkTrack sets up the commit tracking and the global committer of the
+// sink that ends v, from the built sink subtasks and the restored global
+// committables.
+func (a *attempt) newSinkTrack(v *vertex) (*sinkTrack, error) {
+	n := v.tail()
+	st := &sinkTrack{node: n, upTo: make([]int64, v.parallelism), globalDone: a.restoredID}
+	rerun := false
+	for i := range st.upTo {
+		st.upTo[i] = a.tasks[v][i].sinkOp.committedUpTo(a.restoredID)
+		rerun = rerun || st.upTo[i] < a.restoredID
+	}
+	if a.restore != nil {
+		for _, ts := range a.restore.Tasks {
+			if ts.Vertex != n.UID()+globalSuffix {
+				continue
 			}
-			if a.restore != nil {
-				for _, ts := range a.restore.Tasks {
-					if ts.Vertex != n.UID()+globalSuffix {
-						continue
-					}
-					items, err := decodeCommittables(ts.Parts[partCommittables])
-					if err != nil {
-						return &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: err}
-					}
-					st.items = append(st.items, items...)
-				}
-			}
-			if rerun || len(st.items) > 0 {
-				// The global committer sees the restored checkpoint's
-				// committables again (it must be idempotent).
-				st.globalDone = a.restoredID - 1
-			}
-			gctx := &coordInitContext{att: a, node: n, parallelism: v.parallelism}
-			gc, err := n.sink.newGlobal(gctx)
+			items, err := decodeCommittables(ts.Parts[partCommittables])
 			if err != nil {
-				return &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("create: %w", err)}
+				return nil, &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: err}
 			}
-			st.gc = gc
-			a.sinks.add(st)
+			st.items = append(st.items, items...)
 		}
 	}
+	if rerun || len(st.items) > 0 {
+		// The global committer sees the restored checkpoint's
+		// committables again (it must be idempotent).
+		st.globalDone = a.restoredID - 1
+	}
+	gctx := &coordInitContext{att: a, node: n, parallelism: v.parallelism}
+	gc, err := n.sink.newGlobal(gctx)
+	if err != nil {
+		return nil, &TaskError{Operator: n.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("create: %w", err)}
+	}
+	st.gc = gc
+	return st, nil
+}
+
+// startEnumerators creates every source's enumerator (from its restored
+// state), starts it and registers its readers.
+func (a *attempt) startEnumerators() error {
+	j := a.job
 	for _, v := range j.vertices {
 		head := v.head()
 		if head.kind != kindSource {
@@ -340,11 +384,6 @@ func (a *attempt) setup() error {
 			if err := ec.enum.addReader(i); err != nil {
 				return enumError(ec.v, fmt.Sprintf("add reader %d", i), err)
 			}
-		}
-	}
-	for _, v := range j.vertices {
-		for i, t := range a.tasks[v] {
-			a.startTask(t, a.regions[j.regionOf[taskKey{v.id, i}]].wg)
 		}
 	}
 	return nil

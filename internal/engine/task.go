@@ -225,94 +225,138 @@ func (t *task) run() (err error) {
 	if t.sinkOp != nil {
 		t.sinkOp.open(ctx)
 	}
-	cfg := &t.env.att.job.cfg
-	var flushC, wmC <-chan time.Time
-	if len(t.outs) > 0 && cfg.BufferTimeout > 0 {
-		tk := time.NewTicker(cfg.BufferTimeout)
-		defer tk.Stop()
-		flushC = tk.C
-	}
-	if t.src != nil && cfg.WatermarkInterval > 0 {
-		tk := time.NewTicker(cfg.WatermarkInterval)
-		defer tk.Stop()
-		wmC = tk.C
-	}
+	tm := t.newTimers()
+	defer tm.stop()
 	for {
-		if t.env.mailbox.Len() > 0 {
-			t.mails = t.env.mailbox.Drain(t.mails)
-			for _, m := range t.mails {
-				if err := t.handleMail(m); err != nil {
-					return err
-				}
-			}
-			clear(t.mails)
+		if err := t.serveMail(); err != nil || t.shutdown {
+			return err
 		}
-		if t.err != nil {
-			return t.err
-		}
-		if t.shutdown {
-			return nil
-		}
-		progressed := false
-		switch {
-		case t.src != nil && !t.ended && !t.stopped && t.srcReady:
-			st, err := t.src.poll()
-			t.src.flushCount()
-			if err != nil {
-				return err
-			}
-			switch st {
-			case source.NothingAvailable:
-				t.srcReady = false
-			case source.EndOfInput:
-				if err := t.endOfInput(); err != nil {
-					return err
-				}
-			}
-			progressed = true
-		case t.gate != nil:
-			ok, err := t.gate.poll(t)
-			if err != nil {
-				return err
-			}
-			progressed = ok
-		}
-		if t.err != nil {
-			return t.err
+		progressed, err := t.poll()
+		if err != nil {
+			return err
 		}
 		if progressed {
-			select {
-			case <-ctx.Done():
-				// A reader that always has more must not keep a
-				// cancelled task alive.
-				return ctx.Err()
-			case <-flushC:
-				t.flush()
-			case <-wmC:
-				t.src.periodicWatermark()
-			default:
+			// A reader that always has more must not keep a cancelled
+			// task alive; timers fire between polls.
+			if err := t.between(ctx, tm); err != nil {
+				return err
 			}
 			continue
 		}
-		var avail <-chan struct{}
-		switch {
-		case t.src != nil && !t.ended && !t.stopped && !t.srcReady:
-			avail = t.src.available()
-		case t.gate != nil:
-			avail = t.gate.ready()
-		}
-		select {
-		case <-t.env.mailbox.Ready():
-		case <-avail:
-			t.srcReady = true
-		case <-flushC:
-			t.flush()
-		case <-wmC:
-			t.src.periodicWatermark()
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := t.wait(ctx, tm); err != nil {
+			return err
 		}
 	}
+}
+
+// taskTimers are the periodic flush of partial batches (tasks with
+// network outputs) and the periodic watermark (sources).
+type taskTimers struct {
+	flushC, wmC <-chan time.Time
+	tickers     []*time.Ticker
+}
+
+func (t *task) newTimers() *taskTimers {
+	cfg := &t.env.att.job.cfg
+	tm := &taskTimers{}
+	if len(t.outs) > 0 && cfg.BufferTimeout > 0 {
+		tk := time.NewTicker(cfg.BufferTimeout)
+		tm.tickers = append(tm.tickers, tk)
+		tm.flushC = tk.C
+	}
+	if t.src != nil && cfg.WatermarkInterval > 0 {
+		tk := time.NewTicker(cfg.WatermarkInterval)
+		tm.tickers = append(tm.tickers, tk)
+		tm.wmC = tk.C
+	}
+	return tm
+}
+
+func (tm *taskTimers) stop() {
+	for _, tk := range tm.tickers {
+		tk.Stop()
+	}
+}
+
+// serveMail handles every queued mail. It returns the error that fails
+// the task (a mail's, or one an operator reported).
+func (t *task) serveMail() error {
+	if t.env.mailbox.Len() > 0 {
+		t.mails = t.env.mailbox.Drain(t.mails)
+		for _, m := range t.mails {
+			if err := t.handleMail(m); err != nil {
+				return err
+			}
+		}
+		clear(t.mails)
+	}
+	return t.err
+}
+
+// poll polls the head once: the source reader, or the input gate. It
+// reports whether that made progress.
+func (t *task) poll() (progressed bool, err error) {
+	switch {
+	case t.src != nil && !t.ended && !t.stopped && t.srcReady:
+		st, err := t.src.poll()
+		t.src.flushCount()
+		if err != nil {
+			return false, err
+		}
+		switch st {
+		case source.NothingAvailable:
+			t.srcReady = false
+		case source.EndOfInput:
+			if err := t.endOfInput(); err != nil {
+				return false, err
+			}
+		}
+		progressed = true
+	case t.gate != nil:
+		progressed, err = t.gate.poll(t)
+		if err != nil {
+			return false, err
+		}
+	}
+	return progressed, t.err
+}
+
+// between serves what is due after a poll that made progress, without
+// waiting.
+func (t *task) between(ctx context.Context, tm *taskTimers) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.flushC:
+		t.flush()
+	case <-tm.wmC:
+		t.src.periodicWatermark()
+	default:
+	}
+	return nil
+}
+
+// wait waits for a mail, input, a timer or the cancel.
+func (t *task) wait(ctx context.Context, tm *taskTimers) error {
+	var avail <-chan struct{}
+	switch {
+	case t.src != nil && !t.ended && !t.stopped && !t.srcReady:
+		avail = t.src.available()
+	case t.gate != nil:
+		avail = t.gate.ready()
+	}
+	select {
+	case <-t.env.mailbox.Ready():
+	case <-avail:
+		t.srcReady = true
+	case <-tm.flushC:
+		t.flush()
+	case <-tm.wmC:
+		t.src.periodicWatermark()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (t *task) flush() {
