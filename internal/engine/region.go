@@ -219,22 +219,7 @@ func (a *attempt) restartRegion(r int) error {
 	rs.ctx, rs.cancel = context.WithCancel(a.ctx)
 	rs.wg = &sync.WaitGroup{}
 	keys := j.regions[r]
-	// Fresh channels for the region's edges: the old ones may hold batches
-	// of the failed tasks. (A forward edge's new set is used only by the
-	// region's subtask; the others keep theirs.)
-	inRegion := map[string]bool{}
-	for _, k := range keys {
-		inRegion[k.vertex] = true
-	}
-	channels := map[*edge]any{}
-	for _, v := range j.vertices {
-		for _, e := range v.outputs {
-			channels[e] = a.channels[e]
-			if inRegion[v.id] {
-				channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
-			}
-		}
-	}
+	channels := a.regionChannels(keys)
 	j.mu.Lock()
 	attemptNo := j.attempts
 	j.attempts++
@@ -261,16 +246,46 @@ func (a *attempt) restartRegion(r int) error {
 	for _, t := range built {
 		a.startTask(t, rs.wg)
 	}
-	// Readers: hand back what was assigned since the snapshot, then
-	// register again.
+	if err := a.reregisterReaders(keys, restoredID); err != nil {
+		return err
+	}
+	j.log.Info("region restarted", "region", r, "tasks", len(keys), "checkpoint", restoredID)
+	return nil
+}
+
+// regionChannels returns the channels for a restart of the region of
+// keys: fresh ones for the region's edges, as the old ones may hold
+// batches of the failed tasks. (A forward edge's new set is used only by
+// the region's subtask; the others keep theirs.)
+func (a *attempt) regionChannels(keys []taskKey) map[*edge]any {
+	j := a.job
+	inRegion := map[string]bool{}
+	for _, k := range keys {
+		inRegion[k.vertex] = true
+	}
+	channels := map[*edge]any{}
+	for _, v := range j.vertices {
+		for _, e := range v.outputs {
+			channels[e] = a.channels[e]
+			if inRegion[v.id] {
+				channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, j.cfg.ChannelCapacity)
+			}
+		}
+	}
+	return channels
+}
+
+// reregisterReaders hands the splits assigned to the restarted readers
+// since the restore checkpoint's enumerator snapshot back to their
+// enumerators (those it covers are in the restored reader state), then
+// registers the readers again.
+func (a *attempt) reregisterReaders(keys []taskKey, restoredID int64) error {
 	for _, k := range keys {
 		v := a.vertexByID[k.vertex]
 		ec := a.enums[v]
 		if ec == nil {
 			continue
 		}
-		// Assignments the restore checkpoint covers are in the restored
-		// reader state; the others go back.
 		for _, splits := range a.fo.handBack(k, restoredID) {
 			if err := ec.enum.addSplitsBack(splits, k.subtask); err != nil {
 				return enumError(v, fmt.Sprintf("add splits back from reader %d", k.subtask), err)
@@ -281,7 +296,6 @@ func (a *attempt) restartRegion(r int) error {
 			return enumError(v, fmt.Sprintf("add reader %d", k.subtask), err)
 		}
 	}
-	j.log.Info("region restarted", "region", r, "tasks", len(keys), "checkpoint", restoredID)
 	return nil
 }
 
