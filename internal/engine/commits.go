@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/metrics"
 )
 
 // sinkCommits is the coordinator's part that tracks sink commits: for each
@@ -142,4 +144,46 @@ func (s *sinkTrack) doneUpTo() int64 {
 		return s.globalDone
 	}
 	return s.minUpTo()
+}
+
+// startGlobal runs a global commit that sinkCommits decided on (if any) on
+// a goroutine of its own; it reports back with a globalDoneMsg.
+func (a *attempt) startGlobal(gc *globalCommit) {
+	if gc == nil {
+		return
+	}
+	st := a.sinks.byNode[gc.node]
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		log := a.job.log.With("operator", gc.node.name, "subtask", "global committer")
+		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, gc.upTo, gc.batch) })
+		a.inbox.Put(globalDoneMsg{node: gc.node, upTo: gc.upTo, err: err})
+	}()
+}
+
+type coordInitContext struct {
+	att         *attempt
+	node        *Node
+	parallelism int
+}
+
+func (c *coordInitContext) SubtaskIndex() int    { return 0 }
+func (c *coordInitContext) Parallelism() int     { return c.parallelism }
+func (c *coordInitContext) Attempt() int         { return c.att.number }
+func (c *coordInitContext) JobName() string      { return c.att.job.name }
+func (c *coordInitContext) JobID() string        { return c.att.job.id }
+func (c *coordInitContext) OperatorName() string { return c.node.name }
+func (c *coordInitContext) OperatorUID() string  { return c.node.UID() }
+
+func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
+	return c.att.restoredID, c.att.restoredID > 0
+}
+
+func (c *coordInitContext) CheckpointInterval() time.Duration {
+	return c.att.job.cfg.CheckpointInterval
+}
+
+func (c *coordInitContext) Metrics() metrics.Group {
+	return c.att.job.metricRoot.With("operator", c.node.name).With("subtask", "coordinator")
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/sink"
-	"github.com/sluice-io/sluice/source"
 )
 
 // attempt is one run of the job's tasks between two global failures. Its
@@ -73,114 +70,6 @@ type sinkTrack struct {
 	gc         sink.ErasedGlobalCommitter
 	globalDone int64
 	running    bool
-}
-
-// enumContext is the shared, untyped part of an EnumeratorContext.
-type enumContext struct {
-	att         *attempt
-	v           *vertex
-	parallelism int
-	readers     map[int]source.ReaderInfo
-	enum        enumHandle
-	metrics     metrics.Group
-}
-
-func (c *enumContext) Parallelism() int { return c.parallelism }
-func (c *enumContext) RegisteredReaders() map[int]source.ReaderInfo {
-	return maps.Clone(c.readers)
-}
-func (c *enumContext) Metrics() metrics.Group { return c.metrics }
-
-func (c *enumContext) assign(subtask int, splits any) {
-	c.att.fo.assign(taskKey{c.v.id, subtask}, splits)
-	c.att.post(c.v, subtask, mail{kind: mailAddSplits, payload: splits})
-}
-
-// post delivers a mail from the enumerator side to a reader. While the
-// coordinator snapshots enumerators for a checkpoint, such mails are held
-// back and delivered after the checkpoint's triggers, so that a split
-// assigned after an enumerator's snapshot reaches its reader after the
-// reader's snapshot (Flink closes its operator-event gateways the same way).
-func (a *attempt) post(v *vertex, subtask int, m mail) {
-	if a.holding {
-		a.held = append(a.held, heldMail{v, subtask, m})
-		return
-	}
-	a.tasks[v][subtask].env.post(m)
-}
-
-type heldMail struct {
-	v       *vertex
-	subtask int
-	m       mail
-}
-
-func (c *enumContext) FailJob(err error) {
-	if err != nil && c.att.enumFailure == nil {
-		c.att.enumFailure = enumError(c.v, "failed", err)
-	}
-}
-
-func (c *enumContext) SignalNoMoreSplits(subtask int) {
-	if subtask < 0 || subtask >= c.parallelism {
-		return
-	}
-	c.att.post(c.v, subtask, mail{kind: mailNoMoreSplits})
-}
-
-func (c *enumContext) SendEventToReader(subtask int, e source.Event) {
-	if subtask < 0 || subtask >= c.parallelism {
-		return
-	}
-	c.att.post(c.v, subtask, mail{kind: mailEvent, payload: e})
-}
-
-func (c *enumContext) CallAsync(fn func(context.Context) (any, error), handler func(any, error), delay, period time.Duration) {
-	a := c.att
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		wait := delay
-		for {
-			if wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-a.ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				}
-			} else if a.ctx.Err() != nil {
-				return
-			}
-			res, err, perr := c.callAsync(fn)
-			if a.ctx.Err() != nil {
-				return
-			}
-			if perr != nil {
-				// fn panicked: the job fails (naming the source's
-				// enumerator); a periodic call is not repeated.
-				a.inbox.Put(asyncMsg{v: c.v, err: perr})
-				return
-			}
-			a.inbox.Put(asyncMsg{v: c.v, handler: func() { handler(res, err) }})
-			if period <= 0 {
-				return
-			}
-			wait = period
-		}
-	}()
-}
-
-// callAsync runs a CallAsync function, turning a panic into perr.
-func (c *enumContext) callAsync(fn func(context.Context) (any, error)) (res any, err, perr error) {
-	defer recoverTo(&perr, c.log(), "CallAsync function")
-	res, err = fn(c.att.ctx)
-	return res, err, nil
-}
-
-func (c *enumContext) log() *slog.Logger {
-	return c.att.job.log.With("operator", c.v.head().name, "subtask", "coordinator")
 }
 
 func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
@@ -348,47 +237,6 @@ func (a *attempt) newSinkTrack(v *vertex) (*sinkTrack, error) {
 	return st, nil
 }
 
-// startEnumerators creates every source's enumerator (from its restored
-// state), starts it and registers its readers.
-func (a *attempt) startEnumerators() error {
-	j := a.job
-	for _, v := range j.vertices {
-		head := v.head()
-		if head.kind != kindSource {
-			continue
-		}
-		ec := &enumContext{att: a, v: v, parallelism: v.parallelism, readers: map[int]source.ReaderInfo{},
-			metrics: j.metricRoot.With("operator", head.name).With("subtask", "coordinator")}
-		var state []byte
-		if a.restore != nil {
-			state = a.restore.Enumerators[head.UID()]
-		}
-		e, err := head.src.newEnumerator(ec, state)
-		if err != nil {
-			return enumError(v, "create enumerator", err)
-		}
-		ec.enum = e
-		a.enums[v] = ec
-	}
-	for _, ec := range a.enumsInOrder() {
-		// In the local runtime every reader exists from the start: they are
-		// registered before Start (so Start may assign to them), and
-		// AddReader follows for each.
-		for i := range ec.parallelism {
-			ec.readers[i] = source.ReaderInfo{Subtask: i, Location: "local"}
-		}
-		if err := ec.enum.start(a.ctx); err != nil {
-			return enumError(ec.v, "start enumerator", err)
-		}
-		for i := range ec.parallelism {
-			if err := ec.enum.addReader(i); err != nil {
-				return enumError(ec.v, fmt.Sprintf("add reader %d", i), err)
-			}
-		}
-	}
-	return nil
-}
-
 // newTask creates (but does not build) subtask i of v.
 func (a *attempt) newTask(v *vertex, i int, ctx context.Context, gen, attemptNo int, restoredID int64) *task {
 	env := &taskEnv{att: a, v: v, subtask: i, ctx: ctx, mailbox: newQueue[mail](), gen: gen, attemptNo: attemptNo, restoredID: restoredID}
@@ -410,16 +258,6 @@ func (a *attempt) startTask(t *task, region *sync.WaitGroup) {
 		err := t.run()
 		a.inbox.Put(taskExitedMsg{sender: t.env.self(), err: err})
 	}()
-}
-
-func (a *attempt) enumsInOrder() []*enumContext {
-	var out []*enumContext
-	for _, v := range a.job.vertices {
-		if ec := a.enums[v]; ec != nil {
-			out = append(out, ec)
-		}
-	}
-	return out
 }
 
 func (a *attempt) loop(ctx context.Context) error {
@@ -545,186 +383,6 @@ func (a *attempt) handle(m coordMsg) error {
 	return nil
 }
 
-func enumError(v *vertex, what string, err error) error {
-	return &TaskError{Operator: v.head().name + " (enumerator)", Subtask: -1, Err: fmt.Errorf("%s: %w", what, err)}
-}
-
-// trigger starts a checkpoint: enumerators first, then a trigger into every
-// source task's mailbox (DESIGN §3).
-func (a *attempt) trigger(final bool) error {
-	id := a.tr.nextID
-	if a.job.beforeTrigger != nil {
-		a.job.beforeTrigger(id)
-	}
-	// Assignments from here on are not in this checkpoint's reader states.
-	a.fo.checkpointBegins(id)
-	enums := map[string][]byte{}
-	a.holding = true
-	defer a.releaseHeld()
-	for _, ec := range a.enumsInOrder() {
-		b, err := ec.enum.snapshot(id)
-		if err != nil {
-			return enumError(ec.v, fmt.Sprintf("snapshot at checkpoint %d", id), err)
-		}
-		enums[ec.v.head().UID()] = b
-	}
-	if final {
-		a.sps.final(id)
-	}
-	a.tr.begin(time.Now(), final, enums)
-	a.job.nextCheckpointID = a.tr.nextID
-	a.timeout.Reset(a.job.cfg.CheckpointTimeout)
-	for _, v := range a.job.vertices {
-		if v.head().kind != kindSource {
-			continue
-		}
-		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailTrigger, id: id, payload: final && a.sps.stopping})
-		}
-	}
-	return nil
-}
-
-func (a *attempt) releaseHeld() {
-	a.holding = false
-	for _, h := range a.held {
-		a.tasks[h.v][h.subtask].env.post(h.m)
-	}
-	clear(a.held)
-	a.held = a.held[:0]
-}
-
-func (a *attempt) persist(p *pendingCheckpoint) {
-	j := a.job
-	snap := &checkpoint.Snapshot{ID: p.id, Kind: checkpoint.Checkpoint, JobName: j.name, Timestamp: p.started,
-		Enumerators: p.enumerators, Tasks: p.states, Properties: map[string]string{JobIDProperty: j.id}}
-	for _, v := range j.vertices {
-		for _, n := range v.nodes {
-			snap.Properties["parallelism/"+n.UID()] = fmt.Sprint(v.parallelism)
-		}
-	}
-	sp := a.sps.of(p.id)
-	if sp != nil {
-		snap.Kind = checkpoint.Savepoint
-	}
-	p.kind = snap.Kind
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		var info checkpoint.Info
-		// The storage is pluggable: a panic in it fails the checkpoint.
-		err := callSafely(j.log, "checkpoint storage", func() (err error) {
-			if sp != nil {
-				info, err = checkpoint.SaveSavepoint(a.ctx, sp.dir, snap)
-			} else {
-				info, err = j.storage.Save(a.ctx, snap)
-			}
-			return err
-		})
-		if err == nil && info.Warning != nil {
-			j.log.Warn("checkpoint saved with a warning", "id", snap.ID, "warning", info.Warning)
-		}
-		j.mu.Lock()
-		// An intermediate savepoint is no restore point for failover: its
-		// side effects are not committed.
-		if err == nil && (sp == nil || sp.stop) {
-			j.latest = snap
-		}
-		j.mu.Unlock()
-		a.inbox.Put(savedMsg{p: p, info: info, err: err})
-	}()
-}
-
-func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
-	now := time.Now()
-	a.tr.complete(p.id, now)
-	j := a.job
-	j.stats.completed(CompletedCheckpoint{ID: p.id, Kind: p.kind, Completed: now, Duration: now.Sub(p.started), Size: size})
-	j.log.Debug("checkpoint complete", "id", p.id, "final", p.final, "duration", now.Sub(p.started), "size", size)
-	a.fo.checkpointComplete(p.id)
-	for _, v := range j.vertices {
-		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailComplete, id: p.id})
-		}
-	}
-	for _, ec := range a.enumsInOrder() {
-		if err := ec.enum.notifyComplete(p.id); err != nil {
-			return enumError(ec.v, fmt.Sprintf("notify checkpoint %d complete", p.id), err)
-		}
-	}
-	if p.final {
-		a.finalID = p.id
-	}
-	return nil
-}
-
-func (a *attempt) checkpointFailed(id int64, cause error) error {
-	j := a.job
-	if handled, err := a.savepointFailed(id, cause); handled {
-		return err
-	}
-	j.stats.failed()
-	j.log.Warn("checkpoint failed", "id", id, "error", cause)
-	if a.tr.fail(id, time.Now()) {
-		return fmt.Errorf("%w (tolerable checkpoint failures: %d)", cause, j.cfg.TolerableCheckpointFailures)
-	}
-	return a.notifyAborted(id)
-}
-
-// notifyAborted tells every task and enumerator that checkpoint id was
-// aborted.
-func (a *attempt) notifyAborted(id int64) error {
-	j := a.job
-	for _, v := range j.vertices {
-		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailAbort, id: id})
-		}
-	}
-	for _, ec := range a.enumsInOrder() {
-		if err := ec.enum.notifyAborted(id); err != nil {
-			return enumError(ec.v, fmt.Sprintf("notify checkpoint %d aborted", id), err)
-		}
-	}
-	return nil
-}
-
-// startGlobal runs a global commit that sinkCommits decided on (if any) on
-// a goroutine of its own; it reports back with a globalDoneMsg.
-func (a *attempt) startGlobal(gc *globalCommit) {
-	if gc == nil {
-		return
-	}
-	st := a.sinks.byNode[gc.node]
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		log := a.job.log.With("operator", gc.node.name, "subtask", "global committer")
-		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, gc.upTo, gc.batch) })
-		a.inbox.Put(globalDoneMsg{node: gc.node, upTo: gc.upTo, err: err})
-	}()
-}
-
-// maybeFinish takes the final checkpoint once every task reached the end of
-// its input, and ends the attempt once that checkpoint is committed.
-// A stop request takes the final checkpoint right away (once no other
-// checkpoint is pending); sources stop reading at its barrier.
-func (a *attempt) maybeFinish() error {
-	if (!a.fo.allFinished() && !a.sps.stopping) || a.fo.anyDown() {
-		return nil
-	}
-	if a.finalID == 0 {
-		if a.tr.pending == nil {
-			return a.trigger(true)
-		}
-		return nil
-	}
-	if !a.sinks.doneUpTo(a.finalID) {
-		return nil
-	}
-	a.done = true
-	return nil
-}
-
 // teardown stops every task and async call and releases enumerators. After
 // a finished job the tasks shut down on their own; an error on the way out
 // (closing a writer, say) is returned.
@@ -767,27 +425,4 @@ func (a *attempt) teardown() error {
 		}
 	}
 	return err
-}
-
-type coordInitContext struct {
-	att         *attempt
-	node        *Node
-	parallelism int
-}
-
-func (c *coordInitContext) SubtaskIndex() int    { return 0 }
-func (c *coordInitContext) Parallelism() int     { return c.parallelism }
-func (c *coordInitContext) Attempt() int         { return c.att.number }
-func (c *coordInitContext) JobName() string      { return c.att.job.name }
-func (c *coordInitContext) JobID() string        { return c.att.job.id }
-func (c *coordInitContext) OperatorName() string { return c.node.name }
-func (c *coordInitContext) OperatorUID() string  { return c.node.UID() }
-func (c *coordInitContext) RestoredCheckpointID() (int64, bool) {
-	return c.att.restoredID, c.att.restoredID > 0
-}
-func (c *coordInitContext) CheckpointInterval() time.Duration {
-	return c.att.job.cfg.CheckpointInterval
-}
-func (c *coordInitContext) Metrics() metrics.Group {
-	return c.att.job.metricRoot.With("operator", c.node.name).With("subtask", "coordinator")
 }
