@@ -151,23 +151,72 @@ func (a *attempt) notifyAborted(id int64) error {
 	return nil
 }
 
-// maybeFinish takes the final checkpoint once every task reached the end of
-// its input, and ends the attempt once that checkpoint is committed.
-// A stop request takes the final checkpoint right away (once no other
-// checkpoint is pending); sources stop reading at its barrier.
+// coordView is what the coordinator's decisions about starting
+// checkpoints and ending the job look at, taken from its parts.
+type coordView struct {
+	allFinished    bool  // every subtask reached the end of its input
+	stopping       bool  // a stop was requested
+	regionDown     bool  // a region is being restarted
+	pending        bool  // a checkpoint is pending
+	pendingFinal   bool  // the pending checkpoint is the final one
+	finalID        int64 // the final checkpoint, once it completed
+	finalCommitted bool  // every sink committed the final checkpoint
+}
+
+func (a *attempt) view() coordView {
+	v := coordView{allFinished: a.fo.allFinished(), stopping: a.sps.stopping, regionDown: a.fo.anyDown(),
+		pending: a.tr.pending != nil, finalID: a.finalID}
+	v.pendingFinal = v.pending && a.tr.pending.final
+	v.finalCommitted = v.finalID != 0 && a.sinks.doneUpTo(v.finalID)
+	return v
+}
+
+// periodicDue says whether a periodic checkpoint may start, given the
+// tracker's answer (minimum pause, one at a time).
+func (v coordView) periodicDue(canTrigger error) bool {
+	return !v.stopping && !v.allFinished && !v.regionDown && canTrigger == nil
+}
+
+// savepointMayStart says whether a queued intermediate savepoint may start.
+func (v coordView) savepointMayStart() bool { return !v.pending && !v.allFinished && !v.regionDown }
+
+// finishing says whether the job is taking or took its final checkpoint:
+// savepoints are refused.
+func (v coordView) finishing() bool { return v.allFinished || v.finalID != 0 || v.pendingFinal }
+
+// finishStep is what the end of the job needs next.
+type finishStep int
+
+const (
+	finishWait         finishStep = iota // nothing to do yet
+	finishTriggerFinal                   // take the final checkpoint
+	finishDone                           // the final checkpoint is committed: end
+)
+
+// finish decides about the end of the job. Once every task reached the
+// end of its input, or a stop was requested, the final checkpoint is taken
+// (once no other is pending and no region is down); the attempt ends once
+// that checkpoint is committed. Sources stop reading at a stop's final
+// barrier.
+func (v coordView) finish() finishStep {
+	switch {
+	case (!v.allFinished && !v.stopping) || v.regionDown:
+		return finishWait
+	case v.finalID == 0 && !v.pending:
+		return finishTriggerFinal
+	case v.finalID != 0 && v.finalCommitted:
+		return finishDone
+	}
+	return finishWait
+}
+
+// maybeFinish performs what finish decides.
 func (a *attempt) maybeFinish() error {
-	if (!a.fo.allFinished() && !a.sps.stopping) || a.fo.anyDown() {
-		return nil
+	switch a.view().finish() {
+	case finishTriggerFinal:
+		return a.trigger(true)
+	case finishDone:
+		a.done = true
 	}
-	if a.finalID == 0 {
-		if a.tr.pending == nil {
-			return a.trigger(true)
-		}
-		return nil
-	}
-	if !a.sinks.doneUpTo(a.finalID) {
-		return nil
-	}
-	a.done = true
 	return nil
 }

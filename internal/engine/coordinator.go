@@ -294,7 +294,7 @@ func (a *attempt) loop(ctx context.Context) error {
 		case req := <-a.job.spC:
 			a.requestSavepoint(req)
 		case <-trigger:
-			if !a.sps.stopping && !a.fo.allFinished() && !a.fo.anyDown() && a.tr.canTrigger(time.Now()) == nil {
+			if a.view().periodicDue(a.tr.canTrigger(time.Now())) {
 				if err := a.trigger(false); err != nil {
 					return err
 				}

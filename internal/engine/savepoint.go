@@ -198,8 +198,7 @@ func (s *savepoints) drop() []*savepointReq {
 
 // requestSavepoint takes a request on the coordinator goroutine.
 func (a *attempt) requestSavepoint(req *savepointReq) {
-	finishing := a.fo.allFinished() || a.finalID != 0 || (a.tr.pending != nil && a.tr.pending.final)
-	if err := a.sps.request(req, finishing); err != nil {
+	if err := a.sps.request(req, a.view().finishing()); err != nil {
 		req.answer(checkpoint.Info{}, err)
 	}
 }
@@ -207,8 +206,7 @@ func (a *attempt) requestSavepoint(req *savepointReq) {
 // maybeSavepoint starts the next queued intermediate savepoint once no
 // checkpoint is pending.
 func (a *attempt) maybeSavepoint() error {
-	canStart := a.tr.pending == nil && !a.fo.allFinished() && !a.fo.anyDown()
-	if a.sps.next(canStart, a.tr.nextID) == nil {
+	if a.sps.next(a.view().savepointMayStart(), a.tr.nextID) == nil {
 		return nil
 	}
 	return a.trigger(false)
