@@ -42,7 +42,7 @@ func (a *attempt) trigger(final bool) error {
 			continue
 		}
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailTrigger, id: id, payload: final && a.sps.stopping})
+			t.env.post(mail{kind: mailTrigger, id: id, stop: final && a.sps.stopping})
 		}
 	}
 	return nil

@@ -29,8 +29,11 @@ const (
 // mail is a control message to a task. Mailboxes are FIFO: a split
 // assigned before a checkpoint trigger is added before the snapshot.
 type mail struct {
-	kind    mailKind
-	id      int64
+	kind mailKind
+	id   int64
+	stop bool // mailTrigger: the job is stopping at this barrier
+	// payload is the splits ([]S) of mailAddSplits, the source.Event of
+	// mailEvent, or the commitResult of mailCommitResult.
 	payload any
 }
 
@@ -402,7 +405,7 @@ func (t *task) handleMail(m mail) error {
 		if err := t.checkpoint(m.id); err != nil {
 			return err
 		}
-		if stop, _ := m.payload.(bool); stop {
+		if m.stop {
 			// Stopping: read nothing after the final barrier; the job ends
 			// once that checkpoint is committed.
 			t.stopped = true
