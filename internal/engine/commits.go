@@ -15,54 +15,55 @@ import (
 // (at most one per sink at a time), which the attempt runs on a goroutine
 // of its own and reports back with a globalDoneMsg.
 type sinkCommits struct {
-	tracks []*sinkTrack // in the job's vertex order
-	byNode map[*Node]*sinkTrack
+	tracks   []*sinkTrack // in the job's vertex order
+	byVertex map[string]*sinkTrack
 }
 
 // globalCommit is a global commit to run: the committables of every
 // checkpoint up to upTo that all subtasks have committed.
 type globalCommit struct {
-	node  *Node
-	upTo  int64
-	batch [][]byte
+	vertex string
+	upTo   int64
+	batch  [][]byte
 }
 
-func newSinkCommits() *sinkCommits { return &sinkCommits{byNode: map[*Node]*sinkTrack{}} }
+func newSinkCommits() *sinkCommits { return &sinkCommits{byVertex: map[string]*sinkTrack{}} }
 
-func (c *sinkCommits) add(st *sinkTrack) {
+// add tracks the sink that ends the vertex with id vertex.
+func (c *sinkCommits) add(vertex string, st *sinkTrack) {
 	c.tracks = append(c.tracks, st)
-	c.byNode[st.node] = st
+	c.byVertex[vertex] = st
 }
 
-// committed steps on a committedMsg: subtask of node committed every
+// committed steps on a committedMsg: the sink subtask committed every
 // checkpoint up to upTo, items of them just now.
-func (c *sinkCommits) committed(node *Node, subtask int, upTo int64, items []pendingCommittable) *globalCommit {
-	st := c.byNode[node]
+func (c *sinkCommits) committed(vertex string, subtask int, upTo int64, items []pendingCommittable) *globalCommit {
+	st := c.byVertex[vertex]
 	st.upTo[subtask] = max(st.upTo[subtask], upTo)
 	if st.gc == nil {
 		return nil
 	}
 	st.items = append(st.items, items...)
-	return st.next()
+	return st.next(vertex)
 }
 
 // globalDone steps on a globalDoneMsg. A failed global commit fails the
 // job (the batch stays in the global state for the restart).
-func (c *sinkCommits) globalDone(node *Node, upTo int64, err error) (*globalCommit, error) {
-	st := c.byNode[node]
+func (c *sinkCommits) globalDone(vertex string, upTo int64, err error) (*globalCommit, error) {
+	st := c.byVertex[vertex]
 	st.running = false
 	if err != nil {
-		return nil, &TaskError{Operator: node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", upTo, err)}
+		return nil, &TaskError{Operator: st.node.name + " (global committer)", Subtask: -1, Err: fmt.Errorf("commit checkpoint %d: %w", upTo, err)}
 	}
 	st.batch = nil
 	st.globalDone = max(st.globalDone, upTo)
-	return st.next(), nil
+	return st.next(vertex), nil
 }
 
-// restarted records that a regional restart rebuilt subtask of node, which
-// has committed up to upTo.
-func (c *sinkCommits) restarted(node *Node, subtask int, upTo int64) {
-	c.byNode[node].upTo[subtask] = upTo
+// restarted records that a regional restart rebuilt the sink subtask,
+// which has committed up to upTo.
+func (c *sinkCommits) restarted(vertex string, subtask int, upTo int64) {
+	c.byVertex[vertex].upTo[subtask] = upTo
 }
 
 // doneUpTo reports whether every sink has committed (globally, where it
@@ -90,7 +91,7 @@ func (c *sinkCommits) globalStates() []checkpoint.TaskState {
 
 // next returns the global commit of every checkpoint that all subtasks
 // have committed, if one is due and none is running, and marks it running.
-func (s *sinkTrack) next() *globalCommit {
+func (s *sinkTrack) next(vertex string) *globalCommit {
 	upTo := s.minUpTo()
 	if s.gc == nil || s.running || upTo <= s.globalDone {
 		return nil
@@ -107,7 +108,7 @@ func (s *sinkTrack) next() *globalCommit {
 	}
 	s.items = rest
 	s.running = true
-	return &globalCommit{node: s.node, upTo: upTo, batch: batch}
+	return &globalCommit{vertex: vertex, upTo: upTo, batch: batch}
 }
 
 // globalSuffix names the pseudo-vertex under which a sink's global
@@ -152,13 +153,13 @@ func (a *attempt) startGlobal(gc *globalCommit) {
 	if gc == nil {
 		return
 	}
-	st := a.sinks.byNode[gc.node]
+	st := a.sinks.byVertex[gc.vertex]
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		log := a.job.log.With("operator", gc.node.name, "subtask", "global committer")
+		log := a.job.log.With("operator", st.node.name, "subtask", "global committer")
 		err := callSafely(log, "GlobalCommitter.CommitGlobal", func() error { return st.gc.CommitGlobal(a.ctx, gc.upTo, gc.batch) })
-		a.inbox.Put(globalDoneMsg{node: gc.node, upTo: gc.upTo, err: err})
+		a.inbox.Put(globalDoneMsg{vertex: gc.vertex, upTo: gc.upTo, err: err})
 	}()
 }
 

@@ -98,7 +98,7 @@ func TestSinkCommits(t *testing.T) {
 				st.gc = nopGlobal{}
 			}
 			c := newSinkCommits()
-			c.add(st)
+			c.add("snk", st)
 			var pcs = func(cps []int64) []pendingCommittable {
 				var out []pendingCommittable
 				for _, cp := range cps {
@@ -111,11 +111,11 @@ func TestSinkCommits(t *testing.T) {
 				var err error
 				switch s.op {
 				case "committed":
-					gc = c.committed(node, s.subtask, s.upTo, pcs(s.items))
+					gc = c.committed("snk", s.subtask, s.upTo, pcs(s.items))
 				case "done":
-					gc, err = c.globalDone(node, s.upTo, s.err)
+					gc, err = c.globalDone("snk", s.upTo, s.err)
 				case "restarted":
-					c.restarted(node, s.subtask, s.upTo)
+					c.restarted("snk", s.subtask, s.upTo)
 				case "doneUpTo":
 					if got := c.doneUpTo(s.upTo); got != s.want {
 						t.Fatalf("step %d: doneUpTo(%d) = %v, want %v", i, s.upTo, got, s.want)

@@ -127,7 +127,7 @@ func (a *attempt) setup() error {
 			if err != nil {
 				return err
 			}
-			a.sinks.add(st)
+			a.sinks.add(v.id, st)
 		}
 	}
 	if err := a.startEnumerators(); err != nil {
@@ -328,12 +328,14 @@ func (a *attempt) handle(m coordMsg) error {
 	}
 	switch m := m.(type) {
 	case splitRequestMsg:
-		if err := a.enums[m.v].enum.handleSplitRequest(m.subtask, "local"); err != nil {
-			return enumError(m.v, "handle split request", err)
+		v := a.vertexByID[m.vertex]
+		if err := a.enums[v].enum.handleSplitRequest(m.subtask, "local"); err != nil {
+			return enumError(v, "handle split request", err)
 		}
 	case readerEventMsg:
-		if err := a.enums[m.v].enum.handleEvent(m.subtask, m.event); err != nil {
-			return enumError(m.v, "handle source event", err)
+		v := a.vertexByID[m.vertex]
+		if err := a.enums[v].enum.handleEvent(m.subtask, m.event); err != nil {
+			return enumError(v, "handle source event", err)
 		}
 	case asyncMsg:
 		if m.err != nil {
@@ -366,15 +368,15 @@ func (a *attempt) handle(m coordMsg) error {
 	case taskExitedMsg:
 		err := m.err
 		if err == nil {
-			err = &TaskError{Operator: m.v.describe(), Subtask: m.subtask, Err: errors.New("task exited unexpectedly")}
+			err = &TaskError{Operator: a.vertexByID[m.vertex].describe(), Subtask: m.subtask, Err: errors.New("task exited unexpectedly")}
 		}
 		return a.taskFailed(m.key(), err)
 	case regionReadyMsg:
 		return a.regionReady(m)
 	case committedMsg:
-		a.startGlobal(a.sinks.committed(m.node, m.subtask, m.upTo, m.committed))
+		a.startGlobal(a.sinks.committed(m.vertex, m.subtask, m.upTo, m.committed))
 	case globalDoneMsg:
-		gc, err := a.sinks.globalDone(m.node, m.upTo, m.err)
+		gc, err := a.sinks.globalDone(m.vertex, m.upTo, m.err)
 		if err != nil {
 			return err
 		}

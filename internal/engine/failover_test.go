@@ -103,7 +103,7 @@ func TestFailoverPart(t *testing.T) {
 					if regional {
 						old := f.gen(s.task)
 						f.regionDown(r)
-						if !f.stale(sender{v: &vertex{id: s.task.vertex}, subtask: s.task.subtask, gen: old}) {
+						if !f.stale(sender{vertex: s.task.vertex, subtask: s.task.subtask, gen: old}) {
 							t.Fatalf("step %d: a message of the failed task's generation is not stale", i)
 						}
 					}
@@ -113,7 +113,7 @@ func TestFailoverPart(t *testing.T) {
 					f.regionUp(s.region)
 				case "finish":
 					// As the coordinator does: only a current task's message counts.
-					if snd := (sender{v: &vertex{id: s.task.vertex}, subtask: s.task.subtask, gen: 0}); !f.stale(snd) {
+					if snd := (sender{vertex: s.task.vertex, subtask: s.task.subtask, gen: 0}); !f.stale(snd) {
 						f.taskFinished(s.task)
 					}
 				case "checkpoint":

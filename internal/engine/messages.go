@@ -14,17 +14,19 @@ import (
 // coordMsg is a message to the coordinator goroutine of an attempt.
 type coordMsg interface{ coordMsg() }
 
-// sender identifies the task that sent a message: subtask of v in its
-// generation gen (see taskEnv.gen).
+// sender identifies the task that sent a message: subtask of the vertex
+// with id vertex, in its generation gen (see taskEnv.gen). Messages from
+// tasks hold plain data (ids, not pointers into the job graph), so that
+// tasks could run in another process.
 type sender struct {
-	v       *vertex
+	vertex  string
 	subtask int
 	gen     int
 }
 
-func (s sender) key() taskKey   { return taskKey{s.v.id, s.subtask} }
+func (s sender) key() taskKey   { return taskKey{s.vertex, s.subtask} }
 func (s sender) from() sender   { return s }
-func (e *taskEnv) self() sender { return sender{v: e.v, subtask: e.subtask, gen: e.gen} }
+func (e *taskEnv) self() sender { return sender{vertex: e.v.id, subtask: e.subtask, gen: e.gen} }
 
 // taskMsg is a message sent by a task.
 type taskMsg interface {
@@ -65,7 +67,6 @@ type taskExitedMsg struct {
 // the global committer).
 type committedMsg struct {
 	sender
-	node      *Node
 	upTo      int64
 	committed []pendingCommittable
 }
@@ -87,11 +88,12 @@ type savedMsg struct {
 	err  error
 }
 
-// globalDoneMsg: a sink's global committer finished checkpoints up to upTo.
+// globalDoneMsg: the global committer of the sink that ends vertex
+// finished checkpoints up to upTo.
 type globalDoneMsg struct {
-	node *Node
-	upTo int64
-	err  error
+	vertex string
+	upTo   int64
+	err    error
 }
 
 // regionReadyMsg: the tasks of a failed region exited and the restart

@@ -239,7 +239,7 @@ func (a *attempt) restartRegion(r int) error {
 	}
 	for _, t := range built {
 		if t.sinkOp != nil {
-			a.sinks.restarted(t.sinkNode, t.env.subtask, t.sinkOp.committedUpTo(restoredID))
+			a.sinks.restarted(t.env.v.id, t.env.subtask, t.sinkOp.committedUpTo(restoredID))
 		}
 	}
 	a.fo.regionUp(r)

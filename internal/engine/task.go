@@ -463,7 +463,7 @@ func (t *task) handleMail(m mail) error {
 // checkpoints up to upTo is committed (for the global committer and for the
 // end of a bounded job).
 func (t *task) reportCommitted(upTo int64, committed []pendingCommittable) {
-	t.env.att.inbox.Put(committedMsg{sender: t.env.self(), node: t.sinkNode, upTo: upTo, committed: committed})
+	t.env.att.inbox.Put(committedMsg{sender: t.env.self(), upTo: upTo, committed: committed})
 }
 
 // checkpoint snapshots the subtask for checkpoint id, forwards the barrier
