@@ -48,6 +48,33 @@ func (a *attempt) trigger(final bool) error {
 	return nil
 }
 
+// acked records a task's acknowledgement; after the last one the
+// checkpoint, with the sinks' global-committer state, is stored.
+func (a *attempt) acked(m ackMsg) error {
+	p, err := a.tr.ack(m.id, m.key(), m.states)
+	if err != nil || p == nil {
+		return err
+	}
+	p.states = append(p.states, a.sinks.globalStates()...)
+	a.persist(p)
+	return nil
+}
+
+// saved settles a stored (or failed) checkpoint: a savepoint's own way,
+// else completed or failed.
+func (a *attempt) saved(m savedMsg) error {
+	p := m.p
+	intermediate, err := a.savepointSaved(p, m.info, m.err)
+	if intermediate || err != nil {
+		return err
+	}
+	if m.err != nil {
+		return a.checkpointFailed(p.id, fmt.Errorf("persist checkpoint %d: %w", p.id, m.err))
+	}
+	return a.checkpointComplete(p, m.info.Size)
+}
+
+// releaseHeld delivers the mails enumerators sent while being snapshotted.
 func (a *attempt) releaseHeld() {
 	a.holding = false
 	for _, h := range a.held {

@@ -260,6 +260,11 @@ func (a *attempt) startTask(t *task, region *sync.WaitGroup) {
 	}()
 }
 
+// loop is the coordinator's event loop: it steps on inbox messages, stop
+// and savepoint requests, the periodic trigger and the checkpoint timeout,
+// then lets the parts' pending decisions (region restarts, a queued
+// savepoint, the final checkpoint) act. It returns when the job is done or
+// on the first error, which fails the attempt.
 func (a *attempt) loop(ctx context.Context) error {
 	cfg := &a.job.cfg
 	var trigger <-chan time.Time
@@ -322,6 +327,8 @@ func (a *attempt) loop(ctx context.Context) error {
 	return nil
 }
 
+// handle steps on one inbox message. Messages of tasks that a regional
+// restart replaced are dropped.
 func (a *attempt) handle(m coordMsg) error {
 	if tm, ok := m.(taskMsg); ok && a.fo.stale(tm.from()) {
 		return nil // from a task of a region that was restarted since
@@ -345,24 +352,9 @@ func (a *attempt) handle(m coordMsg) error {
 			return enumError(m.v, "async handler", err)
 		}
 	case ackMsg:
-		p, err := a.tr.ack(m.id, m.key(), m.states)
-		if err != nil {
-			return err
-		}
-		if p != nil {
-			p.states = append(p.states, a.sinks.globalStates()...)
-			a.persist(p)
-		}
+		return a.acked(m)
 	case savedMsg:
-		p := m.p
-		intermediate, err := a.savepointSaved(p, m.info, m.err)
-		if intermediate || err != nil {
-			return err
-		}
-		if m.err != nil {
-			return a.checkpointFailed(p.id, fmt.Errorf("persist checkpoint %d: %w", p.id, m.err))
-		}
-		return a.checkpointComplete(p, m.info.Size)
+		return a.saved(m)
 	case taskFinishedMsg:
 		a.fo.taskFinished(m.key())
 	case taskExitedMsg:
