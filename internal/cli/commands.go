@@ -28,29 +28,9 @@ func (a *App) cmdCheckpoints(args []string) error {
 	}
 	dir := pos[0]
 	ctx := context.Background()
-	infos, err := checkpoint.ListDir(ctx, dir)
+	infos, newest, hasNewest, newestDamaged, err := listSnapshots(ctx, dir)
 	if err != nil {
 		return err
-	}
-	// The newest completed checkpoint, including one recorded in _latest
-	// whose _metadata or directory is gone.
-	newest, hasNewest, newestDamaged, nerr := checkpoint.Newest(ctx, dir)
-	if nerr != nil {
-		return nerr
-	}
-	if hasNewest && newestDamaged != nil && !slices.ContainsFunc(infos, func(in checkpoint.Info) bool {
-		return in.Kind == checkpoint.Checkpoint && in.ID == newest
-	}) {
-		abs, _ := filepath.Abs(dir)
-		infos = append(infos, checkpoint.Info{ID: newest, Kind: checkpoint.Checkpoint, Path: filepath.Join(abs, fmt.Sprintf("chk-%d", newest)), Warning: newestDamaged})
-	}
-	if len(infos) == 0 {
-		// DIR may be a snapshot directory itself.
-		if _, info, lerr := checkpoint.Load(ctx, dir); lerr == nil {
-			infos = []checkpoint.Info{info}
-		} else if !errors.Is(lerr, checkpoint.ErrNotFound) {
-			infos = []checkpoint.Info{{Path: dir, Warning: lerr}}
-		}
 	}
 	if len(infos) == 0 {
 		fmt.Fprintf(a.Stdout, "no checkpoints or savepoints in %s\n", dir)
@@ -100,6 +80,35 @@ func (a *App) cmdCheckpoints(args []string) error {
 	}
 	fmt.Fprintf(a.Stdout, "resume the newest with: sluice run --from %s PIPELINE.yaml (or --from one snapshot's PATH)\n", dir)
 	return nil
+}
+
+// listSnapshots lists the snapshots in dir for cmdCheckpoints, with the
+// newest completed checkpoint (see checkpoint.Newest), including one
+// recorded in _latest whose _metadata or directory is gone. dir may also be
+// a snapshot directory itself.
+func listSnapshots(ctx context.Context, dir string) (infos []checkpoint.Info, newest int64, hasNewest bool, newestDamaged, err error) {
+	infos, err = checkpoint.ListDir(ctx, dir)
+	if err != nil {
+		return nil, 0, false, nil, err
+	}
+	newest, hasNewest, newestDamaged, err = checkpoint.Newest(ctx, dir)
+	if err != nil {
+		return nil, 0, false, nil, err
+	}
+	if hasNewest && newestDamaged != nil && !slices.ContainsFunc(infos, func(in checkpoint.Info) bool {
+		return in.Kind == checkpoint.Checkpoint && in.ID == newest
+	}) {
+		abs, _ := filepath.Abs(dir)
+		infos = append(infos, checkpoint.Info{ID: newest, Kind: checkpoint.Checkpoint, Path: filepath.Join(abs, fmt.Sprintf("chk-%d", newest)), Warning: newestDamaged})
+	}
+	if len(infos) == 0 {
+		if _, info, lerr := checkpoint.Load(ctx, dir); lerr == nil {
+			infos = []checkpoint.Info{info}
+		} else if !errors.Is(lerr, checkpoint.ErrNotFound) {
+			infos = []checkpoint.Info{{Path: dir, Warning: lerr}}
+		}
+	}
+	return infos, newest, hasNewest, newestDamaged, nil
 }
 
 func (a *App) cmdConnectors(args []string) error {

@@ -279,22 +279,9 @@ func restartStrategy(r pipeline.Restart) restart.Strategy {
 // runSpec runs a validated pipeline until it ends. Its error is about
 // starting the job; how the job ended is in the outcome.
 func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
-	level, err := parseLevel(o.logLevel)
+	log, err := a.runLogger(&o)
 	if err != nil {
 		return nil, err
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch o.logFormat {
-	case "", "text":
-		log = slog.New(slog.NewTextHandler(a.Stderr, hopts))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(a.Stderr, hopts))
-		if o.progress == "auto" || o.progress == "terminal" {
-			o.progress = "plain" // progress as log records, not a rewritten line
-		}
-	default:
-		return nil, usagef("--log-format: want text or json, got %q", o.logFormat)
 	}
 	for _, w := range spec.Warnings {
 		log.Warn(w)
@@ -305,69 +292,139 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	// One run per checkpoint directory: the lock is taken before anything
 	// else and held until the job has ended (the runtime takes it again,
 	// counted, for its run).
-	var store *checkpoint.Local
-	if spec.CheckpointDir != "" {
-		var sopts []checkpoint.Option
-		if spec.CheckpointRetain > 0 {
-			sopts = append(sopts, checkpoint.Retain(spec.CheckpointRetain))
-		}
-		st, err := checkpoint.NewLocal(spec.CheckpointDir, sopts...)
-		if err != nil {
-			return nil, err
-		}
-		unlock, err := st.Lock()
-		if err != nil {
-			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
-		}
-		defer unlock()
-		store = st
+	store, unlock, err := openStore(spec)
+	if err != nil {
+		return nil, err
 	}
-
+	defer unlock()
 	// Values from the environment never reach a checkpoint or savepoint:
 	// the storage replaces them by references to their variables.
-	secretVals := secretVars(spec.Secrets)
-	secrets := secretLookup(secretVals, a.Getenv)
+	sec := secretRefs{vals: secretVars(spec.Secrets)}
+	sec.lookup = secretLookup(sec.vals, a.Getenv)
+	restore, err := restorePoint(ctx, spec, o, log, sec)
+	if err != nil {
+		return nil, err
+	}
+	reg := metrics.NewRegistry()
+	env := stream.New(streamOptions(spec, o, log, reg, store, restore, sec)...)
+	if err := a.build(env, spec, log, reg); err != nil {
+		return nil, usageError{err} // a connector rejected its configuration
+	}
+	var job runningJob // for the HTTP endpoint, once the job started
+	stopHTTP, err := a.serveHTTP(spec, o, log, reg, &job)
+	if err != nil {
+		return nil, err
+	}
+	defer stopHTTP()
 
-	var restore *checkpoint.Snapshot
-	switch {
-	case o.from != "":
-		s, info, err := loadRestore(ctx, o.from, secrets)
+	start := time.Now()
+	h, err := env.Start(ctx, spec.Name)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	v := jobstat.New(h, spec.Source.Name, spec.Sink.Name, start)
+	job.set(v, h)
+	out := a.watch(ctx, h, v, o, log)
+	if o.logFormat == "json" {
+		out.jsonLog = log
+	}
+	return out, nil
+}
+
+// runLogger is the run's logger, as --log-level and --log-format ask. With
+// JSON logs, progress is logged too rather than drawn on a terminal line.
+func (a *App) runLogger(o *runOptions) (*slog.Logger, error) {
+	level, err := parseLevel(o.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(a.Stderr, hopts)), nil
+	case "json":
+		if o.progress == "auto" || o.progress == "terminal" {
+			o.progress = "plain" // progress as log records, not a rewritten line
+		}
+		return slog.New(slog.NewJSONHandler(a.Stderr, hopts)), nil
+	}
+	return nil, usagef("--log-format: want text or json, got %q", o.logFormat)
+}
+
+// openStore opens and locks the pipeline's checkpoint directory, if it has
+// one; unlock releases it (a no-op without one).
+func openStore(spec *pipeline.Spec) (store *checkpoint.Local, unlock func(), err error) {
+	if spec.CheckpointDir == "" {
+		return nil, func() {}, nil
+	}
+	var sopts []checkpoint.Option
+	if spec.CheckpointRetain > 0 {
+		sopts = append(sopts, checkpoint.Retain(spec.CheckpointRetain))
+	}
+	st, err := checkpoint.NewLocal(spec.CheckpointDir, sopts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err = st.Lock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+	}
+	return st, unlock, nil
+}
+
+// restorePoint loads the snapshot --from names, if any. Without --from, a
+// checkpoint directory that holds snapshots of an earlier run is refused
+// (resuming is explicit); one that holds only _job (a run killed before
+// its first checkpoint) starts again, with the recorded job id.
+func restorePoint(ctx context.Context, spec *pipeline.Spec, o runOptions, log *slog.Logger, sec secretRefs) (*checkpoint.Snapshot, error) {
+	if o.from != "" {
+		s, info, err := loadRestore(ctx, o.from, sec.lookup)
 		if err != nil {
 			return nil, usageError{err}
 		}
 		// The runtime warns about its own checkpoint dir when it is given
 		// the checkpoint.Local itself, not the storage that keeps secrets
 		// out of it.
-		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs || len(secretVals) > 0 {
+		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs || len(sec.vals) > 0 {
 			warnIfOlder(ctx, log, info)
 		}
 		if s.JobName != spec.Name {
 			log.Warn("resuming a snapshot of another job name; state is matched by operator uid", "snapshot_job", s.JobName, "job", spec.Name)
 		}
 		log.Info("resuming", "from", info.Path, "kind", info.Kind, "id", info.ID)
-		restore = s
-	case spec.CheckpointDir != "":
-		// A directory that holds only _job (a run killed before its first
-		// checkpoint) starts again, with the recorded job id.
-		infos, err := checkpoint.ListDir(ctx, spec.CheckpointDir)
-		if err != nil {
-			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
-		}
-		newest, ok, _, nerr := checkpoint.Newest(ctx, spec.CheckpointDir)
-		if nerr != nil {
-			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, nerr)
-		}
-		if len(infos) > 0 || ok {
-			kind, id := checkpoint.Checkpoint, newest
-			if len(infos) > 0 && (!ok || infos[len(infos)-1].ID > newest) {
-				kind, id = infos[len(infos)-1].Kind, infos[len(infos)-1].ID
-			}
-			return nil, usagef("%s: checkpoint.dir %s holds snapshots of an earlier run (newest: %s %d); resume with `sluice run --from %s %s`, or use an empty directory",
-				spec.File, spec.CheckpointDir, kind, id, spec.CheckpointDir, spec.File)
-		}
+		return s, nil
 	}
+	if spec.CheckpointDir == "" {
+		return nil, nil
+	}
+	infos, err := checkpoint.ListDir(ctx, spec.CheckpointDir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+	}
+	newest, ok, _, nerr := checkpoint.Newest(ctx, spec.CheckpointDir)
+	if nerr != nil {
+		return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, nerr)
+	}
+	if len(infos) > 0 || ok {
+		kind, id := checkpoint.Checkpoint, newest
+		if len(infos) > 0 && (!ok || infos[len(infos)-1].ID > newest) {
+			kind, id = infos[len(infos)-1].Kind, infos[len(infos)-1].ID
+		}
+		return nil, usagef("%s: checkpoint.dir %s holds snapshots of an earlier run (newest: %s %d); resume with `sluice run --from %s %s`, or use an empty directory",
+			spec.File, spec.CheckpointDir, kind, id, spec.CheckpointDir, spec.File)
+	}
+	return nil, nil
+}
 
-	reg := metrics.NewRegistry()
+// secretRefs are the values that came from the environment (by variable)
+// and how to look a variable up again when a snapshot is decoded.
+type secretRefs struct {
+	vals   map[string]string
+	lookup func(string) (string, bool)
+}
+
+// streamOptions are the job's options from the pipeline and the flags.
+func streamOptions(spec *pipeline.Spec, o runOptions, log *slog.Logger, reg *metrics.Registry, store *checkpoint.Local, restore *checkpoint.Snapshot, sec secretRefs) []stream.Option {
 	opts := []stream.Option{
 		stream.Parallelism(spec.Parallelism),
 		stream.CheckpointTimeout(spec.CheckpointTimeout),
@@ -379,10 +436,10 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		opts = append(opts, stream.CheckpointEvery(spec.CheckpointInterval))
 	}
 	if store != nil {
-		opts = append(opts, stream.CheckpointStorage(withSecrets(store, secretVals, secrets)))
-	} else if len(secretVals) > 0 {
+		opts = append(opts, stream.CheckpointStorage(withSecrets(store, sec.vals, sec.lookup)))
+	} else if len(sec.vals) > 0 {
 		// Savepoints are written through the storage too.
-		opts = append(opts, stream.CheckpointStorage(withSecrets(checkpoint.NewMemory(), secretVals, secrets)))
+		opts = append(opts, stream.CheckpointStorage(withSecrets(checkpoint.NewMemory(), sec.vals, sec.lookup)))
 	}
 	if restore != nil {
 		opts = append(opts, stream.RestoreFrom(restore))
@@ -390,16 +447,39 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 			opts = append(opts, stream.AllowNonRestoredState())
 		}
 	}
-	env := stream.New(opts...)
-	if err := a.build(env, spec, log, reg); err != nil {
-		return nil, usageError{err} // a connector rejected its configuration
-	}
+	return opts
+}
 
-	// The HTTP endpoint.
-	var view *jobstat.View
-	var handle *engine.Handle // set once the job started, for POST /savepoints
-	var viewMu sync.Mutex
-	getView := func() *jobstat.View { viewMu.Lock(); defer viewMu.Unlock(); return view }
+// runningJob is the started job as the HTTP endpoint sees it: nothing
+// until it started.
+type runningJob struct {
+	mu     sync.Mutex
+	view   *jobstat.View
+	handle *engine.Handle
+}
+
+func (r *runningJob) set(v *jobstat.View, h *engine.Handle) {
+	r.mu.Lock()
+	r.view, r.handle = v, h
+	r.mu.Unlock()
+}
+
+func (r *runningJob) getView() *jobstat.View {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.view
+}
+
+func (r *runningJob) getHandle() *engine.Handle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handle
+}
+
+// serveHTTP starts the HTTP endpoint (/metrics, /status, and POST
+// /savepoints with --savepoint-dir) if the pipeline or the flags ask for
+// one; stop shuts it down.
+func (a *App) serveHTTP(spec *pipeline.Spec, o runOptions, log *slog.Logger, reg *metrics.Registry, job *runningJob) (stop func(), err error) {
 	addr, token := spec.HTTPListen, spec.HTTPToken
 	if o.httpAddr != "" {
 		addr = o.httpAddr
@@ -411,58 +491,49 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 		}
 		token = t
 	}
-	if addr != "" {
-		var savepoint func(context.Context) (checkpoint.Info, error)
-		if o.savepointDir != "" {
-			savepoint = func(ctx context.Context) (checkpoint.Info, error) {
-				viewMu.Lock()
-				hd := handle
-				viewMu.Unlock()
-				if hd == nil {
-					return checkpoint.Info{}, errors.New("the job has not started")
-				}
-				return hd.TriggerSavepoint(ctx, o.savepointDir)
-			}
-		}
-		hopts := []httpstatus.Option{httpstatus.Token(token), httpstatus.Logger(log), httpstatus.ReadyCheckpointAge(readyAge(spec))}
-		if savepoint != nil {
-			if o.savepointRetain < 0 {
-				return nil, usagef("--savepoint-retain: must be at least 1, got %d", o.savepointRetain)
-			}
-			if token == "" {
-				return nil, usagef("--savepoint-dir with an HTTP endpoint enables POST /savepoints, which needs a token: set --http-token-env VAR (or http.token: ${VAR} in the pipeline)")
-			}
-			hopts = append(hopts, httpstatus.Savepoints(savepoint, cmp.Or(o.savepointRetain, spec.HTTPSavepointRetain), spec.CheckpointTimeout+time.Minute))
-		}
-		hnd, err := httpstatus.Handler(reg, getView, hopts...)
-		if err != nil {
-			return nil, err
-		}
-		srv, err := httpstatus.Start(addr, redactHTTP(a.redact, hnd))
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			_ = srv.Close(sctx)
-		}()
-		if !httpstatus.IsLoopback(srv.Addr()) && token == "" {
-			log.Warn("the HTTP endpoint listens beyond loopback without a token", "addr", srv.Addr())
-		}
-		log.Info("http endpoint", "metrics", "http://"+srv.Addr()+"/metrics", "status", "http://"+srv.Addr()+"/status", "token", token != "")
+	if addr == "" {
+		return func() {}, nil
 	}
-
-	start := time.Now()
-	h, err := env.Start(ctx, spec.Name)
+	hopts := []httpstatus.Option{httpstatus.Token(token), httpstatus.Logger(log), httpstatus.ReadyCheckpointAge(readyAge(spec))}
+	if o.savepointDir != "" {
+		if o.savepointRetain < 0 {
+			return nil, usagef("--savepoint-retain: must be at least 1, got %d", o.savepointRetain)
+		}
+		if token == "" {
+			return nil, usagef("--savepoint-dir with an HTTP endpoint enables POST /savepoints, which needs a token: set --http-token-env VAR (or http.token: ${VAR} in the pipeline)")
+		}
+		savepoint := func(ctx context.Context) (checkpoint.Info, error) {
+			hd := job.getHandle()
+			if hd == nil {
+				return checkpoint.Info{}, errors.New("the job has not started")
+			}
+			return hd.TriggerSavepoint(ctx, o.savepointDir)
+		}
+		hopts = append(hopts, httpstatus.Savepoints(savepoint, cmp.Or(o.savepointRetain, spec.HTTPSavepointRetain), spec.CheckpointTimeout+time.Minute))
+	}
+	hnd, err := httpstatus.Handler(reg, job.getView, hopts...)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
-	v := jobstat.New(h, spec.Source.Name, spec.Sink.Name, start)
-	viewMu.Lock()
-	view, handle = v, h
-	viewMu.Unlock()
+	srv, err := httpstatus.Start(addr, redactHTTP(a.redact, hnd))
+	if err != nil {
+		return nil, err
+	}
+	if !httpstatus.IsLoopback(srv.Addr()) && token == "" {
+		log.Warn("the HTTP endpoint listens beyond loopback without a token", "addr", srv.Addr())
+	}
+	log.Info("http endpoint", "metrics", "http://"+srv.Addr()+"/metrics", "status", "http://"+srv.Addr()+"/status", "token", token != "")
+	return func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Close(sctx)
+	}, nil
+}
 
+// watch shows the job's progress until it ends. The first signal stops it
+// cleanly (a final checkpoint, or a savepoint with --savepoint-dir), a
+// second one cancels it.
+func (a *App) watch(ctx context.Context, h *engine.Handle, v *jobstat.View, o runOptions, log *slog.Logger) *outcome {
 	prog, interval := a.progress(o, log)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -499,15 +570,12 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	}
 	out.res, out.err = h.Wait()
 	out.snap = v.Poll(time.Now())
-	if o.logFormat == "json" {
-		out.jsonLog = log
-	}
 	prog.Update(out.snap)
 	prog.Done()
 	if out.res != nil && out.signalled && out.res.State == engine.Finished {
 		out.stopped = true
 	}
-	return out, nil
+	return out
 }
 
 // readyAge is the bound of /readyz: http.ready-checkpoint-age, or else

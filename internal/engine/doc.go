@@ -32,6 +32,51 @@
 // A bounded job whose sources all ended takes a final checkpoint and ends
 // once its committables are committed.
 //
+// # How the coordinator is organised
+//
+// Each attempt (a run of the tasks between two global failures) has one
+// coordinator goroutine: the one calling attempt.run, which sets the tasks
+// up, steps on messages until the job ends or fails, and tears down. Only
+// it touches the attempt's state, so nothing there is locked. Its state is
+// split into parts with one job each; a part decides and never performs
+// (no goroutines, mails or connector calls in it), so each is tested with
+// table tests and could run with tasks in other processes:
+//
+//   - the checkpoint tracker (tracker.go): when a checkpoint may start,
+//     which acknowledgements are missing, timeouts, tolerable failures;
+//   - sink commit tracking (sinkCommits, commits.go): how far each sink
+//     subtask committed, and the global commit to start next;
+//   - savepoints (savepoints, savepoint.go): queued savepoint and stop
+//     requests, and which checkpoint is a savepoint;
+//   - failover (failover, failover.go): subtask generations, finished
+//     subtasks, regions down or ready to restart, split assignments to hand
+//     back after a regional restart;
+//   - coordView (checkpoints.go) combines them to decide about periodic
+//     checkpoints, savepoints and the final checkpoint.
+//
+// The attempt performs what they decide: checkpoints.go triggers, stores
+// and completes checkpoints, region.go cancels and rebuilds regions,
+// enumerators.go runs the enumerators, commits.go the global committers.
+//
+// Messages are typed (messages.go). Tasks and helper goroutines put a
+// coordMsg into the coordinator's inbox, which never blocks the sender:
+// splitRequestMsg, readerEventMsg, ackMsg, taskFinishedMsg, taskExitedMsg
+// and committedMsg from tasks (each carries its sender's generation, and
+// the coordinator drops those of tasks a regional restart replaced);
+// asyncMsg, savedMsg, globalDoneMsg and regionReadyMsg from the
+// coordinator's own helper goroutines. The coordinator talks to a task
+// through its mailbox (a mail: splits, events, trigger, complete, abort,
+// shutdown), which the task serves between polls.
+//
+// Goroutines and their owners: every task runs on a goroutine of its own,
+// started by the attempt and awaited in teardown (per region too, for a
+// regional restart); a sink subtask's committer goroutine belongs to its
+// task, which stops and waits for it on close. The attempt owns, and
+// teardown cancels and waits for, the goroutines that do blocking work
+// for the coordinator: enumerator CallAsync calls, storing a checkpoint,
+// one global commit per sink at a time, and waiting for a failed region's
+// tasks to exit.
+//
 // # Failover
 //
 // A task failure restarts, if the restart strategy allows, only the failed

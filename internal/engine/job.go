@@ -394,7 +394,7 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 		if err == nil {
 			j.mu.Lock()
 			j.state = Finished
-			j.stoppedBy = a.stopping
+			j.stoppedBy = a.sps.stopping
 			j.mu.Unlock()
 			break
 		}

@@ -112,61 +112,19 @@ func computeRegions(vs []*vertex) (regions [][]taskKey, of map[taskKey]int) {
 	return regions, of
 }
 
-// regionState is the attempt's view of one region.
-type regionState struct {
+// regionRun holds the goroutines of one region's current tasks.
+type regionRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup // its task goroutines
-	down   bool            // cancelled, not yet restarted
-	ready  bool            // its tasks exited and the delay passed
-}
-
-// assignment is a split assignment the coordinator remembers until a
-// checkpoint covers it, so that a regional restart can hand it back.
-type assignment struct {
-	after  int64 // the last checkpoint whose enumerator snapshot preceded it
-	splits any   // []S
-}
-
-// recordAssignment remembers splits assigned to a reader.
-func (a *attempt) recordAssignment(v *vertex, subtask int, splits any) {
-	if a.job.cfg.Failover != FailoverRegion {
-		return
-	}
-	k := taskKey{v.id, subtask}
-	a.assigned[k] = append(a.assigned[k], assignment{after: a.epoch, splits: splits})
-}
-
-// pruneAssignments forgets assignments that checkpoint id covers.
-func (a *attempt) pruneAssignments(id int64) {
-	for k, list := range a.assigned {
-		keep := list[:0]
-		for _, as := range list {
-			if as.after >= id {
-				keep = append(keep, as)
-			}
-		}
-		clear(list[len(keep):])
-		a.assigned[k] = keep
-	}
-}
-
-// anyRegionDown reports whether a region is being restarted.
-func (a *attempt) anyRegionDown() bool {
-	for _, r := range a.regions {
-		if r.down {
-			return true
-		}
-	}
-	return false
 }
 
 // taskFailed handles a task's failure: a regional failover if the job
 // allows one, else the error, which fails the attempt (global failover).
 func (a *attempt) taskFailed(k taskKey, cause error) error {
 	j := a.job
-	r := j.regionOf[k]
-	if j.cfg.Failover != FailoverRegion || len(j.regions[r]) == len(j.regionOf) || a.done {
+	r, regional := a.fo.regionToRestart(k, a.done)
+	if !regional {
 		return cause
 	}
 	delay, again, _ := j.nextRestart(cause)
@@ -177,13 +135,7 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 		"region", r, "tasks", len(j.regions[r]), "delay", delay, "error", cause)
 
 	rs := a.regions[r]
-	rs.down, rs.ready = true, false
-	for _, key := range j.regions[r] {
-		a.gens[key]++ // everything the old tasks still send is stale
-		if a.finishedSet[key] {
-			delete(a.finishedSet, key)
-			a.finished--
-		}
+	for _, key := range a.fo.regionDown(r) { // everything the old tasks still send is stale
 		v := a.vertexByID[key.vertex]
 		if ec := a.enums[v]; ec != nil {
 			delete(ec.readers, key.subtask)
@@ -221,7 +173,7 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 		case <-a.ctx.Done():
 			return
 		case <-t.C:
-			a.inbox.Put(coordMsg{kind: cmRegionRestart, id: int64(r),
+			a.inbox.Put(regionReadyMsg{region: r,
 				err: fmt.Errorf("region %d: tasks did not exit within %s after a failure: %w", r, regionWaitBound, cause)})
 			return
 		}
@@ -233,7 +185,7 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 			case <-t.C:
 			}
 		}
-		a.inbox.Put(coordMsg{kind: cmRegionRestart, id: int64(r)})
+		a.inbox.Put(regionReadyMsg{region: r})
 	}()
 	return nil
 }
@@ -242,14 +194,9 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 // passed, once no checkpoint is being stored (its outcome decides the
 // restore point).
 func (a *attempt) maybeRestartRegions() error {
-	if a.tr.pending != nil {
-		return nil
-	}
-	for r, rs := range a.regions {
-		if rs.down && rs.ready {
-			if err := a.restartRegion(r); err != nil {
-				return err
-			}
+	for _, r := range a.fo.toRestart(a.tr.pending != nil) {
+		if err := a.restartRegion(r); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -272,9 +219,46 @@ func (a *attempt) restartRegion(r int) error {
 	rs.ctx, rs.cancel = context.WithCancel(a.ctx)
 	rs.wg = &sync.WaitGroup{}
 	keys := j.regions[r]
-	// Fresh channels for the region's edges: the old ones may hold batches
-	// of the failed tasks. (A forward edge's new set is used only by the
-	// region's subtask; the others keep theirs.)
+	channels := a.regionChannels(keys)
+	j.mu.Lock()
+	attemptNo := j.attempts
+	j.attempts++
+	j.mu.Unlock()
+	var built []*task
+	for _, k := range keys {
+		v := a.vertexByID[k.vertex]
+		t := a.newTask(v, k.subtask, rs.ctx, a.fo.gen(k), attemptNo, restoredID)
+		if err := t.build(channels, states[k]); err != nil {
+			for _, b := range built {
+				_ = b.close()
+			}
+			return &TaskError{Operator: v.describe(), Subtask: k.subtask, Err: fmt.Errorf("regional restart: %w", err)}
+		}
+		built = append(built, t)
+		a.tasks[v][k.subtask] = t
+	}
+	for _, t := range built {
+		if t.sinkOp != nil {
+			a.sinks.restarted(t.env.v.id, t.env.subtask, t.sinkOp.committedUpTo(restoredID))
+		}
+	}
+	a.fo.regionUp(r)
+	for _, t := range built {
+		a.startTask(t, rs.wg)
+	}
+	if err := a.reregisterReaders(keys, restoredID); err != nil {
+		return err
+	}
+	j.log.Info("region restarted", "region", r, "tasks", len(keys), "checkpoint", restoredID)
+	return nil
+}
+
+// regionChannels returns the channels for a restart of the region of
+// keys: fresh ones for the region's edges, as the old ones may hold
+// batches of the failed tasks. (A forward edge's new set is used only by
+// the region's subtask; the others keep theirs.)
+func (a *attempt) regionChannels(keys []taskKey) map[*edge]any {
+	j := a.job
 	inRegion := map[string]bool{}
 	for _, k := range keys {
 		inRegion[k.vertex] = true
@@ -288,49 +272,22 @@ func (a *attempt) restartRegion(r int) error {
 			}
 		}
 	}
-	j.mu.Lock()
-	attemptNo := j.attempts
-	j.attempts++
-	j.mu.Unlock()
-	var built []*task
-	for _, k := range keys {
-		v := a.vertexByID[k.vertex]
-		t := a.newTask(v, k.subtask, rs.ctx, a.gens[k], attemptNo, restoredID)
-		if err := t.build(channels, states[k]); err != nil {
-			for _, b := range built {
-				_ = b.close()
-			}
-			return &TaskError{Operator: v.describe(), Subtask: k.subtask, Err: fmt.Errorf("regional restart: %w", err)}
-		}
-		built = append(built, t)
-		a.tasks[v][k.subtask] = t
-	}
-	for _, t := range built {
-		if t.sinkOp != nil {
-			a.sinks[t.sinkNode].upTo[t.env.subtask] = t.sinkOp.committedUpTo(restoredID)
-		}
-	}
-	rs.down, rs.ready = false, false
-	for _, t := range built {
-		a.startTask(t, rs.wg)
-	}
-	// Readers: hand back what was assigned since the snapshot, then
-	// register again.
+	return channels
+}
+
+// reregisterReaders hands the splits assigned to the restarted readers
+// since the restore checkpoint's enumerator snapshot back to their
+// enumerators (those it covers are in the restored reader state), then
+// registers the readers again.
+func (a *attempt) reregisterReaders(keys []taskKey, restoredID int64) error {
 	for _, k := range keys {
 		v := a.vertexByID[k.vertex]
 		ec := a.enums[v]
 		if ec == nil {
 			continue
 		}
-		// Assignments the restore checkpoint covers are in the restored
-		// reader state; the others go back.
-		back := a.assigned[k]
-		a.assigned[k] = nil
-		for _, as := range back {
-			if as.after < restoredID {
-				continue
-			}
-			if err := ec.enum.addSplitsBack(as.splits, k.subtask); err != nil {
+		for _, splits := range a.fo.handBack(k, restoredID) {
+			if err := ec.enum.addSplitsBack(splits, k.subtask); err != nil {
 				return enumError(v, fmt.Sprintf("add splits back from reader %d", k.subtask), err)
 			}
 		}
@@ -339,15 +296,14 @@ func (a *attempt) restartRegion(r int) error {
 			return enumError(v, fmt.Sprintf("add reader %d", k.subtask), err)
 		}
 	}
-	j.log.Info("region restarted", "region", r, "tasks", len(keys), "checkpoint", restoredID)
 	return nil
 }
 
-// regionRestartMsg handles the message that a failed region may restart.
-func (a *attempt) regionRestartMsg(m coordMsg) error {
+// regionReady handles the message that a failed region may restart.
+func (a *attempt) regionReady(m regionReadyMsg) error {
 	if m.err != nil {
 		return m.err
 	}
-	a.regions[int(m.id)].ready = true
+	a.fo.regionReady(m.region)
 	return a.maybeRestartRegions()
 }

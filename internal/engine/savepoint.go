@@ -93,55 +93,137 @@ func (h *Handle) savepoint(ctx context.Context, dir string, stop bool) (checkpoi
 	}
 }
 
+// savepoints is the coordinator's part that decides about savepoints and
+// stop requests: it queues intermediate savepoints until they may start,
+// knows which checkpoint is a savepoint, and whether the job is stopping.
+// It performs nothing: its steps return the request to answer (or to
+// start), and the attempt answers, triggers and notifies.
+type savepoints struct {
+	queue     []*savepointReq // intermediate savepoints waiting to start
+	stopReq   *savepointReq   // a stop-with-savepoint request, until its checkpoint starts
+	cur       *savepointReq   // the savepoint being taken, as checkpoint curID
+	curID     int64
+	stopping  bool // a stop was requested: final checkpoint, then end
+	plainStop bool // Stop was called (not stop with savepoint)
+}
+
+// request steps on a savepoint request. finishing says the job is already
+// taking or has taken its final checkpoint. A non-nil error is the answer
+// to give right away; otherwise the request waits (queued, or as the stop).
+func (s *savepoints) request(req *savepointReq, finishing bool) error {
+	switch {
+	case finishing:
+		return fmt.Errorf("savepoint: the job is finishing: %w", ErrNotRunning)
+	case req.stop && s.stopping:
+		return errors.New("savepoint: the job is already stopping")
+	case req.stop:
+		s.stopping = true
+		s.stopReq = req
+	default:
+		s.queue = append(s.queue, req)
+	}
+	return nil
+}
+
+// stop steps on Handle.Stop.
+func (s *savepoints) stop() { s.stopping, s.plainStop = true, true }
+
+// next returns the queued intermediate savepoint to take now as checkpoint
+// id, if any; canStart says no checkpoint is pending, no region is down
+// and the job is not finishing.
+func (s *savepoints) next(canStart bool, id int64) *savepointReq {
+	if len(s.queue) == 0 || !canStart || s.stopping {
+		return nil
+	}
+	req := s.queue[0]
+	s.queue = s.queue[1:]
+	s.cur, s.curID = req, id
+	return req
+}
+
+// final is told that the final checkpoint id starts: a stop with savepoint
+// becomes that checkpoint.
+func (s *savepoints) final(id int64) {
+	if s.stopReq != nil {
+		s.cur, s.curID, s.stopReq = s.stopReq, id, nil
+	}
+}
+
+// of returns the savepoint request checkpoint id belongs to, or nil.
+func (s *savepoints) of(id int64) *savepointReq {
+	if s.cur != nil && s.curID == id {
+		return s.cur
+	}
+	return nil
+}
+
+// saved steps on the successful save of checkpoint id. It returns the
+// request to answer, if id is a savepoint.
+func (s *savepoints) saved(id int64) *savepointReq {
+	req := s.of(id)
+	if req != nil {
+		s.cur, s.curID = nil, 0
+	}
+	return req
+}
+
+// failed steps on the failure of checkpoint id. It returns the request to
+// answer with the failure, if id is a savepoint; after a failed stop with
+// savepoint the job runs on unless Stop was called too.
+func (s *savepoints) failed(id int64) *savepointReq {
+	req := s.of(id)
+	if req == nil {
+		return nil
+	}
+	s.cur, s.curID = nil, 0
+	if req.stop {
+		s.stopping = s.plainStop
+	}
+	return req
+}
+
+// drop returns every request still waiting, to be answered when the
+// attempt ends.
+func (s *savepoints) drop() []*savepointReq {
+	out := s.queue
+	s.queue = nil
+	if s.cur != nil {
+		out = append(out, s.cur)
+	}
+	if s.stopReq != nil {
+		out = append(out, s.stopReq)
+	}
+	return out
+}
+
 // requestSavepoint takes a request on the coordinator goroutine.
 func (a *attempt) requestSavepoint(req *savepointReq) {
-	switch {
-	case a.finished == a.total || a.finalID != 0 || (a.tr.pending != nil && a.tr.pending.final):
-		req.answer(checkpoint.Info{}, fmt.Errorf("savepoint: the job is finishing: %w", ErrNotRunning))
-	case req.stop && a.stopping:
-		req.answer(checkpoint.Info{}, errors.New("savepoint: the job is already stopping"))
-	case req.stop:
-		a.stopping = true
-		a.stopSP = req
-	default:
-		a.spQueue = append(a.spQueue, req)
+	if err := a.sps.request(req, a.view().finishing()); err != nil {
+		req.answer(checkpoint.Info{}, err)
 	}
 }
 
 // maybeSavepoint starts the next queued intermediate savepoint once no
 // checkpoint is pending.
 func (a *attempt) maybeSavepoint() error {
-	if len(a.spQueue) == 0 || a.tr.pending != nil || a.stopping || a.finished == a.total || a.anyRegionDown() {
+	if a.sps.next(a.view().savepointMayStart(), a.tr.nextID) == nil {
 		return nil
 	}
-	req := a.spQueue[0]
-	a.spQueue = a.spQueue[1:]
-	id := a.tr.nextID
-	a.sp, a.spID = req, id
 	return a.trigger(false)
-}
-
-// savepointOf returns the savepoint request checkpoint id belongs to.
-func (a *attempt) savepointOf(id int64) *savepointReq {
-	if a.sp != nil && a.spID == id {
-		return a.sp
-	}
-	return nil
 }
 
 // savepointSaved settles a savepoint whose save finished (err == nil) or
 // failed. It reports whether the checkpoint was an intermediate savepoint,
 // which the caller must not treat as a completed checkpoint.
 func (a *attempt) savepointSaved(p *pendingCheckpoint, info checkpoint.Info, err error) (intermediate bool, fail error) {
-	req := a.savepointOf(p.id)
-	if req == nil {
+	if a.sps.of(p.id) == nil {
 		return false, nil
 	}
 	if err != nil {
 		_, err = a.savepointFailed(p.id, err)
 		return true, err
 	}
-	a.sp, a.spID = nil, 0
+	req := a.sps.saved(p.id)
 	req.answer(info, nil)
 	if req.stop {
 		return false, nil // the final checkpoint's usual path follows
@@ -159,17 +241,13 @@ func (a *attempt) savepointSaved(p *pendingCheckpoint, info checkpoint.Info, err
 // a failed checkpoint. After a failed stop with savepoint the job runs on:
 // the abort notice makes the sources read again.
 func (a *attempt) savepointFailed(id int64, cause error) (handled bool, err error) {
-	req := a.savepointOf(id)
+	req := a.sps.failed(id)
 	if req == nil {
 		return false, nil
 	}
-	a.sp, a.spID = nil, 0
 	cause = fmt.Errorf("savepoint %d into %s: %w", id, req.dir, cause)
 	req.answer(checkpoint.Info{}, cause)
 	a.job.log.Warn("savepoint failed", "id", id, "error", cause)
-	if req.stop {
-		a.stopping = a.plainStop
-	}
 	a.tr.discard(id, time.Now())
 	return true, a.notifyAborted(id)
 }
@@ -177,14 +255,7 @@ func (a *attempt) savepointFailed(id int64, cause error) (handled bool, err erro
 // dropSavepoints answers every request still waiting when the attempt ends.
 func (a *attempt) dropSavepoints(cause error) {
 	err := fmt.Errorf("savepoint: %w: %w", ErrNotRunning, cause)
-	for _, r := range a.spQueue {
+	for _, r := range a.sps.drop() {
 		r.answer(checkpoint.Info{}, err)
-	}
-	a.spQueue = nil
-	if a.sp != nil {
-		a.sp.answer(checkpoint.Info{}, err)
-	}
-	if a.stopSP != nil {
-		a.stopSP.answer(checkpoint.Info{}, err)
 	}
 }

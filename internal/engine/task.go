@@ -29,8 +29,11 @@ const (
 // mail is a control message to a task. Mailboxes are FIFO: a split
 // assigned before a checkpoint trigger is added before the snapshot.
 type mail struct {
-	kind    mailKind
-	id      int64
+	kind mailKind
+	id   int64
+	stop bool // mailTrigger: the job is stopping at this barrier
+	// payload is the splits ([]S) of mailAddSplits, the source.Event of
+	// mailEvent, or the commitResult of mailCommitResult.
 	payload any
 }
 
@@ -102,10 +105,10 @@ func (c *readerContext) JobID() string     { return c.env.att.job.id }
 func (c *readerContext) Parallelism() int  { return c.env.v.parallelism }
 func (c *readerContext) Attempt() int      { return c.env.attemptNo }
 func (c *readerContext) SendSplitRequest() {
-	c.env.att.inbox.Put(coordMsg{kind: cmSplitRequest, v: c.env.v, subtask: c.env.subtask, gen: c.env.gen})
+	c.env.att.inbox.Put(splitRequestMsg{c.env.self()})
 }
 func (c *readerContext) SendEventToEnumerator(e source.Event) {
-	c.env.att.inbox.Put(coordMsg{kind: cmReaderEvent, v: c.env.v, subtask: c.env.subtask, payload: e, gen: c.env.gen})
+	c.env.att.inbox.Put(readerEventMsg{sender: c.env.self(), event: e})
 }
 func (c *readerContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.env.v.head()) }
 
@@ -225,94 +228,138 @@ func (t *task) run() (err error) {
 	if t.sinkOp != nil {
 		t.sinkOp.open(ctx)
 	}
-	cfg := &t.env.att.job.cfg
-	var flushC, wmC <-chan time.Time
-	if len(t.outs) > 0 && cfg.BufferTimeout > 0 {
-		tk := time.NewTicker(cfg.BufferTimeout)
-		defer tk.Stop()
-		flushC = tk.C
-	}
-	if t.src != nil && cfg.WatermarkInterval > 0 {
-		tk := time.NewTicker(cfg.WatermarkInterval)
-		defer tk.Stop()
-		wmC = tk.C
-	}
+	tm := t.newTimers()
+	defer tm.stop()
 	for {
-		if t.env.mailbox.Len() > 0 {
-			t.mails = t.env.mailbox.Drain(t.mails)
-			for _, m := range t.mails {
-				if err := t.handleMail(m); err != nil {
-					return err
-				}
-			}
-			clear(t.mails)
+		if err := t.serveMail(); err != nil || t.shutdown {
+			return err
 		}
-		if t.err != nil {
-			return t.err
-		}
-		if t.shutdown {
-			return nil
-		}
-		progressed := false
-		switch {
-		case t.src != nil && !t.ended && !t.stopped && t.srcReady:
-			st, err := t.src.poll()
-			t.src.flushCount()
-			if err != nil {
-				return err
-			}
-			switch st {
-			case source.NothingAvailable:
-				t.srcReady = false
-			case source.EndOfInput:
-				if err := t.endOfInput(); err != nil {
-					return err
-				}
-			}
-			progressed = true
-		case t.gate != nil:
-			ok, err := t.gate.poll(t)
-			if err != nil {
-				return err
-			}
-			progressed = ok
-		}
-		if t.err != nil {
-			return t.err
+		progressed, err := t.poll()
+		if err != nil {
+			return err
 		}
 		if progressed {
-			select {
-			case <-ctx.Done():
-				// A reader that always has more must not keep a
-				// cancelled task alive.
-				return ctx.Err()
-			case <-flushC:
-				t.flush()
-			case <-wmC:
-				t.src.periodicWatermark()
-			default:
+			// A reader that always has more must not keep a cancelled
+			// task alive; timers fire between polls.
+			if err := t.between(ctx, tm); err != nil {
+				return err
 			}
 			continue
 		}
-		var avail <-chan struct{}
-		switch {
-		case t.src != nil && !t.ended && !t.stopped && !t.srcReady:
-			avail = t.src.available()
-		case t.gate != nil:
-			avail = t.gate.ready()
-		}
-		select {
-		case <-t.env.mailbox.Ready():
-		case <-avail:
-			t.srcReady = true
-		case <-flushC:
-			t.flush()
-		case <-wmC:
-			t.src.periodicWatermark()
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := t.wait(ctx, tm); err != nil {
+			return err
 		}
 	}
+}
+
+// taskTimers are the periodic flush of partial batches (tasks with
+// network outputs) and the periodic watermark (sources).
+type taskTimers struct {
+	flushC, wmC <-chan time.Time
+	tickers     []*time.Ticker
+}
+
+func (t *task) newTimers() *taskTimers {
+	cfg := &t.env.att.job.cfg
+	tm := &taskTimers{}
+	if len(t.outs) > 0 && cfg.BufferTimeout > 0 {
+		tk := time.NewTicker(cfg.BufferTimeout)
+		tm.tickers = append(tm.tickers, tk)
+		tm.flushC = tk.C
+	}
+	if t.src != nil && cfg.WatermarkInterval > 0 {
+		tk := time.NewTicker(cfg.WatermarkInterval)
+		tm.tickers = append(tm.tickers, tk)
+		tm.wmC = tk.C
+	}
+	return tm
+}
+
+func (tm *taskTimers) stop() {
+	for _, tk := range tm.tickers {
+		tk.Stop()
+	}
+}
+
+// serveMail handles every queued mail. It returns the error that fails
+// the task (a mail's, or one an operator reported).
+func (t *task) serveMail() error {
+	if t.env.mailbox.Len() > 0 {
+		t.mails = t.env.mailbox.Drain(t.mails)
+		for _, m := range t.mails {
+			if err := t.handleMail(m); err != nil {
+				return err
+			}
+		}
+		clear(t.mails)
+	}
+	return t.err
+}
+
+// poll polls the head once: the source reader, or the input gate. It
+// reports whether that made progress.
+func (t *task) poll() (progressed bool, err error) {
+	switch {
+	case t.src != nil && !t.ended && !t.stopped && t.srcReady:
+		st, err := t.src.poll()
+		t.src.flushCount()
+		if err != nil {
+			return false, err
+		}
+		switch st {
+		case source.NothingAvailable:
+			t.srcReady = false
+		case source.EndOfInput:
+			if err := t.endOfInput(); err != nil {
+				return false, err
+			}
+		}
+		progressed = true
+	case t.gate != nil:
+		progressed, err = t.gate.poll(t)
+		if err != nil {
+			return false, err
+		}
+	}
+	return progressed, t.err
+}
+
+// between serves what is due after a poll that made progress, without
+// waiting.
+func (t *task) between(ctx context.Context, tm *taskTimers) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.flushC:
+		t.flush()
+	case <-tm.wmC:
+		t.src.periodicWatermark()
+	default:
+	}
+	return nil
+}
+
+// wait waits for a mail, input, a timer or the cancel.
+func (t *task) wait(ctx context.Context, tm *taskTimers) error {
+	var avail <-chan struct{}
+	switch {
+	case t.src != nil && !t.ended && !t.stopped && !t.srcReady:
+		avail = t.src.available()
+	case t.gate != nil:
+		avail = t.gate.ready()
+	}
+	select {
+	case <-t.env.mailbox.Ready():
+	case <-avail:
+		t.srcReady = true
+	case <-tm.flushC:
+		t.flush()
+	case <-tm.wmC:
+		t.src.periodicWatermark()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (t *task) flush() {
@@ -358,7 +405,7 @@ func (t *task) handleMail(m mail) error {
 		if err := t.checkpoint(m.id); err != nil {
 			return err
 		}
-		if stop, _ := m.payload.(bool); stop {
+		if m.stop {
 			// Stopping: read nothing after the final barrier; the job ends
 			// once that checkpoint is committed.
 			t.stopped = true
@@ -416,7 +463,7 @@ func (t *task) handleMail(m mail) error {
 // checkpoints up to upTo is committed (for the global committer and for the
 // end of a bounded job).
 func (t *task) reportCommitted(upTo int64, committed []pendingCommittable) {
-	t.env.att.inbox.Put(coordMsg{kind: cmCommitted, v: t.env.v, subtask: t.env.subtask, id: upTo, payload: committed, node: t.sinkNode, gen: t.env.gen})
+	t.env.att.inbox.Put(committedMsg{sender: t.env.self(), upTo: upTo, committed: committed})
 }
 
 // checkpoint snapshots the subtask for checkpoint id, forwards the barrier
@@ -444,7 +491,7 @@ func (t *task) checkpoint(id int64) error {
 		o.broadcast(msgBarrier, id)
 	}
 	t.countOut()
-	t.env.att.inbox.Put(coordMsg{kind: cmAck, v: v, subtask: t.env.subtask, id: id, payload: states, gen: t.env.gen})
+	t.env.att.inbox.Put(ackMsg{sender: t.env.self(), id: id, states: states})
 	return nil
 }
 
@@ -485,7 +532,7 @@ func (t *task) endOfInput() error {
 		o.broadcast(msgEnd, 0)
 	}
 	t.countOut()
-	t.env.att.inbox.Put(coordMsg{kind: cmTaskFinished, v: t.env.v, subtask: t.env.subtask, gen: t.env.gen})
+	t.env.att.inbox.Put(taskFinishedMsg{t.env.self()})
 	return nil
 }
 
