@@ -89,12 +89,59 @@ func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
 func (a *attempt) run(ctx context.Context) error {
 	a.ctx, a.cancel = context.WithCancel(ctx)
 	defer a.cancel()
-	err := a.guard(a.setup)
+	err := a.setupStoppable()
 	if err == nil {
 		err = a.guard(func() error { return a.loop(ctx) })
 	}
 	if terr := a.teardown(); err == nil {
 		err = terr
+	}
+	return err
+}
+
+// errStoppedStarting ends an attempt that was asked to stop while it was
+// still being set up (writers and enumerators created: a sink's writer may
+// block there, e.g. on an unreachable broker). There is no running job to
+// take a final checkpoint of yet, so the stop cancels instead; it wraps
+// context.Canceled.
+var errStoppedStarting = fmt.Errorf("stop requested while the job was starting, before its tasks ran: %w", context.Canceled)
+
+// stopDuringStartGrace is how long a stop waits for a start in progress
+// before it cancels the start.
+const stopDuringStartGrace = 5 * time.Second
+
+// setupStoppable runs setup and, should Stop be called meanwhile and setup
+// not end within stopDuringStartGrace, cancels it: the attempt then ends
+// with errStoppedStarting. A stop that comes once setup is done (or that
+// setup outlives within the grace) is the coordinator loop's: a final
+// checkpoint.
+func (a *attempt) setupStoppable() error {
+	done := make(chan struct{})
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-a.job.stopC:
+		case <-done:
+			return
+		}
+		// A start that finishes soon gets its final checkpoint as usual.
+		t := time.NewTimer(stopDuringStartGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			stopped.Store(true)
+			a.cancel()
+		case <-done:
+		}
+	}()
+	err := a.setupStoppable()
+	close(done)
+	wg.Wait()
+	if stopped.Load() {
+		return errStoppedStarting
 	}
 	return err
 }

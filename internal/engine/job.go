@@ -403,6 +403,12 @@ func (j *Job) Run(ctx context.Context) (*Result, error) {
 			err = fmt.Errorf("job %q cancelled: %w", j.name, ctx.Err())
 			break
 		}
+		if errors.Is(err, errStoppedStarting) {
+			j.setState(Cancelled)
+			j.log.Warn("stop requested while the job was starting; cancelled instead of taking a final checkpoint (nothing of this run was committed; resume from the latest checkpoint)")
+			err = fmt.Errorf("job %q: %w", j.name, err)
+			break
+		}
 		delay, again, restarted := j.nextRestart(err)
 		if !again {
 			j.setState(Failed)
