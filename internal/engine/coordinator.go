@@ -137,7 +137,7 @@ func (a *attempt) setupStoppable() error {
 		case <-done:
 		}
 	}()
-	err := a.setupStoppable()
+	err := a.guard(a.setup)
 	close(done)
 	wg.Wait()
 	if stopped.Load() {
