@@ -51,7 +51,11 @@ func (g Guarantee) String() string {
 }
 
 // SinkOption configures a sink; see the functions that return one.
-type SinkOption func(*sinkConfig)
+type SinkOption interface{ apply(*sinkConfig) }
+
+type sinkOptionFunc func(*sinkConfig)
+
+func (f sinkOptionFunc) apply(c *sinkConfig) { f(c) }
 
 type sinkConfig struct {
 	brokers      []string
@@ -118,10 +122,10 @@ func (c *sinkConfig) validate() error {
 
 // DefaultTopic sets the topic of records whose serializer leaves Topic
 // empty. There is no default: without it every record needs a topic.
-func DefaultTopic(topic string) SinkOption { return func(c *sinkConfig) { c.topic = topic } }
+func DefaultTopic(topic string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.topic = topic }) }
 
 // DeliveryGuarantee sets the sink's guarantee (default AtLeastOnce).
-func DeliveryGuarantee(g Guarantee) SinkOption { return func(c *sinkConfig) { c.guarantee = g } }
+func DeliveryGuarantee(g Guarantee) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.guarantee = g }) }
 
 // TransactionalIDPrefix names the sink's transactional ids,
 // "<prefix>-<subtask>-<slot>". It must be unique per sink among all jobs
@@ -135,7 +139,7 @@ func DeliveryGuarantee(g Guarantee) SinkOption { return func(c *sinkConfig) { c.
 // only when something outside the job must know the ids (ACLs on a
 // prefix). Two live jobs that use one prefix are detected (see
 // [ErrPrefixInUse]) and fail.
-func TransactionalIDPrefix(p string) SinkOption { return func(c *sinkConfig) { c.prefix = p } }
+func TransactionalIDPrefix(p string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.prefix = p }) }
 
 // DefaultTransactionalIDPrefix is the prefix an exactly-once sink uses
 // when [TransactionalIDPrefix] is not set: "sluice-<job id>-<operator>",
@@ -167,7 +171,7 @@ func sanitizeName(s string) string {
 // through (default 5, 2 to 64). A slot is reused once its transaction is
 // committed; a writer whose every slot still waits for its commit fails
 // with ErrNoFreeTransactionSlot.
-func TransactionSlots(n int) SinkOption { return func(c *sinkConfig) { c.slots = n } }
+func TransactionSlots(n int) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.slots = n }) }
 
 // TransactionTimeout sets the producers' transaction timeout (default
 // 10m). It must not exceed the broker's transaction.max.timeout.ms (checked
@@ -175,7 +179,7 @@ func TransactionSlots(n int) SinkOption { return func(c *sinkConfig) { c.slots =
 // writer logs a warning at start otherwise; see [RestartAllowance]): a
 // prepared transaction older than this is aborted by the broker, which
 // loses its records.
-func TransactionTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.txnTimeout = d } }
+func TransactionTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.txnTimeout = d }) }
 
 // DefaultRestartAllowance is the default of [RestartAllowance].
 const DefaultRestartAllowance = time.Minute
@@ -187,16 +191,16 @@ const DefaultRestartAllowance = time.Minute
 // interval plus this allowance: a prepared transaction must outlive the
 // next checkpoint and a restart, or the broker aborts it and its records
 // are lost. It only sets the warning's threshold.
-func RestartAllowance(d time.Duration) SinkOption { return func(c *sinkConfig) { c.allowance = d } }
+func RestartAllowance(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.allowance = d }) }
 
 // FlushTimeout bounds how long a checkpoint waits for buffered records to
 // be acknowledged (default 2m). Cancelling the job ends the wait at once.
-func FlushTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.flushTimeout = d } }
+func FlushTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.flushTimeout = d }) }
 
 // SetupTimeout bounds a writer's start: reaching the brokers, taking the
 // prefix's lease, committing restored transactions and aborting lingering
 // ones (default 2m). Cancelling the job ends the start at once.
-func SetupTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.setupTimeout = d } }
+func SetupTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.setupTimeout = d }) }
 
 // SinkConnectTimeout bounds how long a writer goes on when it can reach
 // no broker (default [DefaultConnectTimeout], 30s): no connection opens
@@ -206,21 +210,21 @@ func SetupTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.s
 // nothing could be reached for this long, the writer's start, flush or
 // write fails with an *UnreachableError (ErrBrokersUnreachable) and the
 // job restarts as its restart strategy says.
-func SinkConnectTimeout(d time.Duration) SinkOption { return func(c *sinkConfig) { c.connTimeout = d } }
+func SinkConnectTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.connTimeout = d }) }
 
 // ProducerLinger sets how long the producer waits to fill batches (default
 // 0: send as soon as possible).
-func ProducerLinger(d time.Duration) SinkOption { return func(c *sinkConfig) { c.linger = d } }
+func ProducerLinger(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.linger = d }) }
 
 // SinkClientOpts adds franz-go client options (TLS, SASL, compression,
 // …) to every client of the sink; see also [SASLPlain], [SASLScram] and
 // [TLS].
 func SinkClientOpts(opts ...kgo.Opt) SinkOption {
-	return func(c *sinkConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+	return sinkOptionFunc(func(c *sinkConfig) { c.clientOpts = append(c.clientOpts, opts...) })
 }
 
 // SinkLogger sets the logger (default slog.Default()).
-func SinkLogger(l *slog.Logger) SinkOption { return func(c *sinkConfig) { c.logger = l } }
+func SinkLogger(l *slog.Logger) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.logger = l }) }
 
 // writerState is what an exactly-once writer keeps in checkpoints: its
 // subtask and the transactions it prepared that it has not seen committed.
@@ -264,7 +268,7 @@ func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (si
 	cfg := defaultSinkConfig()
 	cfg.brokers = slices.Clone(brokers)
 	for _, o := range opts {
-		o(&cfg)
+		o.apply(&cfg)
 	}
 	if ser == nil {
 		return nil, fmt.Errorf("%w: sink: serializer is nil", ErrInvalidConfig)
