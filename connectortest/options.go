@@ -77,7 +77,8 @@ func CaseTimeout(d time.Duration) Option {
 
 // SkipCase skips the case with this name (as printed by go test -v after
 // the suite's test name, e.g. "resume/scale-up"), giving the reason in the
-// test output. Use it for properties the connector cannot have.
+// test output. Use it for properties the connector cannot have. Default:
+// every case runs.
 func SkipCase(name, reason string) Option {
 	return optionFunc(func(c *config) { c.skip[name] = reason })
 }

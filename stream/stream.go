@@ -67,7 +67,7 @@ func CheckpointDir(dir string) Option { return optionFunc(func(e *Environment) {
 func RetainCheckpoints(n int) Option { return optionFunc(func(e *Environment) { e.retain = n }) }
 
 // CheckpointStorage sets the checkpoint storage directly; it overrides
-// CheckpointDir.
+// CheckpointDir (default: in memory, or CheckpointDir's local directory).
 func CheckpointStorage(s checkpoint.Storage) Option {
 	return optionFunc(func(e *Environment) { e.cfg.Storage = s })
 }
@@ -148,7 +148,8 @@ func Metrics(r *metrics.Registry) Option {
 	return optionFunc(func(e *Environment) { e.cfg.Metrics = r })
 }
 
-// RestoreFrom starts the job from a checkpoint or savepoint. State in it
+// RestoreFrom starts the job from a checkpoint or savepoint (default: a
+// fresh start). State in it
 // that matches no operator's uid fails Build (ErrUnmatchedState),
 // naming the unmatched uids and the job's operators, unless
 // AllowNonRestoredState is set. To resume from the newest completed
@@ -220,7 +221,8 @@ func UID(uid string) OpOption { return opOptionFunc(func(c *opConfig) { c.uid = 
 // WithParallelism sets the operator's parallelism (default: the job's).
 func WithParallelism(n int) OpOption { return opOptionFunc(func(c *opConfig) { c.parallelism = n }) }
 
-// NoChaining keeps the operator in a task of its own.
+// NoChaining keeps the operator in a task of its own (default: chained
+// with its one-to-one neighbours unless DisableChaining is set).
 func NoChaining() OpOption { return opOptionFunc(func(c *opConfig) { c.noChain = true }) }
 
 // DataStream is a typed stream of records in a job under construction.

@@ -49,6 +49,7 @@ type Malformed struct {
 // a malformed one under [EmitMalformed]. T must be the source's record
 // type (NewSource fails otherwise). fn runs on a fetcher goroutine and
 // must not keep m.Raw's backing array beyond the call if it modifies it.
+// Default: none; EmitMalformed without it fails NewSource.
 func MalformedAs[T any](fn func(m Malformed) T) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) {
 		if fn == nil {

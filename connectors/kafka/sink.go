@@ -218,7 +218,7 @@ func ProducerLinger(d time.Duration) SinkOption { return sinkOptionFunc(func(c *
 
 // SinkClientOpts adds franz-go client options (TLS, SASL, compression,
 // …) to every client of the sink; see also [SASLPlain], [SASLScram] and
-// [TLS].
+// [TLS]. Default: none (plaintext, no authentication).
 func SinkClientOpts(opts ...kgo.Opt) SinkOption {
 	return sinkOptionFunc(func(c *sinkConfig) { c.clientOpts = append(c.clientOpts, opts...) })
 }
