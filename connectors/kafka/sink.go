@@ -122,10 +122,14 @@ func (c *sinkConfig) validate() error {
 
 // DefaultTopic sets the topic of records whose serializer leaves Topic
 // empty. There is no default: without it every record needs a topic.
-func DefaultTopic(topic string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.topic = topic }) }
+func DefaultTopic(topic string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.topic = topic })
+}
 
 // DeliveryGuarantee sets the sink's guarantee (default AtLeastOnce).
-func DeliveryGuarantee(g Guarantee) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.guarantee = g }) }
+func DeliveryGuarantee(g Guarantee) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.guarantee = g })
+}
 
 // TransactionalIDPrefix names the sink's transactional ids,
 // "<prefix>-<subtask>-<slot>". It must be unique per sink among all jobs
@@ -139,7 +143,9 @@ func DeliveryGuarantee(g Guarantee) SinkOption { return sinkOptionFunc(func(c *s
 // only when something outside the job must know the ids (ACLs on a
 // prefix). Two live jobs that use one prefix are detected (see
 // [ErrPrefixInUse]) and fail.
-func TransactionalIDPrefix(p string) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.prefix = p }) }
+func TransactionalIDPrefix(p string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.prefix = p })
+}
 
 // DefaultTransactionalIDPrefix is the prefix an exactly-once sink uses
 // when [TransactionalIDPrefix] is not set: "sluice-<job id>-<operator>",
@@ -179,7 +185,9 @@ func TransactionSlots(n int) SinkOption { return sinkOptionFunc(func(c *sinkConf
 // writer logs a warning at start otherwise; see [RestartAllowance]): a
 // prepared transaction older than this is aborted by the broker, which
 // loses its records.
-func TransactionTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.txnTimeout = d }) }
+func TransactionTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.txnTimeout = d })
+}
 
 // DefaultRestartAllowance is the default of [RestartAllowance].
 const DefaultRestartAllowance = time.Minute
@@ -191,16 +199,22 @@ const DefaultRestartAllowance = time.Minute
 // interval plus this allowance: a prepared transaction must outlive the
 // next checkpoint and a restart, or the broker aborts it and its records
 // are lost. It only sets the warning's threshold.
-func RestartAllowance(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.allowance = d }) }
+func RestartAllowance(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.allowance = d })
+}
 
 // FlushTimeout bounds how long a checkpoint waits for buffered records to
 // be acknowledged (default 2m). Cancelling the job ends the wait at once.
-func FlushTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.flushTimeout = d }) }
+func FlushTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.flushTimeout = d })
+}
 
 // SetupTimeout bounds a writer's start: reaching the brokers, taking the
 // prefix's lease, committing restored transactions and aborting lingering
 // ones (default 2m). Cancelling the job ends the start at once.
-func SetupTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.setupTimeout = d }) }
+func SetupTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.setupTimeout = d })
+}
 
 // SinkConnectTimeout bounds how long a writer goes on when it can reach
 // no broker (default [DefaultConnectTimeout], 30s): no connection opens
@@ -210,11 +224,15 @@ func SetupTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *si
 // nothing could be reached for this long, the writer's start, flush or
 // write fails with an *UnreachableError (ErrBrokersUnreachable) and the
 // job restarts as its restart strategy says.
-func SinkConnectTimeout(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.connTimeout = d }) }
+func SinkConnectTimeout(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.connTimeout = d })
+}
 
 // ProducerLinger sets how long the producer waits to fill batches (default
 // 0: send as soon as possible).
-func ProducerLinger(d time.Duration) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.linger = d }) }
+func ProducerLinger(d time.Duration) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.linger = d })
+}
 
 // SinkClientOpts adds franz-go client options (TLS, SASL, compression,
 // …) to every client of the sink; see also [SASLPlain], [SASLScram] and
@@ -224,7 +242,9 @@ func SinkClientOpts(opts ...kgo.Opt) SinkOption {
 }
 
 // SinkLogger sets the logger (default slog.Default()).
-func SinkLogger(l *slog.Logger) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { c.logger = l }) }
+func SinkLogger(l *slog.Logger) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.logger = l })
+}
 
 // writerState is what an exactly-once writer keeps in checkpoints: its
 // subtask and the transactions it prepared that it has not seen committed.
