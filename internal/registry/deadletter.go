@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/base64"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -88,9 +89,36 @@ func (d *DeadLetter) Record() Record {
 // Position is where a source read a record: what a dead letter of a
 // transform names, as a source's own dead letters do.
 type Position struct {
-	Split  string // the source split (Kafka: <topic>-<partition>)
+	Split  string // the source split; "" for Kafka, see Topic
 	File   string // the source file, where known
 	Offset int64  // the byte offset in File, or the split's offset
+	// Topic and Partition are a Kafka record's; its split name
+	// (<topic>-<partition>) is made only when needed (SplitName), not for
+	// every record read.
+	Topic     string
+	Partition int32
+}
+
+// SplitName is the split: Split, or <topic>-<partition> for Kafka.
+func (p *Position) SplitName() string {
+	if p.Split == "" && p.Topic != "" {
+		return p.Topic + "-" + strconv.Itoa(int(p.Partition))
+	}
+	return p.Split
+}
+
+// String names the position for an error message: `topic "t" partition
+// 1 offset 42` (Kafka), `file in/a.jsonl offset 25`, or `split s offset
+// 7`.
+func (p *Position) String() string {
+	off := " offset " + strconv.FormatInt(p.Offset, 10)
+	switch {
+	case p.Split == "" && p.Topic != "":
+		return "topic " + strconv.Quote(p.Topic) + " partition " + strconv.Itoa(int(p.Partition)) + off
+	case p.File != "":
+		return "file " + p.File + off
+	}
+	return "split " + p.Split + off
 }
 
 // positionKey carries a *Position with a record from a source to the
@@ -105,6 +133,16 @@ func WithPosition(r Record, p Position) Record {
 		r = Record{}
 	}
 	r[positionKey] = &p
+	return r
+}
+
+// PutPosition returns r carrying p, like WithPosition, without copying p
+// (a step that passes a position on).
+func PutPosition(r Record, p *Position) Record {
+	if r == nil {
+		r = Record{}
+	}
+	r[positionKey] = p
 	return r
 }
 

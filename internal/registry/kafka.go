@@ -97,12 +97,9 @@ func init() {
 	})
 }
 
-// kafkaDeadLetters turns a value d cannot decode into a dead letter
-// (MarkDeadLetter) with the topic and partition as split, the offset and
-// the value's bytes, emitted at the record's offset: it is read exactly
-// once like any record.
-// kafkaPositions attaches the topic and partition (as split) and the
-// offset of every record d decodes (WithPosition).
+// kafkaPositions attaches the topic, partition and offset of every record
+// d decodes (WithPosition). The split's name is not formatted here: that
+// is done only for a record that fails (Position.SplitName).
 func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
 		v, err := d.Deserialize(r)
@@ -112,9 +109,14 @@ func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
 		if _, dead := DeadLetterOf(v); dead {
 			return v, nil
 		}
-		return WithPosition(v, Position{Split: fmt.Sprintf("%s-%d", r.Topic, r.Partition), Offset: r.Offset}), nil
+		return WithPosition(v, Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}), nil
 	})
 }
+
+// kafkaDeadLetters turns a value d cannot decode into a dead letter
+// (MarkDeadLetter) with the topic and partition as split, the offset and
+// the value's bytes, emitted at the record's offset: it is read exactly
+// once like any record.
 
 func kafkaDeadLetters(d kafka.Deserializer[Record], operator string) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {

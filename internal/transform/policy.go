@@ -42,10 +42,13 @@ func NeedsPolicies(steps []*Compiled, sourceDeadLetters bool) bool {
 
 // NeedsPositions reports whether the steps need each record's source
 // position (registry.BuildContext.Positions): a step that skips records
-// (logged with it) or sends them as dead letters (which carry it).
+// (logged with it), sends them as dead letters (which carry it) or fails
+// the job on them (its error names it). Only steps that never fail
+// (select, rename with overwrite) do without.
 func NeedsPositions(steps []*Compiled) bool {
 	for _, c := range steps {
-		if c.OnError == registry.PolicySkip || c.OnError == registry.PolicyDeadLetter {
+		never := c.Kind == Select || (c.Kind == Rename && c.Overwrite)
+		if !never || (c.OnError != "" && c.OnError != registry.PolicyFail) {
 			return true
 		}
 	}
@@ -153,11 +156,11 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 			}
 			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}
 			if p := it.pos; p != nil {
-				d.Split, d.File, d.Offset = p.Split, p.File, p.Offset
+				d.Split, d.File, d.Offset = p.SplitName(), p.File, p.Offset
 			}
 			return item{dl: d}, nil
 		}
-		return item{}, err
+		return item{}, withPos(err, it.pos)
 	}
 }
 
@@ -188,7 +191,7 @@ func (l *rateLimitedLog) warn(c *Compiled, err error, pos *registry.Position) {
 	l.mu.Unlock()
 	attrs := []any{"transform", c.Name, "at", c.Where, "error", err}
 	if pos != nil {
-		attrs = append(attrs, "split", pos.Split)
+		attrs = append(attrs, "split", pos.SplitName())
 		if pos.File != "" {
 			attrs = append(attrs, "file", pos.File)
 		}
