@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/connectors/file"
 )
 
 // Policy is what a pipeline does with a record that fails: a record a
@@ -97,6 +99,21 @@ type Position struct {
 	// every record read.
 	Topic     string
 	Partition int32
+	// Line is the number (from 1) of File's line, when an error
+	// looked it up (WithLine); 0 otherwise.
+	Line int64
+}
+
+// WithLine returns p with the line of File it is at looked up, for an
+// error message (it reads File up to Offset again); p itself if it names
+// no file.
+func (p *Position) WithLine() *Position {
+	if p.File == "" || p.Line > 0 {
+		return p
+	}
+	q := *p
+	q.Line = file.LineAt(p.File, p.Offset)
+	return &q
 }
 
 // SplitName is the split: Split, or <topic>-<partition> for Kafka.
@@ -108,13 +125,15 @@ func (p *Position) SplitName() string {
 }
 
 // String names the position for an error message: `topic "t" partition
-// 1 offset 42` (Kafka), `file in/a.jsonl offset 25`, or `split s offset
-// 7`.
+// 1 offset 42` (Kafka), `file in/a.jsonl line 2 (offset 25)` (without the
+// line if it is not known), or `split s offset 7`.
 func (p *Position) String() string {
 	off := " offset " + strconv.FormatInt(p.Offset, 10)
 	switch {
 	case p.Split == "" && p.Topic != "":
 		return "topic " + strconv.Quote(p.Topic) + " partition " + strconv.Itoa(int(p.Partition)) + off
+	case p.File != "" && p.Line > 0:
+		return "file " + p.File + " line " + strconv.FormatInt(p.Line, 10) + " (" + off[1:] + ")"
 	case p.File != "":
 		return "file " + p.File + off
 	}

@@ -172,7 +172,7 @@ func TestFailNamesKafkaPosition(t *testing.T) {
 }
 
 // TestFailNamesFilePosition: the same with the file source: the error
-// names the file and the byte offset of the line.
+// names the file, the line and its byte offset.
 func TestFailNamesFilePosition(t *testing.T) {
 	const n, files = 2000, 2
 	write := func(t *testing.T, skipBad bool) (dir, badFile string, badOffset int64) {
@@ -201,7 +201,8 @@ func TestFailNamesFilePosition(t *testing.T) {
 		t.Run(fmt.Sprintf("mixed=%v", mixed), func(t *testing.T) {
 			dir, file, off := write(t, false)
 			res, err, _ := runFailPos(t, "file", map[string]any{"paths": []string{dir}, "discovery": time.Duration(0)}, failPosSteps(t, mixed), mixed)
-			checkFailPos(t, res, err, fmt.Sprintf("file %s offset %d", file, off))
+			// The bad record is line 58 of the second file (ids 1000…).
+			checkFailPos(t, res, err, fmt.Sprintf("file %s line %d (offset %d)", file, failPosBad-n/files+1, off))
 		})
 	}
 	t.Run("good", func(t *testing.T) {

@@ -327,13 +327,14 @@ func (c *Compiled) applyAt(more bool) func(Record) (Record, error) {
 }
 
 // withPos sets the position of err's *Error, if it has one and pos is
-// known.
+// known, with the line of a file looked up: the job fails on err, so this
+// happens once.
 func withPos(err error, pos *registry.Position) error {
 	if pos == nil {
 		return err
 	}
 	if te, ok := errors.AsType[*Error](err); ok && te.Pos == nil {
-		te.Pos = pos
+		te.Pos = pos.WithLine()
 	}
 	return err
 }
