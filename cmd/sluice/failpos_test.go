@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// failPosInput is a JSON lines file whose third line (at byte offset 50)
+// lacks "amount", so that a filter on it fails there.
+const failPosInput = "{\"id\": 1, \"amount\": 500}\n{\"id\": 2, \"amount\": 600}\n{\"id\": 3}\n{\"id\": 4, \"amount\": 700}\n"
+
+// TestFailNamesPositionThroughTheBinary: under the default policy (fail) a
+// filter that fails on a record fails `sluice run` at once (exit 1, no
+// restart although restarts are allowed) with a line naming the
+// transform, the file, line and byte offset the record was read at, and
+// an excerpt of the record. With the input directory and a value the
+// record gets from ${VAR}s, the line names them as ${IN} and ${APIKEY}
+// and no output of the run holds their values.
+func TestFailNamesPositionThroughTheBinary(t *testing.T) {
+	for _, secret := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secret=%v", secret), func(t *testing.T) {
+			work := t.TempDir()
+			in := filepath.Join(work, "in-sekrit-dir-77")
+			if err := os.Mkdir(in, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(failPosInput), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const apiKey = "key-0123456789"
+			paths, key, env := in, apiKey, []string(nil)
+			if secret {
+				paths, key, env = "${IN}", "${APIKEY}", []string{"IN=" + in, "APIKEY=" + apiKey}
+			}
+			file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`restart: {strategy: fixed-delay, attempts: 3, delay: 100ms}
+source:
+  type: file
+  options: {paths: ["%s"]}
+transforms:
+  - map: '{"id": id, "amount": amount, "key": "%s"}'
+  - filter: amount > 100
+    name: big
+sink:
+  type: file
+  options: {path: %s}
+`, paths, key, filepath.Join(work, "out")))
+			r := run(t, env, "run", "--progress", "off", file)
+			shown := in
+			if secret {
+				shown = "${IN}"
+			}
+			checkFailedFast(t, r, `transform filter "big" (`+file+`:7) at file `+shown+`/a.jsonl line 3 (offset 50): invalid operation: <nil> > int`,
+				`record: {"amount":null,"id":3,"key":"`+key+`"}`)
+			if secret {
+				if found := secretsIn(r.stdout+r.stderr, map[string]string{"IN": in, "APIKEY": apiKey}); len(found) > 0 {
+					t.Errorf("the values of %v appear:\n%s%s", found, r.stdout, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "\x00") {
+				t.Errorf("the position's hidden key shows:\n%q", r.stderr)
+			}
+		})
+	}
+}
