@@ -93,27 +93,11 @@ func (d *DeadLetter) Record() Record {
 type Position struct {
 	Split  string // the source split; "" for Kafka, see Topic
 	File   string // the source file, where known
+	Topic  string // a Kafka record's topic, "" otherwise
 	Offset int64  // the byte offset in File, or the split's offset
-	// Topic and Partition are a Kafka record's; its split name
-	// (<topic>-<partition>) is made only when needed (SplitName), not for
-	// every record read.
-	Topic     string
+	// Partition is a Kafka record's. Its split name (<topic>-<partition>)
+	// is made only when needed (SplitName), not for every record read.
 	Partition int32
-	// Line is the number (from 1) of File's line, when an error
-	// looked it up (WithLine); 0 otherwise.
-	Line int64
-}
-
-// WithLine returns p with the line of File it is at looked up, for an
-// error message (it reads File up to Offset again); p itself if it names
-// no file.
-func (p *Position) WithLine() *Position {
-	if p.File == "" || p.Line > 0 {
-		return p
-	}
-	q := *p
-	q.Line = file.LineAt(p.File, p.Offset)
-	return &q
 }
 
 // SplitName is the split: Split, or <topic>-<partition> for Kafka.
@@ -125,19 +109,33 @@ func (p *Position) SplitName() string {
 }
 
 // String names the position for an error message: `topic "t" partition
-// 1 offset 42` (Kafka), `file in/a.jsonl line 2 (offset 25)` (without the
-// line if it is not known), or `split s offset 7`.
-func (p *Position) String() string {
-	off := " offset " + strconv.FormatInt(p.Offset, 10)
+// 1 offset 42` (Kafka), `file in/a.jsonl offset 25`, or `split s offset
+// 7`.
+func (p *Position) String() string { return p.Describe(0) }
+
+// Describe is String with the line of File where it is known (line > 0):
+// `file in/a.jsonl line 2 (offset 25)`.
+func (p *Position) Describe(line int64) string {
+	off := "offset " + strconv.FormatInt(p.Offset, 10)
 	switch {
 	case p.Split == "" && p.Topic != "":
-		return "topic " + strconv.Quote(p.Topic) + " partition " + strconv.Itoa(int(p.Partition)) + off
-	case p.File != "" && p.Line > 0:
-		return "file " + p.File + " line " + strconv.FormatInt(p.Line, 10) + " (" + off[1:] + ")"
+		return "topic " + strconv.Quote(p.Topic) + " partition " + strconv.Itoa(int(p.Partition)) + " " + off
+	case p.File != "" && line > 0:
+		return "file " + p.File + " line " + strconv.FormatInt(line, 10) + " (" + off + ")"
 	case p.File != "":
-		return "file " + p.File + off
+		return "file " + p.File + " " + off
 	}
-	return "split " + p.Split + off
+	return "split " + p.Split + " " + off
+}
+
+// Line looks up the number (from 1) of File's line at Offset, for an
+// error message: it reads File up to Offset again. 0 if p names no file
+// or it cannot be read.
+func (p *Position) Line() int64 {
+	if p.File == "" {
+		return 0
+	}
+	return file.LineAt(p.File, p.Offset)
 }
 
 // positionKey carries a *Position with a record from a source to the

@@ -43,6 +43,9 @@ func init() {
 				opts = append(opts, kafka.Bounded(kafka.Latest()))
 			}
 			deser := kafka.JSONDeserializer[Record]()
+			if c.Positions {
+				deser = kafkaPositions(deser)
+			}
 			switch Policy(c.Options.String("on-malformed")) {
 			case PolicySkip:
 				opts = append(opts, kafka.OnMalformedRecord(kafka.SkipOnError))
@@ -50,9 +53,6 @@ func init() {
 				deser = kafkaDeadLetters(deser, c.Name)
 			default:
 				deser = kafkaUnrecoverable(deser)
-			}
-			if c.Positions {
-				deser = kafkaPositions(deser)
 			}
 			src, err := kafka.NewSource(c.Options.Strings("brokers"), deser, opts...)
 			if err != nil {
@@ -98,16 +98,14 @@ func init() {
 }
 
 // kafkaPositions attaches the topic, partition and offset of every record
-// d decodes (WithPosition). The split's name is not formatted here: that
+// d decodes (WithPosition); it wraps the plain decoder, under the
+// malformed policy's wrapper, so a dead letter never carries one. The split's name is not formatted here: that
 // is done only for a record that fails (Position.SplitName).
 func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
 		v, err := d.Deserialize(r)
 		if err != nil {
 			return v, err
-		}
-		if _, dead := DeadLetterOf(v); dead {
-			return v, nil
 		}
 		return WithPosition(v, Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}), nil
 	})

@@ -140,6 +140,8 @@ type Error struct {
 	// Pos is where the source read the record, if it said
 	// (registry.WithPosition); nil otherwise.
 	Pos *registry.Position
+	// Line is the line of Pos's file, where known (0 otherwise).
+	Line int64
 }
 
 func (e *Error) Error() string {
@@ -148,7 +150,7 @@ func (e *Error) Error() string {
 		rec = "; record: " + preview(e.Input)
 	}
 	if e.Pos != nil {
-		at = " at " + e.Pos.String()
+		at = " at " + e.Pos.Describe(e.Line)
 	}
 	return fmt.Sprintf("transform %s %q (%s)%s: %s%s", e.Step.Kind, e.Step.Name, e.Step.Where, at, e.Cause(), rec)
 }
@@ -334,7 +336,7 @@ func withPos(err error, pos *registry.Position) error {
 		return err
 	}
 	if te, ok := errors.AsType[*Error](err); ok && te.Pos == nil {
-		te.Pos = pos.WithLine()
+		te.Pos, te.Line = pos, pos.Line()
 	}
 	return err
 }
