@@ -11,8 +11,9 @@
 // An expression that fails at run time (a field of the wrong type or
 // missing, a map that does not return an object) is handled by the step's
 // policy (Step.OnError): fail (the default) fails the job at once, without
-// restarts, with an error naming the transform and an excerpt of the
-// record; skip drops the record, counted and logged at a bounded rate;
+// restarts, with an error naming the transform, the record's source
+// position (where the source attached one: see NeedsPositions) and an
+// excerpt of the record; skip drops the record, counted and logged at a bounded rate;
 // dead-letter sends it with the error to the dead-letter sink (see
 // AddWithPolicies). A record never silently disappears.
 package transform
