@@ -50,8 +50,8 @@ func failPosSteps(t *testing.T, mixed bool) []*Compiled {
 
 // runFailPos builds src with the positions the steps need → steps →
 // a two-phase sink, with restarts allowed, and returns the job's result,
-// its error and what the sink committed.
-func runFailPos(t *testing.T, srcType string, opts map[string]any, steps []*Compiled, mixed bool) (*stream.Result, error, []Record) {
+// what the sink committed and the job's error.
+func runFailPos(t *testing.T, srcType string, opts map[string]any, steps []*Compiled, mixed bool) (*stream.Result, []Record, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -73,7 +73,7 @@ func runFailPos(t *testing.T, srcType string, opts map[string]any, steps []*Comp
 	store := testsink.NewStore[Record]()
 	stream.SinkTo(out, testsink.NewTwoPhase(store), "sink")
 	res, err := env.Execute(ctx, "failpos")
-	return res, err, store.Committed()
+	return res, store.Committed(), err
 }
 
 // checkFailPos checks that the job failed at once (no restarts, an
@@ -155,7 +155,7 @@ func TestFailNamesKafkaPosition(t *testing.T) {
 		t.Run(fmt.Sprintf("mixed=%v", mixed), func(t *testing.T) {
 			opts := map[string]any{"brokers": produceFailPos(t, n, false), "topics": []string{"in"}, "start": "earliest",
 				"group": "", "bounded": true, "on-malformed": "fail"}
-			res, err, _ := runFailPos(t, "kafka", opts, failPosSteps(t, mixed), mixed)
+			res, _, err := runFailPos(t, "kafka", opts, failPosSteps(t, mixed), mixed)
 			// Partition id%2 holds the ids of that parity in order.
 			checkFailPos(t, res, err, fmt.Sprintf(`topic "in" partition %d offset %d`, failPosBad%2, failPosBad/2))
 		})
@@ -163,7 +163,7 @@ func TestFailNamesKafkaPosition(t *testing.T) {
 	t.Run("good", func(t *testing.T) {
 		opts := map[string]any{"brokers": produceFailPos(t, n, true), "topics": []string{"in"}, "start": "earliest",
 			"group": "", "bounded": true, "on-malformed": "fail"}
-		_, err, out := runFailPos(t, "kafka", opts, failPosSteps(t, false), false)
+		_, out, err := runFailPos(t, "kafka", opts, failPosSteps(t, false), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,14 +200,14 @@ func TestFailNamesFilePosition(t *testing.T) {
 	for _, mixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("mixed=%v", mixed), func(t *testing.T) {
 			dir, file, off := write(t, false)
-			res, err, _ := runFailPos(t, "file", map[string]any{"paths": []string{dir}, "discovery": time.Duration(0)}, failPosSteps(t, mixed), mixed)
+			res, _, err := runFailPos(t, "file", map[string]any{"paths": []string{dir}, "discovery": time.Duration(0)}, failPosSteps(t, mixed), mixed)
 			// The bad record is line 58 of the second file (ids 1000…).
 			checkFailPos(t, res, err, fmt.Sprintf("file %s line %d (offset %d)", file, failPosBad-n/files+1, off))
 		})
 	}
 	t.Run("good", func(t *testing.T) {
 		dir, _, _ := write(t, true)
-		_, err, out := runFailPos(t, "file", map[string]any{"paths": []string{dir}, "discovery": time.Duration(0)}, failPosSteps(t, false), false)
+		_, out, err := runFailPos(t, "file", map[string]any{"paths": []string{dir}, "discovery": time.Duration(0)}, failPosSteps(t, false), false)
 		if err != nil {
 			t.Fatal(err)
 		}
