@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // failPosInput is a JSON lines file whose third line (at byte offset 50)
@@ -63,5 +66,50 @@ sink:
 				t.Errorf("the position's hidden key shows:\n%q", r.stderr)
 			}
 		})
+	}
+}
+
+// TestFailNamesKafkaPositionThroughTheBinary: the same from a Kafka topic
+// (an in-process kfake cluster on loopback) whose name comes from
+// ${TOPIC}: the failure line names topic (as ${TOPIC}), partition and
+// offset, and no output holds the topic's name.
+func TestFailNamesKafkaPositionThroughTheBinary(t *testing.T) {
+	const topic = "orders-sekrit-topic"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for l := range strings.Lines(failPosInput) {
+		// All in partition 1: the bad third record is at offset 2.
+		recs = append(recs, &kgo.Record{Value: []byte(strings.TrimSpace(l)), Partition: 1})
+	}
+	err = cl.ProduceSync(t.Context(), recs...).FirstErr()
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`restart: {strategy: fixed-delay, attempts: 3, delay: 100ms}
+source:
+  type: kafka
+  options: {brokers: ["%s"], topics: ["${TOPIC}"], bounded: true}
+transforms:
+  - filter: amount > 100
+    name: big
+sink:
+  type: file
+  options: {path: %s}
+`, c.ListenAddrs()[0], filepath.Join(work, "out")))
+	r := run(t, []string{"TOPIC=" + topic}, "run", "--progress", "off", file)
+	checkFailedFast(t, r, `transform filter "big" (`+file+`:6) at topic "${TOPIC}" partition 1 offset 2: invalid operation: <nil> > int`,
+		`record: {"id":3}`)
+	if found := secretsIn(r.stdout+r.stderr, map[string]string{"TOPIC": topic}); len(found) > 0 {
+		t.Errorf("the values of %v appear:\n%s%s", found, r.stdout, r.stderr)
 	}
 }
