@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,4 +114,88 @@ sink:
 	if found := secretsIn(r.stdout+r.stderr, map[string]string{"TOPIC": topic}); len(found) > 0 {
 		t.Errorf("the values of %v appear:\n%s%s", found, r.stdout, r.stderr)
 	}
+}
+
+// TestFailPosCost measures what attaching positions costs `sluice run`
+// on a Kafka topic (kfake on loopback, in this process, so its CPU is not
+// counted): a bounded Kafka → filter (on-error fail, never failing) →
+// file pipeline over SLUICE_FAILPOS_RECORDS (default 200000) records, run
+// 7 times, logging the median CPU-seconds (user+sys) of the sluice
+// process per million records. With SLUICE_FAILPOS_OLD naming another
+// sluice binary (such as one built before positions), both run
+// alternately. It only runs with SLUICE_FAILPOS_MEASURE=1.
+func TestFailPosCost(t *testing.T) {
+	if os.Getenv("SLUICE_FAILPOS_MEASURE") != "1" {
+		t.Skip("set SLUICE_FAILPOS_MEASURE=1 (and optionally SLUICE_FAILPOS_OLD, SLUICE_FAILPOS_RECORDS) to measure")
+	}
+	n := 200000
+	if v := os.Getenv("SLUICE_FAILPOS_RECORDS"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
+			t.Fatalf("SLUICE_FAILPOS_RECORDS=%q", v)
+		}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("in"), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := 0; from < n; from += 10000 {
+		var recs []*kgo.Record
+		for i := from; i < min(from+10000, n); i++ {
+			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, `{"id": %d, "amount": %d, "user": "user-%d"}`, i, i*37%1000, i%10)})
+		}
+		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	bins := map[string]string{"new": binary}
+	if old := os.Getenv("SLUICE_FAILPOS_OLD"); old != "" {
+		bins["old"] = old
+	}
+	cpu := map[string][]float64{}
+	for i := range 7 {
+		for name, bin := range bins {
+			work := t.TempDir()
+			file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`checkpoint: {interval: 1s}
+source:
+  type: kafka
+  options: {brokers: ["%s"], topics: [in], bounded: true}
+transforms:
+  - filter: amount >= 0
+    name: all
+sink:
+  type: file
+  options: {path: %s}
+`, c.ListenAddrs()[0], filepath.Join(work, "out")))
+			cmd := exec.CommandContext(t.Context(), bin, "run", "--progress", "off", file)
+			var errb strings.Builder
+			cmd.Stderr = &errb
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%s run %d: %v\n%s", name, i, err, errb.String())
+			}
+			if !strings.Contains(errb.String(), fmt.Sprintf("%s out", cliCount(n))) {
+				t.Fatalf("%s run %d: not every record out:\n%s", name, i, errb.String())
+			}
+			s := cmd.ProcessState
+			cpu[name] = append(cpu[name], (s.UserTime() + s.SystemTime()).Seconds()*1e6/float64(n))
+		}
+	}
+	for name, v := range cpu {
+		slices.Sort(v)
+		t.Logf("%s: median %.2f CPU-s per million records (all: %.2f)", name, v[len(v)/2], v)
+	}
+}
+
+// cliCount formats n as the run summary does (1,234,567).
+func cliCount(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Policy is what a pipeline does with a record that fails: a record a
@@ -138,37 +139,68 @@ func (p *Position) Line() int64 {
 	return file.LineAt(p.File, p.Offset)
 }
 
-// positionKey carries a *Position with a record from a source to the
-// transforms (BuildContext.Positions). No decoded JSON value is a
-// *Position, so input cannot forge it.
+// positionKey carries a record's position (a PosRef's value: a *Position
+// or a *kgo.Record) from a source to the transforms
+// (BuildContext.Positions). No decoded JSON value is either, so input
+// cannot forge it.
 const positionKey = "\x00sluice.position"
+
+// PosRef is where a source read a record as it attached it: a *Position,
+// or the Kafka record itself (which has its topic, partition and offset,
+// so attaching it allocates nothing), resolved into a Position only when
+// a record fails. The zero PosRef is no position.
+type PosRef struct{ v any }
+
+// Known reports whether p holds a position.
+func (p PosRef) Known() bool { return p.v != nil }
+
+// Resolve returns the position p refers to, nil if none.
+func (p PosRef) Resolve() *Position {
+	switch v := p.v.(type) {
+	case *Position:
+		return v
+	case *kgo.Record:
+		return &Position{Topic: v.Topic, Partition: v.Partition, Offset: v.Offset}
+	}
+	return nil
+}
 
 // WithPosition returns r carrying p; [TakePosition] finds it again. r is
 // changed (it is the source's new record).
 func WithPosition(r Record, p Position) Record {
-	if r == nil {
-		r = Record{}
-	}
-	r[positionKey] = &p
-	return r
+	return PutPosition(r, PosRef{&p})
 }
 
-// PutPosition returns r carrying p, like WithPosition, without copying p
-// (a step that passes a position on).
-func PutPosition(r Record, p *Position) Record {
+// WithKafkaPosition returns r carrying rec's topic, partition and offset,
+// by reference to rec.
+func WithKafkaPosition(r Record, rec *kgo.Record) Record {
+	return PutPosition(r, PosRef{rec})
+}
+
+// PutPosition returns r carrying p (a step that passes a position on); r
+// unchanged if p is not Known.
+func PutPosition(r Record, p PosRef) Record {
+	if p.v == nil {
+		return r
+	}
 	if r == nil {
 		r = Record{}
 	}
-	r[positionKey] = p
+	r[positionKey] = p.v
 	return r
 }
 
 // TakePosition removes the position r carries, if any, and returns it, so
 // that r goes on as the record the source read.
-func TakePosition(r Record) (*Position, bool) {
-	p, ok := r[positionKey].(*Position)
-	if ok {
-		delete(r, positionKey)
+func TakePosition(r Record) PosRef {
+	v, ok := r[positionKey]
+	if !ok {
+		return PosRef{}
 	}
-	return p, ok
+	delete(r, positionKey)
+	switch v.(type) {
+	case *Position, *kgo.Record:
+		return PosRef{v}
+	}
+	return PosRef{}
 }

@@ -98,16 +98,16 @@ func init() {
 }
 
 // kafkaPositions attaches the topic, partition and offset of every record
-// d decodes (WithPosition); it wraps the plain decoder, under the
+// d decodes, by reference to the Kafka record (no allocation); it wraps the plain decoder, under the
 // malformed policy's wrapper, so a dead letter never carries one. The split's name is not formatted here: that
-// is done only for a record that fails (Position.SplitName).
+// is done only for a record that fails (PosRef.Resolve).
 func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
 		v, err := d.Deserialize(r)
 		if err != nil {
 			return v, err
 		}
-		return WithPosition(v, Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}), nil
+		return WithKafkaPosition(v, r), nil
 	})
 }
 

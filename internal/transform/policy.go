@@ -71,7 +71,7 @@ type item struct {
 	dl *registry.DeadLetter
 	// pos is where the source read the record, if it said
 	// (registry.WithPosition).
-	pos *registry.Position
+	pos registry.PosRef
 }
 
 // AddWithPolicies appends the steps to a stream like AddTo, applying each
@@ -92,8 +92,7 @@ func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOp
 		if d, ok := registry.DeadLetterOf(r); ok {
 			return item{dl: d}
 		}
-		pos, _ := registry.TakePosition(r)
-		return item{r: r, pos: pos}
+		return item{r: r, pos: registry.TakePosition(r)}
 	}, stream.Name(RouteIn))
 	for _, c := range steps {
 		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
@@ -155,7 +154,7 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 				msg = te.Cause()
 			}
 			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}
-			if p := it.pos; p != nil {
+			if p := it.pos.Resolve(); p != nil {
 				d.Split, d.File, d.Offset = p.SplitName(), p.File, p.Offset
 			}
 			return item{dl: d}, nil
@@ -178,7 +177,7 @@ type rateLimitedLog struct {
 	n     int64
 }
 
-func (l *rateLimitedLog) warn(c *Compiled, err error, pos *registry.Position) {
+func (l *rateLimitedLog) warn(c *Compiled, err error, ref registry.PosRef) {
 	l.mu.Lock()
 	l.n++
 	now := time.Now()
@@ -190,7 +189,7 @@ func (l *rateLimitedLog) warn(c *Compiled, err error, pos *registry.Position) {
 	l.last, l.n = now, 0
 	l.mu.Unlock()
 	attrs := []any{"transform", c.Name, "at", c.Where, "error", err}
-	if pos != nil {
+	if pos := ref.Resolve(); pos != nil {
 		attrs = append(attrs, "split", pos.SplitName())
 		if pos.File != "" {
 			attrs = append(attrs, "file", pos.File)

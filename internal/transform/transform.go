@@ -301,12 +301,12 @@ func AddTo(in stream.DataStream[Record], steps []*Compiled) stream.DataStream[Re
 // the error, and put back on a kept record if more steps follow.
 func (c *Compiled) keepAt(more bool) func(Record) (bool, error) {
 	return func(r Record) (bool, error) {
-		pos, _ := registry.TakePosition(r)
+		pos := registry.TakePosition(r)
 		keep, err := c.Keep(r)
 		if err != nil {
 			return false, withPos(err, pos)
 		}
-		if keep && more && pos != nil {
+		if keep && more {
 			registry.PutPosition(r, pos)
 		}
 		return keep, nil
@@ -317,12 +317,12 @@ func (c *Compiled) keepAt(more bool) func(Record) (bool, error) {
 // keepAt.
 func (c *Compiled) applyAt(more bool) func(Record) (Record, error) {
 	return func(r Record) (Record, error) {
-		pos, _ := registry.TakePosition(r)
+		pos := registry.TakePosition(r)
 		out, err := c.Apply(r)
 		if err != nil {
 			return nil, withPos(err, pos)
 		}
-		if more && pos != nil {
+		if more {
 			out = registry.PutPosition(out, pos)
 		}
 		return out, nil
@@ -332,12 +332,13 @@ func (c *Compiled) applyAt(more bool) func(Record) (Record, error) {
 // withPos sets the position of err's *Error, if it has one and pos is
 // known, with the line of a file looked up: the job fails on err, so this
 // happens once.
-func withPos(err error, pos *registry.Position) error {
-	if pos == nil {
+func withPos(err error, ref registry.PosRef) error {
+	if !ref.Known() {
 		return err
 	}
 	if te, ok := errors.AsType[*Error](err); ok && te.Pos == nil {
-		te.Pos, te.Line = pos, pos.Line()
+		te.Pos = ref.Resolve()
+		te.Line = te.Pos.Line()
 	}
 	return err
 }
