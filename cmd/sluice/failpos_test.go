@@ -182,7 +182,7 @@ sink:
 				t.Fatalf("%s run %d: not every record out:\n%s", name, i, errb.String())
 			}
 			s := cmd.ProcessState
-			cpu[name] = append(cpu[name], (s.UserTime() + s.SystemTime()).Seconds()*1e6/float64(n))
+			cpu[name] = append(cpu[name], (s.UserTime()+s.SystemTime()).Seconds()*1e6/float64(n))
 		}
 	}
 	for name, v := range cpu {
