@@ -40,7 +40,8 @@
 // that [MalformedAs] makes of it ([EmitMalformed]), which the job routes to
 // a sink of its own: emitted in the split's order, it is read exactly once.
 // [PositionAs] passes every good record with its [Position] (split, file,
-// byte offset), so that a later failure can name where it was read.
+// byte offset), so that a later failure can name where it was read
+// ([LineAt] finds the line then); formats read in batches still are.
 //
 // # Sink
 //

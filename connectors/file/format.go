@@ -124,7 +124,7 @@ func (t *textReader) Read() (string, int64, error) {
 
 var _ batchReader[string] = (*textReader)(nil)
 
-func (t *textReader) readBatch(dst []string, max int, end int64) ([]string, int64, error) {
+func (t *textReader) readBatch(dst []string, max int, end int64, starts *[]int64) ([]string, int64, error) {
 	// Local slices: storing to the fields for every line would cost a
 	// write barrier each while the GC runs.
 	acc, ends := t.acc[:0], t.ends[:0]
@@ -138,9 +138,13 @@ func (t *textReader) readBatch(dst []string, max int, end int64) ([]string, int6
 			err = io.EOF
 			break
 		}
+		start := t.s.off
 		var line []byte
 		if line, _, err = t.s.next(); err != nil {
 			break
+		}
+		if starts != nil {
+			*starts = append(*starts, start)
 		}
 		if len(acc)+len(line) > textChunk && len(acc) > 0 {
 			dst = substrings(dst, acc, ends)

@@ -79,7 +79,7 @@ func FuzzTextLines(f *testing.F) {
 			for range len(data) + 2 {
 				n := len(got)
 				var err error
-				got, _, err = br.readBatch(got, max, -1)
+				got, _, err = br.readBatch(got, max, -1, nil)
 				if errors.Is(err, io.EOF) || (err == nil && len(got) == n) {
 					break
 				}

@@ -10,6 +10,22 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
+// LineAt returns the number (from 1) of the line of path that starts at
+// byte offset (of the decompressed file): the line of a record that a
+// [PositionAs] function was given offset for. It reads the file up to
+// offset again, so it is meant for the error of a record that fails a job;
+// 0 means unknown (the file cannot be read again).
+func LineAt(path string, offset int64) int64 {
+	if offset == 0 {
+		return 1
+	}
+	n := lineEndingAt(path, offset)
+	if n == 0 {
+		return 0
+	}
+	return n + 1
+}
+
 // lineEndingAt returns the number (from 1) of the line of path that ends
 // right before byte end (of the decompressed file): the line of a record
 // that a line-based reader reported with end as its next offset. It reads

@@ -71,7 +71,8 @@ type Position struct {
 // PositionAs sets a function that every record read passes through
 // together with where it was read (default: none). T must be the source's
 // record type (NewSource fails otherwise). fn runs on a fetcher
-// goroutine. Records are then read one at a time, not in batches.
+// goroutine. Formats read in batches (text lines) still are: the batch
+// reports where each record starts.
 func PositionAs[T any](fn func(v T, p Position) T) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) {
 		if fn == nil {

@@ -1,6 +1,8 @@
 package file
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"os"
@@ -87,5 +89,34 @@ func TestPositionAs(t *testing.T) {
 	}
 	if err := NewSource(TextLines(), []string{p}, PositionAs(func(v string, _ Position) string { return v })).Err(); err != nil {
 		t.Errorf("PositionAs of the source's type: %v", err)
+	}
+}
+
+// TestLineAt: the line that starts at an offset, in a plain and a gzipped
+// file; 0 for a file that cannot be read.
+func TestLineAt(t *testing.T) {
+	dir := t.TempDir()
+	data := "a\nbb\n\nccc\n"
+	plain := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(plain, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zipped := filepath.Join(dir, "a.txt.gz")
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write([]byte(data))
+	zw.Close()
+	if err := os.WriteFile(zipped, zb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{plain, zipped} {
+		for off, want := range map[int64]int64{0: 1, 2: 2, 5: 3, 6: 4} {
+			if got := LineAt(p, off); got != want {
+				t.Errorf("LineAt(%s, %d) = %d, want %d", filepath.Base(p), off, got, want)
+			}
+		}
+	}
+	if got := LineAt(filepath.Join(dir, "gone"), 5); got != 0 {
+		t.Errorf("LineAt of a missing file = %d, want 0", got)
 	}
 }

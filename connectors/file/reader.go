@@ -22,6 +22,9 @@ import (
 type chunk[T any] struct {
 	vs   []T
 	next int64
+	// starts is where each record of vs starts (fetchBatch with
+	// PositionAs only).
+	starts []int64
 	// The batch's slices, kept so that a recycled chunk allocates
 	// nothing.
 	recs    [1]*chunk[T]
@@ -89,6 +92,7 @@ func (r *splitReader[T]) newChunk() *chunk[T] {
 // openSplit is the split being read.
 type openSplit[T any] struct {
 	sp     Split
+	id     string // sp.SplitID(), made once
 	f      *os.File
 	dec    io.Closer // decompressor, if any
 	rr     RecordReader[T]
@@ -103,11 +107,12 @@ type openSplit[T any] struct {
 type batchReader[T any] interface {
 	// readBatch appends up to max records that start before end (end < 0:
 	// no limit) to dst and returns dst with the offset after the last
-	// record it read. It returns io.EOF when no record is left (at the end
+	// record it read. If starts is not nil, the offset where each record
+	// starts is appended to it. It returns io.EOF when no record is left (at the end
 	// of the file or of the block), together with the records appended
 	// before. Any other error ends the file; malformed records are not
 	// reported (text lines have none).
-	readBatch(dst []T, max int, end int64) ([]T, int64, error)
+	readBatch(dst []T, max int, end int64, starts *[]int64) ([]T, int64, error)
 }
 
 func (r *splitReader[T]) AddSplits(splits []Split) error {
@@ -151,7 +156,7 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[*chunk[T]]
 		return b, err
 	}
 	c.next = cur.off
-	id := cur.sp.SplitID()
+	id := cur.id
 	c.recs[0] = c
 	c.groups[0] = readerbase.SplitRecords[*chunk[T]]{SplitID: id, Records: c.recs[:]}
 	b.Records, b.Recycle = c.groups[:], c.recycle
@@ -165,9 +170,22 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[*chunk[T]]
 	return b, nil
 }
 
-// fetchBatch fills c through the split's batchReader.
+// fetchBatch fills c through the split's batchReader. With PositionAs the
+// batch reader also reports where each record starts, so records keep
+// being read in batches.
 func (r *splitReader[T]) fetchBatch(cur *openSplit[T], c *chunk[T]) (done bool, err error) {
-	c.vs, cur.off, err = cur.br.readBatch(c.vs, r.cfg.batchSize, cur.sp.End)
+	from := len(c.vs)
+	var starts *[]int64
+	if r.withPos != nil {
+		c.starts = c.starts[:0]
+		starts = &c.starts
+	}
+	c.vs, cur.off, err = cur.br.readBatch(c.vs, r.cfg.batchSize, cur.sp.End, starts)
+	if r.withPos != nil {
+		for i, off := range c.starts {
+			c.vs[from+i] = r.withPos(c.vs[from+i], Position{Split: cur.id, File: cur.sp.Path, Offset: off})
+		}
+	}
 	switch {
 	case errors.Is(err, io.EOF):
 		return true, nil
@@ -189,7 +207,7 @@ func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool
 		switch {
 		case err == nil:
 			if r.withPos != nil {
-				v = r.withPos(v, Position{Split: cur.sp.SplitID(), File: cur.sp.Path, Offset: cur.off})
+				v = r.withPos(v, Position{Split: cur.id, File: cur.sp.Path, Offset: cur.off})
 			}
 			c.vs = append(c.vs, v)
 		case errors.Is(err, io.EOF):
@@ -236,7 +254,7 @@ func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
 	if err != nil {
 		return nil, &RecordError{File: sp.Path, Offset: sp.Offset, Err: err}
 	}
-	o := &openSplit[T]{sp: sp, f: f, off: sp.Offset}
+	o := &openSplit[T]{sp: sp, id: sp.SplitID(), f: f, off: sp.Offset}
 	fail := func(err error) (*openSplit[T], error) {
 		o.close()
 		return nil, &RecordError{File: sp.Path, Offset: o.off, Err: err}
@@ -288,9 +306,7 @@ func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
 		return fail(err)
 	}
 	o.rr = rr
-	if r.withPos == nil {
-		o.br, _ = rr.(batchReader[T])
-	}
+	o.br, _ = rr.(batchReader[T])
 	for range sp.Skip {
 		_, next, err := rr.Read()
 		if err != nil && !errors.Is(err, ErrMalformed) {

@@ -2,7 +2,11 @@ package registry
 
 import (
 	"encoding/base64"
+	"strconv"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Policy is what a pipeline does with a record that fails: a record a
@@ -88,32 +92,115 @@ func (d *DeadLetter) Record() Record {
 // Position is where a source read a record: what a dead letter of a
 // transform names, as a source's own dead letters do.
 type Position struct {
-	Split  string // the source split (Kafka: <topic>-<partition>)
+	Split  string // the source split; "" for Kafka, see Topic
 	File   string // the source file, where known
+	Topic  string // a Kafka record's topic, "" otherwise
 	Offset int64  // the byte offset in File, or the split's offset
+	// Partition is a Kafka record's. Its split name (<topic>-<partition>)
+	// is made only when needed (SplitName), not for every record read.
+	Partition int32
 }
 
-// positionKey carries a *Position with a record from a source to the
-// transforms (BuildContext.Positions). No decoded JSON value is a
-// *Position, so input cannot forge it.
+// SplitName is the split: Split, or <topic>-<partition> for Kafka.
+func (p *Position) SplitName() string {
+	if p.Split == "" && p.Topic != "" {
+		return p.Topic + "-" + strconv.Itoa(int(p.Partition))
+	}
+	return p.Split
+}
+
+// String names the position for an error message: `topic "t" partition
+// 1 offset 42` (Kafka), `file in/a.jsonl offset 25`, or `split s offset
+// 7`.
+func (p *Position) String() string { return p.Describe(0) }
+
+// Describe is String with the line of File where it is known (line > 0):
+// `file in/a.jsonl line 2 (offset 25)`.
+func (p *Position) Describe(line int64) string {
+	off := "offset " + strconv.FormatInt(p.Offset, 10)
+	switch {
+	case p.Split == "" && p.Topic != "":
+		return "topic " + strconv.Quote(p.Topic) + " partition " + strconv.Itoa(int(p.Partition)) + " " + off
+	case p.File != "" && line > 0:
+		return "file " + p.File + " line " + strconv.FormatInt(line, 10) + " (" + off + ")"
+	case p.File != "":
+		return "file " + p.File + " " + off
+	}
+	return "split " + p.Split + " " + off
+}
+
+// Line looks up the number (from 1) of File's line at Offset, for an
+// error message: it reads File up to Offset again. 0 if p names no file
+// or it cannot be read.
+func (p *Position) Line() int64 {
+	if p.File == "" {
+		return 0
+	}
+	return file.LineAt(p.File, p.Offset)
+}
+
+// positionKey carries a record's position (a PosRef's value: a *Position
+// or a *kgo.Record) from a source to the transforms
+// (BuildContext.Positions). No decoded JSON value is either, so input
+// cannot forge it.
 const positionKey = "\x00sluice.position"
+
+// PosRef is where a source read a record as it attached it: a *Position,
+// or the Kafka record itself (which has its topic, partition and offset,
+// so attaching it allocates nothing), resolved into a Position only when
+// a record fails. The zero PosRef is no position.
+type PosRef struct{ v any }
+
+// Known reports whether p holds a position.
+func (p PosRef) Known() bool { return p.v != nil }
+
+// Resolve returns the position p refers to, nil if none.
+func (p PosRef) Resolve() *Position {
+	switch v := p.v.(type) {
+	case *Position:
+		return v
+	case *kgo.Record:
+		return &Position{Topic: v.Topic, Partition: v.Partition, Offset: v.Offset}
+	}
+	return nil
+}
 
 // WithPosition returns r carrying p; [TakePosition] finds it again. r is
 // changed (it is the source's new record).
 func WithPosition(r Record, p Position) Record {
+	return PutPosition(r, PosRef{&p})
+}
+
+// WithKafkaPosition returns r carrying rec's topic, partition and offset,
+// by reference to rec.
+func WithKafkaPosition(r Record, rec *kgo.Record) Record {
+	return PutPosition(r, PosRef{rec})
+}
+
+// PutPosition returns r carrying p (a step that passes a position on); r
+// unchanged if p is not Known.
+func PutPosition(r Record, p PosRef) Record {
+	if p.v == nil {
+		return r
+	}
 	if r == nil {
 		r = Record{}
 	}
-	r[positionKey] = &p
+	r[positionKey] = p.v
 	return r
 }
 
 // TakePosition removes the position r carries, if any, and returns it, so
 // that r goes on as the record the source read.
-func TakePosition(r Record) (*Position, bool) {
-	p, ok := r[positionKey].(*Position)
-	if ok {
-		delete(r, positionKey)
+func TakePosition(r Record) PosRef {
+	v, ok := r[positionKey]
+	if !ok {
+		return PosRef{}
 	}
-	return p, ok
+	delete(r, positionKey)
+	switch v.(type) {
+	case *Position, *kgo.Record:
+		return PosRef{v}
+	}
+	return PosRef{}
 }

@@ -43,6 +43,9 @@ func init() {
 				opts = append(opts, kafka.Bounded(kafka.Latest()))
 			}
 			deser := kafka.JSONDeserializer[Record]()
+			if c.Positions {
+				deser = kafkaPositions(deser)
+			}
 			switch Policy(c.Options.String("on-malformed")) {
 			case PolicySkip:
 				opts = append(opts, kafka.OnMalformedRecord(kafka.SkipOnError))
@@ -50,9 +53,6 @@ func init() {
 				deser = kafkaDeadLetters(deser, c.Name)
 			default:
 				deser = kafkaUnrecoverable(deser)
-			}
-			if c.Positions {
-				deser = kafkaPositions(deser)
 			}
 			src, err := kafka.NewSource(c.Options.Strings("brokers"), deser, opts...)
 			if err != nil {
@@ -97,24 +97,24 @@ func init() {
 	})
 }
 
-// kafkaDeadLetters turns a value d cannot decode into a dead letter
-// (MarkDeadLetter) with the topic and partition as split, the offset and
-// the value's bytes, emitted at the record's offset: it is read exactly
-// once like any record.
-// kafkaPositions attaches the topic and partition (as split) and the
-// offset of every record d decodes (WithPosition).
+// kafkaPositions attaches the topic, partition and offset of every record
+// d decodes, by reference to the Kafka record (no allocation); it wraps the plain decoder, under the
+// malformed policy's wrapper, so a dead letter never carries one. The split's name is not formatted here: that
+// is done only for a record that fails (PosRef.Resolve).
 func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
 		v, err := d.Deserialize(r)
 		if err != nil {
 			return v, err
 		}
-		if _, dead := DeadLetterOf(v); dead {
-			return v, nil
-		}
-		return WithPosition(v, Position{Split: fmt.Sprintf("%s-%d", r.Topic, r.Partition), Offset: r.Offset}), nil
+		return WithKafkaPosition(v, r), nil
 	})
 }
+
+// kafkaDeadLetters turns a value d cannot decode into a dead letter
+// (MarkDeadLetter) with the topic and partition as split, the offset and
+// the value's bytes, emitted at the record's offset: it is read exactly
+// once like any record.
 
 func kafkaDeadLetters(d kafka.Deserializer[Record], operator string) kafka.Deserializer[Record] {
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {

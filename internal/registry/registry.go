@@ -232,9 +232,10 @@ type BuildContext struct {
 	Stdout   io.Writer // where a print sink writes
 	Logger   *slog.Logger
 	// Positions asks a source to attach to every record where it read it
-	// (WithPosition), for the dead letters of transforms; the pipeline
-	// takes it off (TakePosition) before any transform or sink sees the
-	// record. Sources that cannot tell ignore it.
+	// (WithPosition), for the dead letters, skip warnings and fail errors
+	// of transforms; the pipeline takes it off (TakePosition) before any
+	// transform expression or sink sees the record. Sources that cannot
+	// tell ignore it.
 	Positions bool
 }
 

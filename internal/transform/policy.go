@@ -42,10 +42,13 @@ func NeedsPolicies(steps []*Compiled, sourceDeadLetters bool) bool {
 
 // NeedsPositions reports whether the steps need each record's source
 // position (registry.BuildContext.Positions): a step that skips records
-// (logged with it) or sends them as dead letters (which carry it).
+// (logged with it), sends them as dead letters (which carry it) or fails
+// the job on them (its error names it). Only steps that never fail
+// (select, rename with overwrite) do without.
 func NeedsPositions(steps []*Compiled) bool {
 	for _, c := range steps {
-		if c.OnError == registry.PolicySkip || c.OnError == registry.PolicyDeadLetter {
+		never := c.Kind == Select || (c.Kind == Rename && c.Overwrite)
+		if !never || (c.OnError != "" && c.OnError != registry.PolicyFail) {
 			return true
 		}
 	}
@@ -68,7 +71,7 @@ type item struct {
 	dl *registry.DeadLetter
 	// pos is where the source read the record, if it said
 	// (registry.WithPosition).
-	pos *registry.Position
+	pos registry.PosRef
 }
 
 // AddWithPolicies appends the steps to a stream like AddTo, applying each
@@ -89,8 +92,7 @@ func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOp
 		if d, ok := registry.DeadLetterOf(r); ok {
 			return item{dl: d}
 		}
-		pos, _ := registry.TakePosition(r)
-		return item{r: r, pos: pos}
+		return item{r: r, pos: registry.TakePosition(r)}
 	}, stream.Name(RouteIn))
 	for _, c := range steps {
 		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
@@ -152,12 +154,12 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 				msg = te.Cause()
 			}
 			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}
-			if p := it.pos; p != nil {
-				d.Split, d.File, d.Offset = p.Split, p.File, p.Offset
+			if p := it.pos.Resolve(); p != nil {
+				d.Split, d.File, d.Offset = p.SplitName(), p.File, p.Offset
 			}
 			return item{dl: d}, nil
 		}
-		return item{}, err
+		return item{}, withPos(err, it.pos)
 	}
 }
 
@@ -175,7 +177,7 @@ type rateLimitedLog struct {
 	n     int64
 }
 
-func (l *rateLimitedLog) warn(c *Compiled, err error, pos *registry.Position) {
+func (l *rateLimitedLog) warn(c *Compiled, err error, ref registry.PosRef) {
 	l.mu.Lock()
 	l.n++
 	now := time.Now()
@@ -187,8 +189,8 @@ func (l *rateLimitedLog) warn(c *Compiled, err error, pos *registry.Position) {
 	l.last, l.n = now, 0
 	l.mu.Unlock()
 	attrs := []any{"transform", c.Name, "at", c.Where, "error", err}
-	if pos != nil {
-		attrs = append(attrs, "split", pos.Split)
+	if pos := ref.Resolve(); pos != nil {
+		attrs = append(attrs, "split", pos.SplitName())
 		if pos.File != "" {
 			attrs = append(attrs, "file", pos.File)
 		}

@@ -11,8 +11,9 @@
 // An expression that fails at run time (a field of the wrong type or
 // missing, a map that does not return an object) is handled by the step's
 // policy (Step.OnError): fail (the default) fails the job at once, without
-// restarts, with an error naming the transform and an excerpt of the
-// record; skip drops the record, counted and logged at a bounded rate;
+// restarts, with an error naming the transform, the record's source
+// position (where the source attached one: see NeedsPositions) and an
+// excerpt of the record; skip drops the record, counted and logged at a bounded rate;
 // dead-letter sends it with the error to the dead-letter sink (see
 // AddWithPolicies). A record never silently disappears.
 package transform
@@ -137,14 +138,22 @@ type Error struct {
 	Step  Step
 	Err   error
 	Input Record // the record the step failed on
+	// Pos is where the source read the record, if it said
+	// (registry.WithPosition); nil otherwise.
+	Pos *registry.Position
+	// Line is the line of Pos's file, where known (0 otherwise).
+	Line int64
 }
 
 func (e *Error) Error() string {
-	rec := ""
+	rec, at := "", ""
 	if e.Input != nil {
 		rec = "; record: " + preview(e.Input)
 	}
-	return fmt.Sprintf("transform %s %q (%s): %s%s", e.Step.Kind, e.Step.Name, e.Step.Where, e.Cause(), rec)
+	if e.Pos != nil {
+		at = " at " + e.Pos.Describe(e.Line)
+	}
+	return fmt.Sprintf("transform %s %q (%s)%s: %s%s", e.Step.Kind, e.Step.Name, e.Step.Where, at, e.Cause(), rec)
 }
 
 // Cause is the first line of Err (expr adds lines that point into the
@@ -179,11 +188,11 @@ func (c *Compiled) run(r Record) (any, error) {
 func (c *Compiled) Keep(r Record) (bool, error) {
 	v, err := c.run(r)
 	if err != nil {
-		return false, &Error{c.Step, err, r}
+		return false, &Error{Step: c.Step, Err: err, Input: r}
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, &Error{c.Step, fmt.Errorf("filter returned %T, want bool", v), r}
+		return false, &Error{Step: c.Step, Err: fmt.Errorf("filter returned %T, want bool", v), Input: r}
 	}
 	return b, nil
 }
@@ -194,11 +203,11 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 	case Map:
 		v, err := c.run(r)
 		if err != nil {
-			return nil, &Error{c.Step, err, r}
+			return nil, &Error{Step: c.Step, Err: err, Input: r}
 		}
 		out, ok := v.(map[string]any)
 		if !ok {
-			return nil, &Error{c.Step, fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v), r}
+			return nil, &Error{Step: c.Step, Err: fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v), Input: r}
 		}
 		return out, nil
 	case Select:
@@ -212,7 +221,7 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 	case Rename:
 		return c.rename(r)
 	}
-	return nil, &Error{c.Step, fmt.Errorf("%s is not a record-to-record transform", c.Kind), r}
+	return nil, &Error{Step: c.Step, Err: fmt.Errorf("%s is not a record-to-record transform", c.Kind), Input: r}
 }
 
 // rename applies all renames of the step at once: every source field
@@ -233,9 +242,9 @@ func (c *Compiled) rename(r Record) (Record, error) {
 			continue
 		}
 		if _, exists := out[rn[1]]; exists && !c.Overwrite {
-			return nil, &Error{c.Step, fmt.Errorf("%w: renaming %q to %q, but the record already has a field %q "+
+			return nil, &Error{Step: c.Step, Err: fmt.Errorf("%w: renaming %q to %q, but the record already has a field %q "+
 				"(set overwrite: true on the rename to replace it)",
-				ErrRenameOverwrite, rn[0], rn[1], rn[1]), r}
+				ErrRenameOverwrite, rn[0], rn[1], rn[1]), Input: r}
 		}
 		out[rn[1]] = v
 	}
@@ -266,15 +275,70 @@ func preview(r Record) string {
 // letters (else use AddWithPolicies).
 //
 // A failing expression fails the job with its *Error, without restarts
-// (restart.ErrUnrecoverable).
+// (restart.ErrUnrecoverable). If NeedsPositions(steps), the source is
+// expected to attach each record's position (registry.WithPosition): the
+// steps carry it from one to the next, name it in the *Error (Pos), and
+// take it off before the last step's output goes on.
 func AddTo(in stream.DataStream[Record], steps []*Compiled) stream.DataStream[Record] {
-	for _, c := range steps {
-		switch c.Kind {
-		case Filter:
+	positions := NeedsPositions(steps)
+	for i, c := range steps {
+		switch {
+		case positions && c.Kind == Filter:
+			in = stream.TryFilter(in, c.keepAt(i < len(steps)-1), stream.Name(c.Name))
+		case positions:
+			in = stream.TryMap(in, c.applyAt(i < len(steps)-1), stream.Name(c.Name))
+		case c.Kind == Filter:
 			in = stream.TryFilter(in, c.Keep, stream.Name(c.Name))
 		default:
 			in = stream.TryMap(in, c.Apply, stream.Name(c.Name))
 		}
 	}
 	return in
+}
+
+// keepAt is Keep on a record that may carry its source position: the
+// position is taken off before the expression sees the record, named by
+// the error, and put back on a kept record if more steps follow.
+func (c *Compiled) keepAt(more bool) func(Record) (bool, error) {
+	return func(r Record) (bool, error) {
+		pos := registry.TakePosition(r)
+		keep, err := c.Keep(r)
+		if err != nil {
+			return false, withPos(err, pos)
+		}
+		if keep && more {
+			registry.PutPosition(r, pos)
+		}
+		return keep, nil
+	}
+}
+
+// applyAt is Apply on a record that may carry its source position, like
+// keepAt.
+func (c *Compiled) applyAt(more bool) func(Record) (Record, error) {
+	return func(r Record) (Record, error) {
+		pos := registry.TakePosition(r)
+		out, err := c.Apply(r)
+		if err != nil {
+			return nil, withPos(err, pos)
+		}
+		if more {
+			out = registry.PutPosition(out, pos)
+		}
+		return out, nil
+	}
+}
+
+// withPos sets the position of err's *Error, if it has one and pos is
+// known, with the line of a file looked up: the job fails on err, so this
+// happens once.
+func withPos(err error, ref registry.PosRef) error {
+	if !ref.Known() {
+		return err
+	}
+	if te, ok := errors.AsType[*Error](err); ok && te.Pos == nil {
+		te.Pos = ref.Resolve()
+		te.Line = te.Pos.Line()
+	}
+	return err
 }
