@@ -104,7 +104,11 @@ const (
 )
 
 // SourceOption configures a source; see the functions that return one.
-type SourceOption func(*sourceConfig)
+type SourceOption interface{ apply(*sourceConfig) }
+
+type sourceOptionFunc func(*sourceConfig)
+
+func (f sourceOptionFunc) apply(c *sourceConfig) { f(c) }
 
 type sourceConfig struct {
 	brokers        []string
@@ -189,60 +193,75 @@ func (c *sourceConfig) validate() error {
 	return nil
 }
 
-// Topics subscribes to a fixed list of topics.
+// Topics subscribes to a fixed list of topics. There is no default: a
+// source needs Topics, TopicPattern or Partitions.
 func Topics(topics ...string) SourceOption {
-	return func(c *sourceConfig) { c.topics = append(c.topics, topics...) }
+	return sourceOptionFunc(func(c *sourceConfig) { c.topics = append(c.topics, topics...) })
 }
 
 // TopicPattern subscribes to every topic whose name matches re (checked at
-// every partition discovery).
-func TopicPattern(re *regexp.Regexp) SourceOption { return func(c *sourceConfig) { c.pattern = re } }
+// every partition discovery). Default: none (see Topics).
+func TopicPattern(re *regexp.Regexp) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.pattern = re })
+}
 
-// Partitions reads exactly the given partitions of each topic.
-func Partitions(p map[string][]int32) SourceOption { return func(c *sourceConfig) { c.partitions = p } }
+// Partitions reads exactly the given partitions of each topic. Default:
+// every partition of the subscribed topics.
+func Partitions(p map[string][]int32) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.partitions = p })
+}
 
 // StartingOffsets sets where partitions found at the first start begin
 // (default Earliest). Partitions discovered later start from Earliest.
-func StartingOffsets(o OffsetSpec) SourceOption { return func(c *sourceConfig) { c.start = o } }
+func StartingOffsets(o OffsetSpec) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.start = o })
+}
 
 // Bounded makes the source end at the stopping offsets (resolved once, at
 // the first start): Latest, AtTimestamp or AtOffsets. Partition discovery
-// is off in bounded mode.
+// is off in bounded mode. Default: unbounded.
 func Bounded(stop OffsetSpec) SourceOption {
-	return func(c *sourceConfig) { c.stop, c.bounded = stop, true }
+	return sourceOptionFunc(func(c *sourceConfig) { c.stop, c.bounded = stop, true })
 }
 
 // UnboundedStopAt keeps the source unbounded (it never reports the end of
 // input) but stops reading each partition at the stopping offsets.
+// Default: no stopping offsets.
 func UnboundedStopAt(stop OffsetSpec) SourceOption {
-	return func(c *sourceConfig) { c.stop, c.bounded = stop, false }
+	return sourceOptionFunc(func(c *sourceConfig) { c.stop, c.bounded = stop, false })
 }
 
 // GroupID sets the consumer group to which offsets are committed when a
 // checkpoint completes (for monitoring only: recovery uses checkpoints).
-// Without it nothing is committed.
-func GroupID(g string) SourceOption { return func(c *sourceConfig) { c.group = g } }
+// Default: none, and nothing is committed.
+func GroupID(g string) SourceOption { return sourceOptionFunc(func(c *sourceConfig) { c.group = g }) }
 
 // ReadUncommitted reads records of open and aborted transactions too
 // (default: read_committed).
-func ReadUncommitted() SourceOption { return func(c *sourceConfig) { c.readCommitted = false } }
+func ReadUncommitted() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.readCommitted = false })
+}
 
 // PartitionDiscovery sets the interval of partition discovery in unbounded
 // mode (default 30s; 0 disables it).
 func PartitionDiscovery(d time.Duration) SourceOption {
-	return func(c *sourceConfig) { c.discovery = d }
+	return sourceOptionFunc(func(c *sourceConfig) { c.discovery = d })
 }
 
 // OnMalformedRecord sets the error policy (default FailOnError).
-func OnMalformedRecord(p ErrorPolicy) SourceOption { return func(c *sourceConfig) { c.policy = p } }
+func OnMalformedRecord(p ErrorPolicy) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.policy = p })
+}
 
 // MaxPollRecords caps the records of one fetch batch (default 2000).
-func MaxPollRecords(n int) SourceOption { return func(c *sourceConfig) { c.maxPollRecords = n } }
+func MaxPollRecords(n int) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.maxPollRecords = n })
+}
 
 // SourceClientOpts adds franz-go client options (TLS, SASL, …) to every
-// client of the source.
+// client of the source. Default: none (plaintext, no authentication).
 func SourceClientOpts(opts ...kgo.Opt) SourceOption {
-	return func(c *sourceConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+	return sourceOptionFunc(func(c *sourceConfig) { c.clientOpts = append(c.clientOpts, opts...) })
 }
 
 // SourceConnectTimeout bounds how long a reader or the enumerator goes on
@@ -254,11 +273,13 @@ func SourceClientOpts(opts ...kgo.Opt) SourceOption {
 // or discovery fails with an *UnreachableError (ErrBrokersUnreachable)
 // and the job restarts as its restart strategy says.
 func SourceConnectTimeout(d time.Duration) SourceOption {
-	return func(c *sourceConfig) { c.connTimeout = d }
+	return sourceOptionFunc(func(c *sourceConfig) { c.connTimeout = d })
 }
 
 // SourceLogger sets the logger (default slog.Default()).
-func SourceLogger(l *slog.Logger) SourceOption { return func(c *sourceConfig) { c.logger = l } }
+func SourceLogger(l *slog.Logger) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.logger = l })
+}
 
 // Source reads Kafka partitions, one split per partition. It implements
 // source.Source[T, Split, EnumState].
@@ -273,7 +294,7 @@ func NewSource[T any](brokers []string, deser Deserializer[T], opts ...SourceOpt
 	cfg := defaultSourceConfig()
 	cfg.brokers = slices.Clone(brokers)
 	for _, o := range opts {
-		o(&cfg)
+		o.apply(&cfg)
 	}
 	if deser == nil {
 		return nil, fmt.Errorf("%w: source: deserializer is nil", ErrInvalidConfig)
