@@ -163,14 +163,7 @@ func TestCancelDuringBlockedFlush(t *testing.T) {
 		t.Fatal("no flush after the broker stopped answering within a minute")
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled job: %v, want context.Canceled", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the cancelled job did not return within a minute: its blocked flush ignores the job's context")
-	}
+	awaitCancelled(t, done, "its blocked flush")
 	if err := <-ws.flushed; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the blocked flush returned %v, want the cancellation", err)
 	}
@@ -218,12 +211,19 @@ func TestCancelDuringWriterStart(t *testing.T) {
 		t.Fatal("the writer did not start within a minute")
 	}
 	cancel()
+	awaitCancelled(t, done, "the writer start")
+}
+
+// awaitCancelled waits (a minute at most) for a cancelled job to return
+// context.Canceled; what names the call that would ignore the job's context.
+func awaitCancelled(t *testing.T, done <-chan error, what string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled job: %v, want context.Canceled", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("the cancelled job did not return within a minute: the writer start ignores the job's context")
+		t.Fatalf("the cancelled job did not return within a minute: %s ignores the job's context", what)
 	}
 }
