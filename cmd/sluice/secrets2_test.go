@@ -134,18 +134,7 @@ dead-letter:
 	for i := 0; i < 2400 && (completedCheckpoints(ckpt) < 2 || len(readOutput(t, out, "id")) == 0); i++ {
 		time.Sleep(25 * time.Millisecond)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	p.wait(t)
-	if completedCheckpoints(ckpt) == 0 {
-		t.Fatalf("no checkpoint before the kill\n%s", p.stderr())
-	}
-	found, files := grepSecrets(t, vals, ckpt)
-	if len(found) > 0 {
-		t.Fatalf("values from the environment in the checkpoints after kill -9 (%d files):\n%s", files, strings.Join(found, "\n"))
-	}
-	t.Logf("after kill -9: %d files under the checkpoint directory, none holds a value", files)
+	killAndGrepSecrets(t, p, vals, ckpt)
 
 	// `sluice checkpoints` names the job by its variable.
 	if r := run(t, nil, "checkpoints", ckpt); r.code != 0 || !strings.Contains(r.stdout, "${SECRET_JOB}") {
@@ -183,7 +172,7 @@ dead-letter:
 	if len(sps) != 1 {
 		t.Fatalf("want one stop savepoint under %s, got %v\n%s", spDir, sps, p.stderr())
 	}
-	found, files = grepSecrets(t, vals, ckpt, spDir)
+	found, files := grepSecrets(t, vals, ckpt, spDir)
 	if len(found) > 0 {
 		t.Fatalf("values from the environment in the checkpoints or the savepoint (%d files):\n%s", files, strings.Join(found, "\n"))
 	}
@@ -371,6 +360,22 @@ sink:
 	for i := 0; i < 2400 && completedCheckpoints(ckpt) < 2; i++ {
 		time.Sleep(25 * time.Millisecond)
 	}
+	killAndGrepSecrets(t, p, vals, ckpt)
+	r := run(t, env, "run", "--progress", "off", "--from", ckpt, file)
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
+	}
+	found, files := grepSecrets(t, vals, ckpt)
+	if len(found) > 0 {
+		t.Fatalf("values from the environment in the checkpoints after the resumed run (%d files):\n%s", files, strings.Join(found, "\n"))
+	}
+	checkIDsOnce(t, readTopic(t, brokers, outTopic, count), count)
+}
+
+// killAndGrepSecrets kills p with SIGKILL once it has checkpointed and
+// fails the test if any file under ckpt holds one of vals.
+func killAndGrepSecrets(t *testing.T, p *proc, vals map[string]string, ckpt string) {
+	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -383,13 +388,4 @@ sink:
 		t.Fatalf("values from the environment in the checkpoints after kill -9 (%d files):\n%s", files, strings.Join(found, "\n"))
 	}
 	t.Logf("after kill -9: %d files under the checkpoint directory, none holds a value", files)
-	r := run(t, env, "run", "--progress", "off", "--from", ckpt, file)
-	if r.code != 0 {
-		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
-	}
-	found, files = grepSecrets(t, vals, ckpt)
-	if len(found) > 0 {
-		t.Fatalf("values from the environment in the checkpoints after the resumed run (%d files):\n%s", files, strings.Join(found, "\n"))
-	}
-	checkIDsOnce(t, readTopic(t, brokers, outTopic, count), count)
 }
