@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -237,17 +238,8 @@ func (c *sinkConfig) ensureTopic(ctx context.Context, cl *kgo.Client, w *reach) 
 		return nil // the producer asks the broker to create it (SinkClientOpts)
 	}
 	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, c.topic)
-	if err != nil {
-		return fmt.Errorf("kafka sink: describe topic %q: %w", c.topic, w.cause(err))
-	}
-	d, ok := td[c.topic]
-	switch {
-	case ok && d.Err == nil:
-		return nil
-	case ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("kafka sink: describe topic %q: %w", c.topic,
-			authzError(d.Err, cl, c.brokers, opDescribe, resourceNames{topic: c.topic}))
+	if err := c.describeTopic(ctx, adm, cl, w); err == nil || !errors.Is(err, errTopicUnknown) {
+		return err
 	}
 	cause := error(kerr.UnknownTopicOrPartition)
 	if c.create == nil {
@@ -286,6 +278,73 @@ func (c *sinkConfig) ensureTopic(ctx context.Context, cl *kgo.Client, w *reach) 
 		return fmt.Errorf("%w: %w", restart.ErrUnrecoverable, err)
 	}
 	return err
+}
+
+// errTopicUnknown is describeTopic's answer for a topic the broker does
+// not know.
+var errTopicUnknown = errors.New("unknown topic")
+
+// unknownTopicRetries is how often describeTopic asks again about a topic
+// the broker does not know (without CreateTopic), 100ms, 200ms, 400ms and
+// 800ms apart: a topic created just before the job may not have reached
+// the broker's metadata yet.
+var unknownTopicRetries = 4
+
+// describeTopic returns nil when the DefaultTopic exists, errTopicUnknown
+// when the broker does not know it, or the error that stopped it. It asks
+// again after retriable answers (a leader being elected, a broker not
+// answering) until ctx ends (the setup and connect timeouts).
+func (c *sinkConfig) describeTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, w *reach) error {
+	backoff := 100 * time.Millisecond
+	unknownLeft := unknownTopicRetries
+	if c.create != nil {
+		unknownLeft = 0 // creating it settles the question
+	}
+	for {
+		td, err := adm.ListTopics(ctx, c.topic)
+		if err == nil {
+			if d, ok := td[c.topic]; !ok {
+				err = kerr.UnknownTopicOrPartition
+			} else {
+				err = d.Err
+			}
+		}
+		var ke *kerr.Error
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			if unknownLeft == 0 {
+				return errTopicUnknown
+			}
+			unknownLeft--
+		case isAuthErr(err):
+			return fmt.Errorf("kafka sink: describe topic %q: %w", c.topic,
+				authzError(err, cl, c.brokers, opDescribe, resourceNames{topic: c.topic}))
+		case ctx.Err() != nil:
+			return c.describeStopped(ctx, err, w)
+		case errors.As(err, &ke) && !ke.Retriable:
+			return fmt.Errorf("kafka sink: describe topic %q on brokers %v: %w", c.topic, c.brokers, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return c.describeStopped(ctx, err, w)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// describeStopped is describeTopic's error once ctx ended: the
+// *UnreachableError when the connect timeout ended it, else ctx's error
+// with the last answer.
+func (c *sinkConfig) describeStopped(ctx context.Context, last error, w *reach) error {
+	if u := w.err(); u != nil {
+		return u
+	}
+	return fmt.Errorf("kafka sink: describe topic %q on brokers %v: %w (last error: %v)", c.topic, c.brokers, context.Cause(ctx), last)
 }
 
 // isConfigErr reports a CreateTopics answer that retrying does not change.
