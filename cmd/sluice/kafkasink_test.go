@@ -200,6 +200,8 @@ func TestKafkaSinkOptionErrors(t *testing.T) {
 			`:9: sink.options.topic-create.partitions: must be between 1 and 1048576, or -1 for the broker's default, got 0`},
 		{"configs", head + "    topic-create.configs: [retention.ms]\n",
 			`:8: sink.options.topic-create.configs: item 1: want key=value, got `},
+		{"topic-create.partitions without topic-create", head + "    topic-create.partitions: 3\n",
+			`:8: sink.options.topic-create.partitions: has no effect without topic-create: true`},
 		{"slots", head + "    sink.transaction-slots: 1\n",
 			`:8: sink.options.sink.transaction-slots: must be between 2 and 64, got 1`},
 		{"transaction timeout", head + "    sink.transaction-timeout: 500ms\n",

@@ -676,7 +676,12 @@ func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Conne
 			if on, ok := vals["options"]; ok {
 				at = on
 			}
-			p.errorf(at, field+".options", "%v", err)
+			var oe *registry.OptionError
+			if errors.As(err, &oe) && p.nodes[field+".options."+oe.Option] != nil {
+				p.errorf(p.nodes[field+".options."+oe.Option], field+".options."+oe.Option, "%v", oe.Err)
+			} else {
+				p.errorf(at, field+".options", "%v", err)
+			}
 		}
 	}
 	return c

@@ -74,6 +74,7 @@ func init() {
 			{Name: "transactional-id-prefix", Type: String, Default: "",
 				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
 		}, kafkaSinkOptions...), // kafkasink.go
+		Validate:      kafkaSinkValidate,
 		Delivery:      kafkaSinkDelivery,
 		CheckDelivery: kafkaSinkCheckDelivery,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {

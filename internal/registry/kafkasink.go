@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,6 +69,24 @@ func checkTopicConfigs(v any) error {
 			return fmt.Errorf("item %d: config %s given twice", i+1, k)
 		}
 		seen[k] = true
+	}
+	return nil
+}
+
+// kafkaSinkValidate refuses topic-create.* values that would have no
+// effect because topic-create is off.
+func kafkaSinkValidate(o Options) error {
+	if o.Bool("topic-create") {
+		return nil
+	}
+	off := errors.New("has no effect without topic-create: true")
+	switch {
+	case o.Has("topic-create.partitions") && o.Int("topic-create.partitions") != -1:
+		return &OptionError{Option: "topic-create.partitions", Err: off}
+	case o.Has("topic-create.replication-factor") && o.Int("topic-create.replication-factor") != -1:
+		return &OptionError{Option: "topic-create.replication-factor", Err: off}
+	case len(o.Strings("topic-create.configs")) > 0:
+		return &OptionError{Option: "topic-create.configs", Err: off}
 	}
 	return nil
 }

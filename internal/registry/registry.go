@@ -257,7 +257,7 @@ type Source struct {
 	Description string
 	Options     []Option
 	// Validate checks rules across options (optional); its error is
-	// reported at the connector's line.
+	// reported at the connector's line, an *OptionError at its option's.
 	Validate func(Options) error
 	// Build adds the source to c.Env and returns its stream.
 	Build func(c BuildContext) (stream.DataStream[Record], error)
