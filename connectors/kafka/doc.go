@@ -60,6 +60,12 @@
 // transaction timeout bound delivery. verdict.go says what a restore can
 // and cannot learn from the broker about a transaction it cannot commit.
 //
+// Every writer checks at start that the [DefaultTopic] exists: a missing
+// one fails the job without restarts ([*TopicNotFoundError]) unless
+// [CreateTopic] lets the writer create it (racing creators all succeed).
+// [ProducerCompression], [ProducerAcks] (None and AtLeastOnce only) and
+// [RecordPartitioner] set the producer.
+//
 // Enumerator failures found off the coordinator (a missing topic at the
 // first discovery, offsets that cannot be resolved) fail the job through
 // EnumeratorContext.FailJob.

@@ -70,6 +70,10 @@ type sinkConfig struct {
 	linger       time.Duration
 	allowance    time.Duration
 	maxBuffered  int
+	acks         Acks        // 0 = by guarantee
+	compression  Compression // "" = franz-go's default
+	partitioner  Partitioner // "" = franz-go's default
+	create       *topicCreation
 	clientOpts   []kgo.Opt
 	logger       *slog.Logger
 }
@@ -117,7 +121,7 @@ func (c *sinkConfig) validate() error {
 			return bad("empty broker address")
 		}
 	}
-	return nil
+	return c.validateProducer()
 }
 
 // DefaultTopic sets the topic of records whose serializer leaves Topic
@@ -330,11 +334,9 @@ func (s *kafkaSink[T]) producerOpts(txnID string) []kgo.Opt {
 		// input flush with it) and, for transactions, by the transaction
 		// timeout.
 	)
-	switch s.cfg.guarantee {
-	case ExactlyOnce:
+	opts = append(opts, s.cfg.producerSettings()...)
+	if s.cfg.guarantee == ExactlyOnce {
 		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(s.cfg.txnTimeout))
-	case None:
-		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	}
 	return opts
 }
@@ -492,6 +494,14 @@ func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, sta
 			return nil, fmt.Errorf("%w: sink client: %w", ErrInvalidConfig, err)
 		}
 		w.promise = w.promiseFor(w.cl, "")
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.setupTimeout)
+		defer cancel()
+		rctx, stop := w.reach.bound(tctx)
+		defer stop()
+		if err := s.cfg.ensureTopic(rctx, w.cl, w.reach); err != nil {
+			w.cl.Close()
+			return nil, err
+		}
 		return w, nil
 	}
 	w.prefix = s.cfg.prefix
@@ -513,6 +523,9 @@ func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, sta
 	if err := w.recover(rctx, ictx, states, restored); err != nil {
 		w.lease.release()
 		err = w.reach.cause(err)
+		if tnf := (*TopicNotFoundError)(nil); errors.As(err, &tnf) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("kafka sink %q subtask %d: recover transactions of prefix %q: %w", ictx.OperatorName(), w.subtask, w.prefix, err)
 	}
 	return w, nil
@@ -547,6 +560,9 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 		return fmt.Errorf("cannot reach brokers %v: %w", cfg.brokers, err)
 	}
 	if err := w.s.checkTransactionTimeout(ctx, admin); err != nil {
+		return err
+	}
+	if err := cfg.ensureTopic(ctx, admin, w.reach); err != nil {
 		return err
 	}
 	// Hold the prefix's lease before committing or fencing anything:

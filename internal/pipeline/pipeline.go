@@ -596,13 +596,36 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 		}
 	}
 
-	switch d := registry.Delivery(jo.String("delivery")); {
+	d := registry.Delivery(jo.String("delivery"))
+	sk, _ := p.reg.Sink(s.Sink.Type)
+	if sk.Delivery != nil && len(p.errs) == 0 {
+		if sd, opt := sk.Delivery(s.Sink.Options); sd != "" {
+			switch {
+			case d == "":
+				d = sd
+			case d != sd:
+				p.errorf(p.nodes["sink.options."+opt], "sink.options."+opt, "%s contradicts the pipeline's delivery: %s (set one of them, or both alike)", sd, d)
+			}
+		}
+	}
+	switch {
 	case d == "" && sinkEO, d == registry.ExactlyOnce && sinkEO:
 		s.Delivery = registry.ExactlyOnce
 	case d == "", d == registry.AtLeastOnce:
 		s.Delivery = registry.AtLeastOnce
 	default:
 		p.errorf(vals["delivery"], "delivery", "sink %q cannot deliver exactly once (use at-least-once, or an exactly-once sink)", s.Sink.Type)
+	}
+
+	if sk.CheckDelivery != nil && len(p.errs) == 0 {
+		if err := sk.CheckDelivery(s.Delivery, s.Sink.Options); err != nil {
+			var oe *registry.OptionError
+			if errors.As(err, &oe) && p.nodes["sink.options."+oe.Option] != nil {
+				p.errorf(p.nodes["sink.options."+oe.Option], "sink.options."+oe.Option, "%v", oe.Err)
+			} else {
+				p.errorf(&yaml.Node{Line: s.Sink.Line}, "sink", "%v", err)
+			}
+		}
 	}
 
 	if n, ok := vals["transforms"]; ok {
@@ -653,7 +676,12 @@ func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Conne
 			if on, ok := vals["options"]; ok {
 				at = on
 			}
-			p.errorf(at, field+".options", "%v", err)
+			var oe *registry.OptionError
+			if errors.As(err, &oe) && p.nodes[field+".options."+oe.Option] != nil {
+				p.errorf(p.nodes[field+".options."+oe.Option], field+".options."+oe.Option, "%v", oe.Err)
+			} else {
+				p.errorf(at, field+".options", "%v", err)
+			}
 		}
 	}
 	return c

@@ -66,14 +66,17 @@ func init() {
 		Name:        "kafka",
 		Description: "Writes records as JSON to a Kafka topic; exactly-once with one transaction per checkpoint per subtask (connectors/kafka).",
 		ExactlyOnce: true,
-		Options: []Option{
+		Options: append([]Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "topic", Type: String, Required: true, Description: "topic to write"},
 			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
 				Description: "how long the brokers may be unreachable (no connection, no answer) before the sink fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "transactional-id-prefix", Type: String, Default: "",
 				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
-		},
+		}, kafkaSinkOptions...), // kafkasink.go
+		Validate:      kafkaSinkValidate,
+		Delivery:      kafkaSinkDelivery,
+		CheckDelivery: kafkaSinkCheckDelivery,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			g := kafka.AtLeastOnce
 			if c.Delivery == ExactlyOnce {
@@ -81,6 +84,7 @@ func init() {
 			}
 			opts := []kafka.SinkOption{kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
 				kafka.SinkLogger(c.Logger)}
+			opts = append(opts, kafkaSinkProducerOptions(c)...)
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SinkConnectTimeout(d))
 			}

@@ -211,6 +211,18 @@ func (o Options) Duration(name string) time.Duration { return get[time.Duration]
 // Strings returns a Strings option.
 func (o Options) Strings(name string) []string { return slices.Clone(get[[]string](o, name)) }
 
+// OptionError is an error about one option of a connector, reported at
+// that option's line.
+type OptionError struct {
+	Option string // the option's name
+	Err    error
+}
+
+func (e *OptionError) Error() string { return e.Option + ": " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *OptionError) Unwrap() error { return e.Err }
+
 // Delivery is a pipeline's delivery guarantee.
 type Delivery string
 
@@ -245,7 +257,7 @@ type Source struct {
 	Description string
 	Options     []Option
 	// Validate checks rules across options (optional); its error is
-	// reported at the connector's line.
+	// reported at the connector's line, an *OptionError at its option's.
 	Validate func(Options) error
 	// Build adds the source to c.Env and returns its stream.
 	Build func(c BuildContext) (stream.DataStream[Record], error)
@@ -276,6 +288,15 @@ type Sink struct {
 	// error refuses the pipeline; a warning is shown by `sluice validate`
 	// and logged by `sluice run`.
 	CheckSource func(sourceType string, source, sink Options) (warning string, err error)
+	// Delivery, if set, returns the delivery guarantee the sink's options
+	// ask for and the option that asks ("" = none asked): it is the
+	// pipeline's delivery when the pipeline sets none; a pipeline that
+	// sets another one is refused at that option's line.
+	Delivery func(Options) (d Delivery, option string)
+	// CheckDelivery, if set, checks the options against the pipeline's
+	// delivery guarantee; an *OptionError is reported at the line of the
+	// option it names, another error at the sink's.
+	CheckDelivery func(d Delivery, o Options) error
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }
