@@ -244,3 +244,130 @@ func waitRecordsIn(t *testing.T, p *proc, base, op string, n int64) {
 	}
 	t.Fatalf("%s read %d of %d records in two minutes:\n%s", op, got, n, p.stderr())
 }
+
+// runBounded runs a bounded Kafka → file pipeline with the source options
+// extra (YAML lines, indented under options) to its end and returns the
+// committed output.
+func runBounded(t *testing.T, brokers, in, extra string) map[int64]int {
+	t.Helper()
+	out := t.TempDir()
+	file := writePipeline(t, t.TempDir(), `name: bounded
+parallelism: 2
+checkpoint:
+  interval: 100ms
+source:
+  type: kafka
+  options:
+    brokers: "${BROKERS}"
+    topics: ["${IN}"]
+`+extra+`sink:
+  type: file
+  options:
+    path: ${OUT}
+`)
+	r := run(t, []string{"BROKERS=" + brokers, "IN=" + in, "OUT=" + out}, "run", "--progress", "off", file)
+	if r.code != 0 {
+		t.Fatalf("options\n%sexit %d\n%s", extra, r.code, r.stderr)
+	}
+	return readOutput(t, out, "id")
+}
+
+// TestKafkaStartAndBoundedModes: over 200 records, id i in partition i%2
+// with the timestamp base + i s, each start and bounded mode reads exactly
+// the records it names, and the bounded modes end the job (exit 0).
+func TestKafkaStartAndBoundedModes(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	in := kafkaTopic(t, brokers, nil)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	produceIDs(t, brokers, in, 0, 200, func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) })
+	ms := func(i int) int64 { return base.Add(time.Duration(i) * time.Second).UnixMilli() }
+	// offset o of partition p holds id 2o+p.
+	ids := func(keep func(id int) bool) []int64 {
+		var out []int64
+		for i := range 200 {
+			if keep(i) {
+				out = append(out, int64(i))
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name, extra string
+		want        []int64
+	}{
+		{"latest-offset bound", "    scan.bounded.mode: latest-offset\n", ids(func(int) bool { return true })},
+		{"deprecated bounded", "    bounded: true\n", ids(func(int) bool { return true })},
+		{"timestamp start", fmt.Sprintf("    scan.startup.mode: timestamp\n    scan.startup.timestamp-millis: %d\n    scan.bounded.mode: latest-offset\n", ms(150)),
+			ids(func(i int) bool { return i >= 150 })},
+		{"specific-offsets start", "    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: \"partition:0,offset:90;partition:1,offset:10\"\n    scan.bounded.mode: latest-offset\n",
+			ids(func(i int) bool { return (i%2 == 0 && i >= 180) || (i%2 == 1 && i >= 21) })},
+		{"specific-offsets with topic, others reset latest", fmt.Sprintf("    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: \"topic:%s,partition:1,offset:95\"\n    properties.auto.offset.reset: latest\n    scan.bounded.mode: latest-offset\n", in),
+			ids(func(i int) bool { return i%2 == 1 && i >= 191 })},
+		{"timestamp bound", fmt.Sprintf("    scan.bounded.mode: timestamp\n    scan.bounded.timestamp-millis: %d\n", ms(50)),
+			ids(func(i int) bool { return i < 50 })},
+		{"specific-offsets bound", "    scan.startup.mode: latest-offset\n    scan.bounded.mode: specific-offsets\n    scan.bounded.specific-offsets: \"partition:0,offset:100\"\n",
+			nil},
+		{"specific-offsets start and bound", "    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: \"partition:0,offset:10;partition:1,offset:20\"\n    scan.bounded.mode: specific-offsets\n    scan.bounded.specific-offsets: \"partition:0,offset:15;partition:1,offset:22\"\n",
+			ids(func(i int) bool { return (i%2 == 0 && i >= 20 && i < 30) || (i%2 == 1 && i >= 41 && i < 45) })},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			checkOnce(t, runBounded(t, brokers, in, c.extra), c.want)
+		})
+	}
+}
+
+// TestKafkaAutoOffsetResetNone: group-offsets with
+// properties.auto.offset.reset: none and a group without offsets fails the
+// job, naming the group and the partitions.
+func TestKafkaAutoOffsetResetNone(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	in := kafkaTopic(t, brokers, nil)
+	file := writePipeline(t, t.TempDir(), `parallelism: 1
+restart:
+  strategy: none
+source:
+  type: kafka
+  options:
+    brokers: "${BROKERS}"
+    topics: ["${IN}"]
+    scan.startup.mode: group-offsets
+    properties.group.id: nobody-${IN}
+    properties.auto.offset.reset: none
+sink:
+  type: print
+`)
+	r := run(t, []string{"BROKERS=" + brokers, "IN=" + in}, "run", "--progress", "off", file)
+	// The topic came from ${IN}: it is shown as ${IN}.
+	for _, want := range []string{"no offset for partition (reset: none)", `no committed offset in group "nobody-${IN}"`,
+		`topic "${IN}" partition 0, topic "${IN}" partition 1`} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, want 1 with %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+}
+
+// TestKafkaSourceConfigErrors: conflicting or malformed source options are
+// configuration errors (exit 2) at the line of the key (a missing key: at
+// the options).
+func TestKafkaSourceConfigErrors(t *testing.T) {
+	head := "source:\n  type: kafka\n  options:\n    brokers: 127.0.0.1:1\n" // the options start at line 4
+	tail := "sink:\n  type: print\n"
+	for _, c := range []struct{ opts, want string }{
+		{"    topics: [a]\n    topic-pattern: a.*\n", ":6: source.options.topic-pattern: set either topics or topic-pattern, not both"},
+		{"    scan.startup.mode: group-offsets\n", ":4: source.options.topics: missing: set topics (a list) or topic-pattern"},
+		{"    topics: [a]\n    scan.startup.mode: timestamp\n", ":6: source.options.scan.startup.mode: timestamp needs scan.startup.timestamp-millis"},
+		{"    topics: [a]\n    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: \"partition:0,offset:x\"\n",
+			`:7: source.options.scan.startup.specific-offsets: entry 1: offset "x" is not a number from 0`},
+		{"    topics: [a]\n    scan.startup.mode: group-offsets\n", ":6: source.options.scan.startup.mode: group-offsets needs properties.group.id"},
+		{"    topics: [a]\n    start: latest\n    scan.startup.mode: latest-offset\n", ":6: source.options.start: start is the deprecated alias of scan.startup.mode"},
+		{"    topics: [a]\n    scan.bounded.timestamp-millis: 5\n", ":6: source.options.scan.bounded.timestamp-millis: is used only with scan.bounded.mode: timestamp"},
+		{"    topic-pattern: \"a(\"\n", ":5: source.options.topic-pattern: not a regular expression"},
+		{"    topics: [a]\n    properties.isolation.level: serializable\n", ":6: source.options.properties.isolation.level:"},
+	} {
+		file := writeConfigPipeline(t, t.TempDir(), "p.yaml", head+c.opts+tail)
+		r := run(t, nil, "validate", file)
+		if r.code != 2 || !strings.Contains(r.stderr, file+c.want) {
+			t.Errorf("options\n%sexit %d, want 2 with %q:\n%s", c.opts, r.code, file+c.want, r.stderr)
+		}
+	}
+}
