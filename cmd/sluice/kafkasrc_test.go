@@ -371,3 +371,46 @@ func TestKafkaSourceConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaTopicPattern: topic-pattern reads every topic whose whole name
+// matches (two topics) and not one whose name only contains a match;
+// read_uncommitted and a discovery interval of 0 are accepted alongside.
+func TestKafkaTopicPattern(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	stem := fmt.Sprintf("pat-%d", time.Now().UnixNano())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{stem + "-a", stem + "-b", "pre-" + stem + "-a"} {
+		if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, name); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", name, err, resp.Err)
+		}
+	}
+	cl.Close()
+	produceIDs(t, brokers, stem+"-a", 0, 100, nil)
+	produceIDs(t, brokers, stem+"-b", 100, 200, nil)
+	produceIDs(t, brokers, "pre-"+stem+"-a", 200, 300, nil)
+	out := t.TempDir()
+	file := writePipeline(t, t.TempDir(), `parallelism: 2
+source:
+  type: kafka
+  options:
+    brokers: "${BROKERS}"
+    topic-pattern: "${STEM}-[ab]"
+    scan.bounded.mode: latest-offset
+    properties.isolation.level: read_uncommitted
+    scan.topic-partition-discovery.interval: 0s
+sink:
+  type: file
+  options:
+    path: ${OUT}
+`)
+	r := run(t, []string{"BROKERS=" + brokers, "OUT=" + out, "STEM=" + stem}, "run", "--progress", "off", file)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	checkOnce(t, readOutput(t, out, "id"), idRange(0, 200))
+}
