@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/enumerate"
 )
@@ -346,7 +347,8 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, cl *kgo.Clie
 		if e.cfg.group != "" {
 			what = fmt.Sprintf("no committed offset in group %q (nor a given one)", e.cfg.group)
 		}
-		return nil, fmt.Errorf("kafka source: %w: %s for %s", ErrNoStartOffset, what, strings.Join(names, ", "))
+		// A restart would meet the same missing offsets: fail at once.
+		return nil, fmt.Errorf("kafka source: %w: %w: %s for %s", restart.ErrUnrecoverable, ErrNoStartOffset, what, strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("kafka source: unsupported offset spec %d", spec.kind)
 }

@@ -81,8 +81,8 @@ func Latest() OffsetSpec { return OffsetSpec{kind: kindLatest} }
 func Committed(reset OffsetSpec) OffsetSpec { return OffsetSpec{kind: kindCommitted, reset: &reset} }
 
 // NoReset, as the reset of [Committed] or the fallback of [AtOffsets],
-// fails the source (an error wrapping [ErrNoStartOffset] that names the
-// topic and partition) when a partition has no committed or given offset,
+// fails the source (an error wrapping [ErrNoStartOffset] and
+// restart.ErrUnrecoverable, naming the topic and partition) when a partition has no committed or given offset,
 // like Kafka's auto.offset.reset=none. It is not a starting or stopping
 // offset by itself.
 func NoReset() OffsetSpec { return OffsetSpec{kind: kindNoReset} }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/restart"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -48,8 +49,8 @@ func TestOffsetsNoResetAndEveryTopic(t *testing.T) {
 			t.Fatalf("commit: %v %v", err, resp.Error())
 		}
 		_, err := e.offsets(ctx, adm, cl, tps, Committed(NoReset()))
-		if !errors.Is(err, ErrNoStartOffset) {
-			t.Fatalf("Committed(NoReset()) with partitions without offsets: got %v, want ErrNoStartOffset", err)
+		if !errors.Is(err, ErrNoStartOffset) || !errors.Is(err, restart.ErrUnrecoverable) {
+			t.Fatalf("Committed(NoReset()) with partitions without offsets: got %v, want ErrNoStartOffset and restart.ErrUnrecoverable", err)
 		}
 		for _, want := range []string{`group "` + group + `"`, `topic "` + ta + `" partition 0, topic "` + tb + `" partition 0, topic "` + tb + `" partition 1`} {
 			if !strings.Contains(err.Error(), want) {

@@ -47,7 +47,7 @@ var kafkaSourceStartOptions = []Option{
 	{Name: "scan.startup.specific-offsets", Type: String, Check: checkSpecificOffsets,
 		Description: "with scan.startup.mode: specific-offsets, \"partition:0,offset:42;partition:1,offset:300\" (every topic) or with a topic qualifier \"topic:t,partition:0,offset:42\"; partitions not listed per properties.auto.offset.reset"},
 	{Name: "properties.auto.offset.reset", Type: Enum, Values: []string{"earliest", "latest", "none"}, Default: "earliest",
-		Description: "start of a partition that has no group offset (group-offsets) or no listed offset (specific-offsets): earliest, latest, or none = the job fails naming the partition"},
+		Description: "start of a partition that has no group offset (group-offsets) or no listed offset (specific-offsets): earliest, latest, or none = the job fails at once (no restarts) naming the partitions"},
 	{Name: "scan.bounded.mode", Type: Enum, Values: []string{boundUnbounded, boundLatest, boundTimestamp, boundSpecific},
 		Description: "where the job ends (default unbounded): unbounded, latest-offset (the offsets that are latest when the job first starts), timestamp (scan.bounded.timestamp-millis), specific-offsets (scan.bounded.specific-offsets); a bounded job takes a final checkpoint and exits 0"},
 	{Name: "scan.bounded.timestamp-millis", Type: Int, Check: AtLeast(0),
