@@ -303,6 +303,8 @@ func TestKafkaStartAndBoundedModes(t *testing.T) {
 			ids(func(i int) bool { return (i%2 == 0 && i >= 180) || (i%2 == 1 && i >= 21) })},
 		{"specific-offsets with topic, others reset latest", fmt.Sprintf("    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: \"topic:%s,partition:1,offset:95\"\n    properties.auto.offset.reset: latest\n    scan.bounded.mode: latest-offset\n", in),
 			ids(func(i int) bool { return i%2 == 1 && i >= 191 })},
+		{"timestamp start after every record", fmt.Sprintf("    scan.startup.mode: timestamp\n    scan.startup.timestamp-millis: %d\n    scan.bounded.mode: latest-offset\n", ms(1000)), nil},
+		{"timestamp bound before every record", fmt.Sprintf("    scan.bounded.mode: timestamp\n    scan.bounded.timestamp-millis: %d\n", ms(-10)), nil},
 		{"timestamp bound", fmt.Sprintf("    scan.bounded.mode: timestamp\n    scan.bounded.timestamp-millis: %d\n", ms(50)),
 			ids(func(i int) bool { return i < 50 })},
 		{"specific-offsets bound", "    scan.startup.mode: latest-offset\n    scan.bounded.mode: specific-offsets\n    scan.bounded.specific-offsets: \"partition:0,offset:100\"\n",
