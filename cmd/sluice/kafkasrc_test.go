@@ -362,7 +362,7 @@ func TestKafkaSourceConfigErrors(t *testing.T) {
 		{"    scan.startup.mode: group-offsets\n", ":4: source.options.topics: missing: set topics (a list) or topic-pattern"},
 		{"    topics: [a]\n    scan.startup.mode: timestamp\n", ":6: source.options.scan.startup.mode: timestamp needs scan.startup.timestamp-millis"},
 		{"    topics: [a]\n    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: \"partition:0,offset:x\"\n",
-			`:7: source.options.scan.startup.specific-offsets: entry 1: offset "x" is not a number from 0`},
+			":7: source.options.scan.startup.specific-offsets: entry 1: the offset is not a number from 0"},
 		{"    topics: [a]\n    scan.startup.mode: group-offsets\n", ":6: source.options.scan.startup.mode: group-offsets needs properties.group.id"},
 		{"    topics: [a]\n    start: latest\n    scan.startup.mode: latest-offset\n", ":6: source.options.start: start is the deprecated alias of scan.startup.mode"},
 		{"    topics: [a]\n    scan.bounded.timestamp-millis: 5\n", ":6: source.options.scan.bounded.timestamp-millis: is used only with scan.bounded.mode: timestamp"},
@@ -418,4 +418,27 @@ sink:
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	checkOnce(t, readOutput(t, out, "id"), idRange(0, 200))
+}
+
+// TestKafkaSourceOptionErrorsHideEnvValues: an invalid topic-pattern or
+// specific-offsets value from ${VAR} is reported at its line without any
+// part of the value.
+func TestKafkaSourceOptionErrorsHideEnvValues(t *testing.T) {
+	head := "source:\n  type: kafka\n  options:\n    brokers: 127.0.0.1:1\n"
+	tail := "sink:\n  type: print\n"
+	for _, c := range []struct{ opts, value, want string }{
+		{"    topic-pattern: ${V}\n", "s3cr3t(", ":5: source.options.topic-pattern: not a regular expression: missing closing )"},
+		{"    topics: [a]\n    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: ${V}\n", "partition:0,offset:s3cr3t",
+			":7: source.options.scan.startup.specific-offsets: entry 1: the offset is not a number from 0"},
+		{"    topics: [a]\n    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: ${V}\n", "s3cr3t:0,offset:1",
+			":7: source.options.scan.startup.specific-offsets: entry 1: item 1 has an unknown key"},
+		{"    topics: [a]\n    scan.startup.mode: specific-offsets\n    scan.startup.specific-offsets: ${V}\n", "topic:s3cr3t,partition:0,offset:1",
+			":7: source.options.scan.startup.specific-offsets: names a topic that is not among topics"},
+	} {
+		file := writeConfigPipeline(t, t.TempDir(), "p.yaml", head+c.opts+tail)
+		r := run(t, []string{"V=" + c.value}, "validate", file)
+		if r.code != 2 || !strings.Contains(r.stderr, file+c.want) || strings.Contains(r.stderr, "s3cr3t") {
+			t.Errorf("V=%s:\nexit %d, want 2 with %q and without the value:\n%s", c.value, r.code, file+c.want, r.stderr)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,7 +87,12 @@ func checkRegexp(v any) error {
 		return errors.New("must not be empty")
 	}
 	if _, err := regexp.Compile(s); err != nil {
-		return fmt.Errorf("not a regular expression: %w", err)
+		// Not the error itself: it quotes the expression, which may
+		// come from the environment.
+		if se, ok := errors.AsType[*syntax.Error](err); ok {
+			return fmt.Errorf("not a regular expression: %s", se.Code)
+		}
+		return errors.New("not a regular expression")
 	}
 	return nil
 }
@@ -100,7 +106,8 @@ func checkSpecificOffsets(v any) error {
 // ParseSpecificOffsets parses Flink's specific-offsets format: entries
 // separated by ";", each "partition:<p>,offset:<o>", optionally with
 // "topic:<name>," first. Entries without a topic are stored under the
-// topic "" (every topic not named; kafka.AtOffsets).
+// topic "" (every topic not named; kafka.AtOffsets). Its errors name the
+// entry and item, never the text (it may come from the environment).
 func ParseSpecificOffsets(s string) (map[string]map[int32]int64, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New(`empty; want "partition:0,offset:42;partition:1,offset:300"`)
@@ -117,11 +124,11 @@ func ParseSpecificOffsets(s string) (map[string]map[int32]int64, error) {
 		var topic string
 		var part, off int64
 		var haveTopic, havePart, haveOff bool
-		for kv := range strings.SplitSeq(entry, ",") {
+		for j, kv := range strings.Split(entry, ",") {
 			k, val, ok := strings.Cut(kv, ":")
 			k, val = strings.TrimSpace(k), strings.TrimSpace(val)
 			if !ok || val == "" {
-				return nil, fmt.Errorf("entry %d: %q is not key:value", i+1, strings.TrimSpace(kv))
+				return nil, fmt.Errorf("entry %d: item %d is not key:value", i+1, j+1)
 			}
 			var err error
 			switch k {
@@ -136,7 +143,7 @@ func ParseSpecificOffsets(s string) (map[string]map[int32]int64, error) {
 				}
 				part, err = strconv.ParseInt(val, 10, 32)
 				if err != nil || part < 0 {
-					return nil, fmt.Errorf("entry %d: partition %q is not a number from 0", i+1, val)
+					return nil, fmt.Errorf("entry %d: the partition is not a number from 0 to 2147483647", i+1)
 				}
 				havePart = true
 			case "offset":
@@ -145,11 +152,11 @@ func ParseSpecificOffsets(s string) (map[string]map[int32]int64, error) {
 				}
 				off, err = strconv.ParseInt(val, 10, 64)
 				if err != nil || off < 0 {
-					return nil, fmt.Errorf("entry %d: offset %q is not a number from 0", i+1, val)
+					return nil, fmt.Errorf("entry %d: the offset is not a number from 0", i+1)
 				}
 				haveOff = true
 			default:
-				return nil, fmt.Errorf("entry %d: unknown key %q (allowed: topic, partition, offset)", i+1, k)
+				return nil, fmt.Errorf("entry %d: item %d has an unknown key (allowed: topic, partition, offset)", i+1, j+1)
 			}
 		}
 		if !havePart || !haveOff {
@@ -161,9 +168,9 @@ func ParseSpecificOffsets(s string) (map[string]map[int32]int64, error) {
 		if _, dup := out[topic][int32(part)]; dup {
 			name := "every topic"
 			if topic != "" {
-				name = fmt.Sprintf("topic %q", topic)
+				name = "its topic"
 			}
-			return nil, fmt.Errorf("entry %d: partition %d of %s given twice", i+1, part, name)
+			return nil, fmt.Errorf("entry %d: the partition of %s is given twice", i+1, name)
 		}
 		out[topic][int32(part)] = off
 	}
@@ -227,6 +234,9 @@ func validateKafkaSource(o Options) error {
 			}
 			for t := range m {
 				if t != "" && !slices.Contains(o.Strings("topics"), t) {
+					if o.FromEnvironment(key) || o.FromEnvironment("topics") {
+						return optErr(key, "names a topic that is not among topics")
+					}
 					return optErr(key, "topic %q is not among topics", t)
 				}
 			}
