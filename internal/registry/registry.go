@@ -245,7 +245,8 @@ type Source struct {
 	Description string
 	Options     []Option
 	// Validate checks rules across options (optional); its error is
-	// reported at the connector's line.
+	// reported at the connector's options, or, if it is an *OptionError,
+	// at that option's line.
 	Validate func(Options) error
 	// Build adds the source to c.Env and returns its stream.
 	Build func(c BuildContext) (stream.DataStream[Record], error)
