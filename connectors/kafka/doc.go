@@ -17,7 +17,9 @@
 //
 // A split carries its next offset, so recovery uses checkpoint state only.
 // With a [GroupID], the positions of a checkpoint are also committed to that
-// group once the checkpoint completes, for monitoring. A record the
+// group once the checkpoint completes (the final one of a stop or of the end
+// of input before the source closes): a fresh start with [Committed]
+// continues there; a restore uses its checkpoint. A record the
 // [Deserializer] rejects fails the job with an error naming topic,
 // partition and offset (wrapping [ErrMalformedRecord]) or, with
 // [SkipOnError], is counted in numRecordsInErrors and logged with its

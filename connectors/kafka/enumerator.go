@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/enumerate"
 )
@@ -308,6 +309,12 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, cl *kgo.Clie
 			for _, tp := range tps {
 				if o, ok := spec.specific[tp.topic][tp.p]; ok {
 					out[tp] = o
+				} else if _, named := spec.specific[tp.topic]; !named && spec.specific[""] != nil {
+					if o, ok := spec.specific[""][tp.p]; ok {
+						out[tp] = o
+					} else {
+						missing = append(missing, tp)
+					}
 				} else {
 					missing = append(missing, tp)
 				}
@@ -325,6 +332,23 @@ func (e *enumerator) offsets(ctx context.Context, adm *kadm.Client, cl *kgo.Clie
 		}
 		maps.Copy(out, rest)
 		return out, nil
+	case kindNoReset:
+		slices.SortFunc(tps, func(a, b topicPartition) int {
+			if c := strings.Compare(a.topic, b.topic); c != 0 {
+				return c
+			}
+			return int(a.p - b.p)
+		})
+		names := make([]string, len(tps))
+		for i, tp := range tps {
+			names[i] = fmt.Sprintf("topic %q partition %d", tp.topic, tp.p)
+		}
+		what := "no offset given"
+		if e.cfg.group != "" {
+			what = fmt.Sprintf("no committed offset in group %q (nor a given one)", e.cfg.group)
+		}
+		// A restart would meet the same missing offsets: fail at once.
+		return nil, fmt.Errorf("kafka source: %w: %w: %s for %s", restart.ErrUnrecoverable, ErrNoStartOffset, what, strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("kafka source: unsupported offset spec %d", spec.kind)
 }

@@ -232,7 +232,8 @@ func (r *reader[T]) commitLoop(cl *kgo.Client, checkpointID int64) {
 			err = resp.Error()
 		}
 		if err != nil {
-			r.log.Warn("kafka source: committing offsets to the group failed (monitoring only)", "group", r.cfg.group, "checkpoint", checkpointID, "err", err)
+			r.log.Warn("kafka source: committing offsets to the group failed; retried with the next completed checkpoint (a fresh start from the group's offsets would read the records since its last commit again)",
+				"group", r.cfg.group, "checkpoint", checkpointID, "err", err)
 			continue
 		}
 		r.commitMu.Lock()

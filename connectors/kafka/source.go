@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -65,6 +66,7 @@ const (
 	kindCommitted
 	kindTimestamp
 	kindSpecific
+	kindNoReset
 )
 
 // Earliest is each partition's log start offset.
@@ -74,16 +76,29 @@ func Earliest() OffsetSpec { return OffsetSpec{kind: kindEarliest} }
 // readers, the high watermark otherwise.
 func Latest() OffsetSpec { return OffsetSpec{kind: kindLatest} }
 
-// Committed is the consumer group's committed offset, or reset (Earliest or
-// Latest) for partitions without one. It requires [GroupID].
+// Committed is the consumer group's committed offset, or reset (Earliest,
+// Latest or [NoReset]) for partitions without one. It requires [GroupID].
 func Committed(reset OffsetSpec) OffsetSpec { return OffsetSpec{kind: kindCommitted, reset: &reset} }
+
+// NoReset, as the reset of [Committed] or the fallback of [AtOffsets],
+// fails the source (an error wrapping [ErrNoStartOffset] and
+// restart.ErrUnrecoverable, naming the topic and partition) when a partition has no committed or given offset,
+// like Kafka's auto.offset.reset=none. It is not a starting or stopping
+// offset by itself.
+func NoReset() OffsetSpec { return OffsetSpec{kind: kindNoReset} }
+
+// ErrNoStartOffset is wrapped when a partition has no offset and the reset
+// is [NoReset].
+var ErrNoStartOffset = errors.New("kafka: no offset for partition (reset: none)")
 
 // AtTimestamp is the first offset whose record timestamp is at or after ms
 // (milliseconds since the epoch), or the end of the partition.
 func AtTimestamp(ms int64) OffsetSpec { return OffsetSpec{kind: kindTimestamp, ts: ms} }
 
 // AtOffsets gives offsets per topic and partition; partitions not listed
-// use fallback.
+// use fallback. The topic "" gives offsets for the partitions of every topic
+// not listed by name (a partition of a listed topic that its entry omits
+// uses fallback).
 func AtOffsets(offsets map[string]map[int32]int64, fallback OffsetSpec) OffsetSpec {
 	return OffsetSpec{kind: kindSpecific, specific: offsets, reset: &fallback}
 }
@@ -174,8 +189,12 @@ func (c *sourceConfig) validate() error {
 		return bad("StartingOffsets is empty")
 	case c.start.kind == kindCommitted && c.group == "":
 		return bad("StartingOffsets Committed requires GroupID")
-	case c.start.kind == kindCommitted && (c.start.reset == nil || (c.start.reset.kind != kindEarliest && c.start.reset.kind != kindLatest)):
-		return bad("Committed's reset must be Earliest or Latest")
+	case c.start.kind == kindNoReset:
+		return bad("StartingOffsets cannot be NoReset (it is a reset: Committed(NoReset()) or AtOffsets(…, NoReset()))")
+	case c.start.kind == kindCommitted && (c.start.reset == nil || (c.start.reset.kind != kindEarliest && c.start.reset.kind != kindLatest && c.start.reset.kind != kindNoReset)):
+		return bad("Committed's reset must be Earliest, Latest or NoReset")
+	case c.stop.kind == kindNoReset:
+		return bad("stopping offsets cannot be NoReset")
 	case c.stop.kind == kindCommitted:
 		return bad("stopping offsets cannot be Committed; allowed: Latest, AtTimestamp, AtOffsets")
 	case c.discovery < 0:
@@ -232,8 +251,11 @@ func UnboundedStopAt(stop OffsetSpec) SourceOption {
 }
 
 // GroupID sets the consumer group to which offsets are committed when a
-// checkpoint completes (for monitoring only: recovery uses checkpoints).
-// Default: none, and nothing is committed.
+// checkpoint completes (in the background; Close waits for a commit in
+// flight, so the final checkpoint of a stop or of the end of input is
+// committed before the source closes). Recovery uses checkpoints; a fresh
+// start with [Committed] continues at the group's offsets. Default: none,
+// and nothing is committed.
 func GroupID(g string) SourceOption { return sourceOptionFunc(func(c *sourceConfig) { c.group = g }) }
 
 // ReadUncommitted reads records of open and aborted transactions too

@@ -672,16 +672,15 @@ func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Conne
 	c.Options = opts
 	if good && reg.Validate != nil {
 		if err := reg.Validate(opts); err != nil {
-			at := n
+			at, where := n, field+".options"
 			if on, ok := vals["options"]; ok {
 				at = on
 			}
-			var oe *registry.OptionError
-			if errors.As(err, &oe) && p.nodes[field+".options."+oe.Option] != nil {
-				p.errorf(p.nodes[field+".options."+oe.Option], field+".options."+oe.Option, "%v", oe.Err)
-			} else {
-				p.errorf(at, field+".options", "%v", err)
+			// An error about one option is reported at its key.
+			if oe, ok := errors.AsType[*registry.OptionError](err); ok {
+				at, where, err = keyNode(at, oe.Option), join(where, oe.Option), oe.Err
 			}
+			p.errorf(at, where, "%v", err)
 		}
 	}
 	return c

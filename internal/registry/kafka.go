@@ -14,33 +14,23 @@ import (
 func init() {
 	MustRegisterSource(Source{
 		Name:        "kafka",
-		Description: "Reads JSON objects from Kafka topics, one split per partition, read_committed (connectors/kafka).",
-		Options: []Option{
+		Description: "Reads JSON objects from Kafka topics, one split per partition (connectors/kafka).",
+		Options: append([]Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
-			{Name: "topics", Type: Strings, Required: true, Description: "topics to read"},
-			{Name: "start", Type: Enum, Values: []string{"earliest", "latest"}, Default: "earliest", Description: "where to start without a checkpoint"},
-			{Name: "group", Type: String, Default: "", Description: "consumer group that gets the checkpointed offsets (monitoring only); empty = none"},
-			{Name: "bounded", Type: Bool, Default: false, Description: "stop at the offsets that are latest when the job starts"},
 			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
 				Description: "how long the brokers may be unreachable (no connection, no answer) before the source fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a value that is not a JSON object: fail fails the job at once (no restarts) naming topic, partition and offset; skip skips it, counted in numRecordsInErrors and logged; dead-letter sends it, with topic, partition and offset, to the pipeline's dead-letter sink"},
-		},
+		}, kafkaSourceStartOptions...),
+		Validate:    validateKafkaSource,
 		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
-			start := kafka.Earliest()
-			if c.Options.String("start") == "latest" {
-				start = kafka.Latest()
+			opts, err := kafkaSourceStart(c.Options)
+			if err != nil {
+				return stream.DataStream[Record]{}, err
 			}
-			opts := []kafka.SourceOption{kafka.Topics(c.Options.Strings("topics")...), kafka.StartingOffsets(start),
-				kafka.SourceLogger(c.Logger)}
+			opts = append(opts, kafka.SourceLogger(c.Logger))
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SourceConnectTimeout(d))
-			}
-			if g := c.Options.String("group"); g != "" {
-				opts = append(opts, kafka.GroupID(g))
-			}
-			if c.Options.Bool("bounded") {
-				opts = append(opts, kafka.Bounded(kafka.Latest()))
 			}
 			deser := kafka.JSONDeserializer[Record]()
 			if c.Positions {
