@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 )
@@ -161,22 +162,32 @@ func kafkaSecurity(o Options, log *slog.Logger) ([]kgo.Opt, error) {
 		} else {
 			src = tokenCommand{cmd: o.String("sasl.token-command"), timeout: o.Duration("sasl.token-command-timeout")}
 		}
-		opts = append(opts, kgo.SASL(oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
-			tok, err := src.token(ctx)
-			if err != nil {
-				return oauth.Auth{}, fmt.Errorf("OAUTHBEARER token: %w", err)
-			}
-			return oauth.Auth{Token: tok}, nil
-		})))
+		opts = append(opts, kgo.SASL(oauthMechanism(src)))
 	case saslAWSMSKIAM:
 		if _, err := awsCredentials(); err != nil {
 			return nil, fmt.Errorf("%w: %w", kafka.ErrInvalidConfig, err)
 		}
-		opts = append(opts, kgo.SASL(aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) {
-			return awsCredentials()
-		})))
+		opts = append(opts, kgo.SASL(awsMechanism()))
 	}
 	return opts, nil
+}
+
+// oauthMechanism is OAUTHBEARER with a token from src at every
+// authentication.
+func oauthMechanism(src tokenSource) sasl.Mechanism {
+	return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+		tok, err := src.token(ctx)
+		if err != nil {
+			return oauth.Auth{}, fmt.Errorf("OAUTHBEARER token: %w", err)
+		}
+		return oauth.Auth{Token: tok}, nil
+	})
+}
+
+// awsMechanism is AWS_MSK_IAM with the credentials of the environment at
+// every authentication.
+func awsMechanism() sasl.Mechanism {
+	return aws.ManagedStreamingIAM(func(context.Context) (aws.Auth, error) { return awsCredentials() })
 }
 
 // kafkaTLSConfig builds the TLS configuration of the tls.* options.
