@@ -220,41 +220,9 @@ func (sb *secBroker) read(t *testing.T, topic string, want int) []*kgo.Record {
 	return out
 }
 
-// securedPipeline is a Kafka → Kafka pipeline through SASL_SSL: the
-// source takes the password from ${SECPASS}, the sink from a file.
-const securedPipeline = `name: secured
-parallelism: 2
-delivery: exactly-once
-checkpoint:
-  interval: 100ms
-  dir: ${OUT}/checkpoints
-restart:
-  strategy: fixed-delay
-  attempts: 3
-  delay: 100ms
-source:
-  type: kafka
-  options:
-    brokers: ["${BROKERS}"]
-    topics: ["${IN}"]
-    tls.enabled: true
-    tls.ca-file: ${CA}
-    sasl.mechanism: SCRAM-SHA-512
-    sasl.username: ${SECUSER}
-    sasl.password: ${SECPASS}
-sink:
-  type: kafka
-  options:
-    brokers: ["${BROKERS}"]
-    topic: ${OUTTOPIC}
-    tls.enabled: true
-    tls.ca-file: ${CA}
-    sasl.mechanism: SCRAM-SHA-512
-    sasl.username: ${SECUSER}
-    sasl.password-file: ${PASSFILE}
-`
-
-// TestKafkaSecuredKill9Resume runs the secured pipeline, kills it with
+// TestKafkaSecuredKill9Resume runs examples/pipelines/kafka-secured.yaml
+// (Kafka → Kafka through SASL_SSL, SCRAM-SHA-512 with the password from
+// ${KAFKA_PASSWORD} in the source and from a file in the sink), kills it with
 // SIGKILL once output is committed, adds input and resumes with --from:
 // the output topic holds every input record exactly once, and the
 // password is in no output.
@@ -267,9 +235,10 @@ func TestKafkaSecuredKill9Resume(t *testing.T) {
 	if err := os.WriteFile(passFile, []byte(pass+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	file := writePipeline(t, work, securedPipeline)
-	env := []string{"OUT=" + work, "BROKERS=" + strings.Join(sb.Brokers, ","), "IN=" + in, "OUTTOPIC=" + out,
-		"CA=" + sb.CAFile, "SECUSER=" + user, "SECPASS=" + pass, "PASSFILE=" + passFile}
+	file := pipelines + "kafka-secured.yaml"
+	env := []string{"CHECKPOINT_INTERVAL=100ms", "CHECKPOINTS=" + filepath.Join(work, "checkpoints"), "KAFKA_BROKERS=" + strings.Join(sb.Brokers, ","),
+		"IN=" + in, "OUT_TOPIC=" + out, "KAFKA_CA_FILE=" + sb.CAFile, "KAFKA_USER=" + user, "KAFKA_PASSWORD=" + pass,
+		"KAFKA_PASSWORD_FILE=" + passFile}
 	const first, total = 50000, 80000
 	sb.produce(t, in, 0, first)
 
