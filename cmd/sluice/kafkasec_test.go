@@ -435,3 +435,55 @@ func plaintextPort(t *testing.T) string {
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	return ln.Addr().String()
 }
+
+// TestKafkaSecurityConfigErrors: security options that do not go together
+// are refused by `sluice validate` (exit 2, one line, at the connector),
+// a CA file without a certificate by `sluice run` at start (exit 2, naming
+// the file); a password written in the file is shown by neither.
+func TestKafkaSecurityConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "written-in-the-file-secret"
+	p := writeNamedPipeline(t, dir, "p.yaml", fmt.Sprintf(`name: z
+delivery: at-least-once
+source:
+  type: kafka
+  options:
+    brokers: ["127.0.0.1:1"]
+    topics: [t]
+    tls.ca-file: %s
+    sasl.mechanism: SCRAM-SHA-256
+    sasl.password: %s
+sink: {type: print}
+`, bad, secret))
+	r := run(t, nil, "validate", p)
+	for _, w := range []string{"tls.ca-file is set but tls.enabled is false", "; sasl.mechanism SCRAM-SHA-256 needs sasl.username"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("validate does not say %q:\n%s", w, r.stderr)
+		}
+	}
+	if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || strings.Contains(r.stdout+r.stderr, secret) {
+		t.Errorf("validate: exit %d, want 2, one line, no password:\n%s", r.code, r.stderr)
+	}
+	p = writeNamedPipeline(t, dir, "p.yaml", fmt.Sprintf(`name: z
+delivery: at-least-once
+source:
+  type: kafka
+  options:
+    brokers: ["127.0.0.1:1"]
+    topics: [t]
+    tls.enabled: true
+    tls.ca-file: %s
+    sasl.mechanism: SCRAM-SHA-256
+    sasl.username: u
+    sasl.password: %s
+sink: {type: print}
+`, bad, secret))
+	r = run(t, nil, "run", "--progress", "off", p)
+	if r.code != 2 || !strings.Contains(r.stderr, "tls.ca-file "+bad+": no PEM certificate in it") || strings.Contains(r.stdout+r.stderr, secret) {
+		t.Errorf("run: exit %d, want 2 naming the CA file and no password:\n%s", r.code, r.stderr)
+	}
+}

@@ -110,10 +110,14 @@ func validateKafkaSecurity(o Options) error {
 			errs = append(errs, errors.New("sasl.mechanism OAUTHBEARER needs one of sasl.token-file and sasl.token-command"))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: %w", kafka.ErrInvalidConfig, err)
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%w: %s", kafka.ErrInvalidConfig, strings.Join(msgs, "; "))
 }
 
 // kafkaSecurity returns the franz-go client options that o's security
