@@ -92,6 +92,11 @@
 // cluster, and the ACL operation; the README lists the ACLs each side
 // needs.
 //
+// A connection the security settings cannot make (SASL authentication
+// failed, an untrusted broker certificate, TLS to a plaintext listener)
+// fails the job at once with a [*SecurityError], matching [ErrSecurity]
+// and restart.ErrUnrecoverable, that names the brokers and the cause.
+//
 // This protocol is tested against kfake and against Apache Kafka 4.x (whose
 // KIP-890 transactions bump the producer epoch at every commit) when
 // SLUICE_KAFKA_BROKERS names a broker; scripts/kafka.sh runs one, and with

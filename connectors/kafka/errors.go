@@ -111,6 +111,8 @@ func authzError(err error, cl *kgo.Client, brokers []string, op string, names re
 		return nil
 	case errors.Is(err, ErrNotAuthorized):
 		return err // already described
+	case isSecurityErr(err):
+		return securityFailure(brokers, err)
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
 		kind, name = "topic", names.topic
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):

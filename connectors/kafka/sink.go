@@ -557,6 +557,9 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 		if u := w.reach.err(); u != nil {
 			return u
 		}
+		if sec := securityFailure(cfg.brokers, err); sec != err {
+			return sec
+		}
 		return fmt.Errorf("cannot reach brokers %v: %w", cfg.brokers, err)
 	}
 	if err := w.s.checkTransactionTimeout(ctx, admin); err != nil {
@@ -954,7 +957,7 @@ func pingUntil(ctx context.Context, cl *kgo.Client) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := cl.Ping(ctx)
-		if err == nil || ctx.Err() != nil || isAuthErr(err) || isTLSVerifyErr(err) {
+		if err == nil || ctx.Err() != nil || isAuthErr(err) || isSecurityErr(err) {
 			return err
 		}
 		t := time.NewTimer(backoff)

@@ -15,13 +15,13 @@ func init() {
 	MustRegisterSource(Source{
 		Name:        "kafka",
 		Description: "Reads JSON objects from Kafka topics, one split per partition (connectors/kafka).",
-		Options: append([]Option{
+		Options: withKafkaSecurity(append([]Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
 				Description: "how long the brokers may be unreachable (no connection, no answer) before the source fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a value that is not a JSON object: fail fails the job at once (no restarts) naming topic, partition and offset; skip skips it, counted in numRecordsInErrors and logged; dead-letter sends it, with topic, partition and offset, to the pipeline's dead-letter sink"},
-		}, kafkaSourceStartOptions...),
-		Validate:    validateKafkaSource,
+		}, kafkaSourceStartOptions...)),
+		Validate:    allValid(validateKafkaSource, validateKafkaSecurity),
 		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			opts, err := kafkaSourceStart(c.Options)
@@ -29,6 +29,11 @@ func init() {
 				return stream.DataStream[Record]{}, err
 			}
 			opts = append(opts, kafka.SourceLogger(c.Logger))
+			sec, err := kafkaSecurity(c.Options, c.Logger)
+			if err != nil {
+				return stream.DataStream[Record]{}, err
+			}
+			opts = append(opts, kafka.SourceClientOpts(sec...))
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SourceConnectTimeout(d))
 			}
@@ -56,15 +61,15 @@ func init() {
 		Name:        "kafka",
 		Description: "Writes records as JSON to a Kafka topic; exactly-once with one transaction per checkpoint per subtask (connectors/kafka).",
 		ExactlyOnce: true,
-		Options: append([]Option{
+		Options: withKafkaSecurity(append([]Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "topic", Type: String, Required: true, Description: "topic to write"},
 			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
 				Description: "how long the brokers may be unreachable (no connection, no answer) before the sink fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "transactional-id-prefix", Type: String, Default: "",
 				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
-		}, kafkaSinkOptions...), // kafkasink.go
-		Validate:      kafkaSinkValidate,
+		}, kafkaSinkOptions...)), // kafkasink.go, kafkasec.go
+		Validate:      allValid(kafkaSinkValidate, validateKafkaSecurity),
 		Delivery:      kafkaSinkDelivery,
 		CheckDelivery: kafkaSinkCheckDelivery,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
@@ -75,6 +80,11 @@ func init() {
 			opts := []kafka.SinkOption{kafka.DefaultTopic(c.Options.String("topic")), kafka.DeliveryGuarantee(g),
 				kafka.SinkLogger(c.Logger)}
 			opts = append(opts, kafkaSinkProducerOptions(c)...)
+			sec, err := kafkaSecurity(c.Options, c.Logger)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, kafka.SinkClientOpts(sec...))
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SinkConnectTimeout(d))
 			}
@@ -139,3 +149,15 @@ type unrecoverable struct{ error }
 
 func (u unrecoverable) Unwrap() error        { return u.error }
 func (u unrecoverable) Is(target error) bool { return target == restart.ErrUnrecoverable }
+
+// allValid runs each validator in turn and returns the first error.
+func allValid(vs ...func(Options) error) func(Options) error {
+	return func(o Options) error {
+		for _, v := range vs {
+			if err := v(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
