@@ -378,6 +378,9 @@ func TestKafkaSecuredFailures(t *testing.T) {
 			if strings.Contains(r.stderr, "restarting from") || !strings.Contains(r.stderr, "0 restarts") {
 				t.Errorf("the job was restarted:\n%s", r.stderr)
 			}
+			if strings.Contains(r.stderr, "cannot reach broker") {
+				t.Errorf("a refused TLS/SASL setting is logged as an unreachable broker:\n%s", r.stderr)
+			}
 			for _, s := range []string{pass, wrong} {
 				if strings.Contains(r.stdout+r.stderr, s) {
 					t.Errorf("a password is in the output:\n%s", r.stderr)

@@ -137,6 +137,10 @@ func (r *reach) connected(meta kgo.BrokerMetadata, err error) {
 	}
 	r.lastErr = err
 	switch {
+	case d == nil && isSecurityErr(err):
+		// Not an outage: the job fails on it (ErrSecurity), no retry helps.
+		r.down[addr] = &downState{since: now, lastWarn: now, node: meta.NodeID}
+		r.log.Error(r.role+": broker refused the TLS or SASL settings", "broker", addr, "node", nodeName(meta), "error", err)
 	case d == nil:
 		r.down[addr] = &downState{since: now, lastWarn: now, node: meta.NodeID}
 		r.log.Warn(r.role+": cannot reach broker; retrying", "broker", addr, "node", nodeName(meta),
