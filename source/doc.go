@@ -29,4 +29,9 @@
 // [EnumeratorContext.SendEventToReader] and
 // [ReaderContext.SendEventToEnumerator], received through the optional
 // [ReaderEventHandler] and [EnumeratorEventHandler] interfaces.
+//
+// Optional notices: [CheckpointListener] (a checkpoint completed),
+// [CommitListener] (readers only: every sink committed a checkpoint's
+// output, the point at which to commit positions to an external system
+// that a fresh run starts from) and [CheckpointAbortListener].
 package source

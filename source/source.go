@@ -125,6 +125,21 @@ type CheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 }
 
+// CommitListener is implemented by readers that want to know when the
+// output of a checkpoint is committed, not merely snapshotted (for example,
+// to commit offsets to an external system that a fresh run starts from).
+// NotifyCheckpointCommitted is called, on the reader's goroutine, after
+// every sink of the job committed the output of checkpoint checkpointID and
+// of all checkpoints before it (every subtask, and the global committer
+// where the sink has one; a sink without a committer counts as committed
+// once the checkpoint completed). It always comes after the checkpoint's
+// NotifyCheckpointComplete. A checkpoint's notice may be skipped when a
+// later one is sent, and a notice may be lost in a failover: the next one
+// subsumes it.
+type CommitListener interface {
+	NotifyCheckpointCommitted(checkpointID int64) error
+}
+
 // CheckpointAbortListener is implemented by enumerators and readers that want
 // to know when a checkpoint was aborted.
 type CheckpointAbortListener interface {

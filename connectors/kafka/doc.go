@@ -17,7 +17,8 @@
 //
 // A split carries its next offset, so recovery uses checkpoint state only.
 // With a [GroupID], the positions of a checkpoint are also committed to that
-// group once the checkpoint completes (the final one of a stop or of the end
+// group once every sink of the job committed the checkpoint's output
+// ([source.CommitListener]; the final one of a stop or of the end
 // of input before the source closes): a fresh start with [Committed]
 // continues there; a restore uses its checkpoint. A record the
 // [Deserializer] rejects fails the job with an error naming topic,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,13 +66,14 @@ func (ms *partMetricsSet) get(id string) *partMetrics {
 	return m
 }
 
-// reader is readerbase.Reader plus offset commits on checkpoint completion.
+// reader is readerbase.Reader plus offset commits once every sink of the
+// job committed a checkpoint (source.CommitListener).
 type reader[T any] struct {
 	*readerbase.Reader[*kgo.Record, T, Split, *splitState]
 	cfg *sourceConfig
 	log *slog.Logger
 
-	offsets  map[int64][]Split // by checkpoint, until completed
+	offsets  map[int64][]Split // by checkpoint, until it (or a later one) is committed
 	finished []Split           // finished since the last snapshot, to commit once
 	pm       *partMetricsSet
 	reach    *reach // watches the fetcher's brokers
@@ -151,8 +153,8 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 	return r, nil
 }
 
-// SnapshotState remembers the positions to commit once the checkpoint
-// completes.
+// SnapshotState remembers the positions to commit once the checkpoint's
+// output is committed by every sink.
 func (r *reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 	ss, err := r.Reader.SnapshotState(checkpointID)
 	if err != nil {
@@ -165,18 +167,31 @@ func (r *reader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 	return ss, nil
 }
 
-// NotifyCheckpointComplete commits the checkpoint's positions to the
-// consumer group in the background. One commit runs at a time; positions
-// that arrive meanwhile are merged (newest wins) and committed next, so the
-// last completed checkpoint's positions are always committed eventually.
-func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
-	ss, ok := r.offsets[checkpointID]
+// NotifyCheckpointCommitted commits the checkpoint's positions to the
+// consumer group in the background, once every sink of the job committed
+// the checkpoint's output (not when it merely completed: a crash between
+// the two would let a re-run from the group's offsets skip output that was
+// never committed). The positions of earlier checkpoints whose notice was
+// skipped are merged in (newer wins) and dropped with it. One commit runs
+// at a time; positions that arrive meanwhile are merged (newest wins) and
+// committed next, so the last committed checkpoint's positions are always
+// committed to the group eventually.
+func (r *reader[T]) NotifyCheckpointCommitted(checkpointID int64) error {
+	var ids []int64
 	for id := range r.offsets {
 		if id <= checkpointID {
-			delete(r.offsets, id)
+			ids = append(ids, id)
 		}
 	}
-	if !ok || len(ss) == 0 {
+	slices.Sort(ids)
+	merged := map[string]Split{}
+	for _, id := range ids {
+		for _, s := range r.offsets[id] {
+			merged[s.SplitID()] = s
+		}
+		delete(r.offsets, id)
+	}
+	if len(merged) == 0 {
 		return nil
 	}
 	r.commitMu.Lock()
@@ -187,8 +202,8 @@ func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 	if r.toCommit == nil {
 		r.toCommit = map[string]Split{}
 	}
-	for _, s := range ss {
-		r.toCommit[s.SplitID()] = s
+	for id, s := range merged {
+		r.toCommit[id] = s
 	}
 	if r.committing {
 		return nil
@@ -208,7 +223,7 @@ func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 
 // commitLoop commits merged positions until none are left (each commit
 // bounded by 30s; a failed one is logged and not retried until the next
-// completed checkpoint).
+// committed checkpoint).
 func (r *reader[T]) commitLoop(cl *kgo.Client, checkpointID int64) {
 	defer r.commitWG.Done()
 	for {
@@ -232,7 +247,7 @@ func (r *reader[T]) commitLoop(cl *kgo.Client, checkpointID int64) {
 			err = resp.Error()
 		}
 		if err != nil {
-			r.log.Warn("kafka source: committing offsets to the group failed; retried with the next completed checkpoint (a fresh start from the group's offsets would read the records since its last commit again)",
+			r.log.Warn("kafka source: committing offsets to the group failed; retried with the next committed checkpoint (a fresh start from the group's offsets would read the records since its last commit again)",
 				"group", r.cfg.group, "checkpoint", checkpointID, "err", err)
 			continue
 		}

@@ -250,8 +250,8 @@ func UnboundedStopAt(stop OffsetSpec) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.stop, c.bounded = stop, false })
 }
 
-// GroupID sets the consumer group to which offsets are committed when a
-// checkpoint completes (in the background; Close waits for a commit in
+// GroupID sets the consumer group to which offsets are committed once every
+// sink of the job committed a checkpoint's output (in the background; Close waits for a commit in
 // flight, so the final checkpoint of a stop or of the end of input is
 // committed before the source closes). Recovery uses checkpoints; a fresh
 // start with [Committed] continues at the group's offsets. Default: none,

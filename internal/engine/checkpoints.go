@@ -147,7 +147,31 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 	if p.final {
 		a.finalID = p.id
 	}
+	a.lastCompleted = max(a.lastCompleted, p.id)
+	a.notifyCommitted() // a job whose sinks commit nothing
 	return nil
+}
+
+// notifyCommitted tells the source tasks the latest checkpoint that
+// completed in this attempt and that every sink has committed, with all
+// before it, unless they were told already (source.CommitListener).
+func (a *attempt) notifyCommitted() {
+	upTo := a.lastCompleted
+	for _, st := range a.sinks.tracks {
+		upTo = min(upTo, st.doneUpTo())
+	}
+	if upTo <= a.committedSent {
+		return
+	}
+	a.committedSent = upTo
+	for _, v := range a.job.vertices {
+		if v.head().kind != kindSource {
+			continue
+		}
+		for _, t := range a.tasks[v] {
+			t.env.post(mail{kind: mailCommitted, id: upTo})
+		}
+	}
 }
 
 func (a *attempt) checkpointFailed(id int64, cause error) error {

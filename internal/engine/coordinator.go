@@ -25,15 +25,19 @@ type attempt struct {
 	restoredID int64
 	restore    *checkpoint.Snapshot
 
-	ctx       context.Context // cancelled to stop tasks and async work
-	cancel    context.CancelFunc
-	inbox     *queue[coordMsg]
-	wg        sync.WaitGroup // async calls, saves, global commits, region waits
-	taskWG    sync.WaitGroup // task goroutines
-	timeout   *time.Timer    // the pending checkpoint's deadline
-	finalID   int64          // the final checkpoint, once it completed
-	done      bool           // the final checkpoint is committed everywhere
-	finishing atomic.Bool    // done: tasks are shutting down
+	ctx     context.Context // cancelled to stop tasks and async work
+	cancel  context.CancelFunc
+	inbox   *queue[coordMsg]
+	wg      sync.WaitGroup // async calls, saves, global commits, region waits
+	taskWG  sync.WaitGroup // task goroutines
+	timeout *time.Timer    // the pending checkpoint's deadline
+	finalID int64          // the final checkpoint, once it completed
+	// lastCompleted is the latest checkpoint completed in this attempt and
+	// committedSent the latest whose committed notice the source tasks were
+	// sent (both start at the restored checkpoint).
+	lastCompleted, committedSent int64
+	done                         bool        // the final checkpoint is committed everywhere
+	finishing                    atomic.Bool // done: tasks are shutting down
 
 	// The job's tasks and their channels, vertices by id, and the
 	// goroutines of each region's current tasks.
@@ -79,6 +83,7 @@ func newAttempt(j *Job, number int, restore *checkpoint.Snapshot) *attempt {
 		fo:         newFailover(j.cfg.Failover, j.regions, j.regionOf, 0)}
 	if restore != nil {
 		a.restoredID = restore.ID
+		a.lastCompleted, a.committedSent = restore.ID, restore.ID
 		a.fo.checkpointBegins(restore.ID)
 	}
 	return a
@@ -414,12 +419,14 @@ func (a *attempt) handle(m coordMsg) error {
 		return a.regionReady(m)
 	case committedMsg:
 		a.startGlobal(a.sinks.committed(m.vertex, m.subtask, m.upTo, m.committed))
+		a.notifyCommitted()
 	case globalDoneMsg:
 		gc, err := a.sinks.globalDone(m.vertex, m.upTo, m.err)
 		if err != nil {
 			return err
 		}
 		a.startGlobal(gc)
+		a.notifyCommitted()
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ type sourceHead interface {
 	snapshot(id int64) ([][]byte, error)
 	handleEvent(e source.Event) error
 	notifyComplete(id int64) error
+	notifyCommitted(id int64) error
 	notifyAborted(id int64) error
 	periodicWatermark()
 	flushCount()
@@ -337,6 +338,13 @@ func (h *readerHead[T, S]) handleEvent(e source.Event) error {
 func (h *readerHead[T, S]) notifyComplete(id int64) error {
 	if l, ok := h.r.(source.CheckpointListener); ok {
 		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+func (h *readerHead[T, S]) notifyCommitted(id int64) error {
+	if l, ok := h.r.(source.CommitListener); ok {
+		return l.NotifyCheckpointCommitted(id)
 	}
 	return nil
 }

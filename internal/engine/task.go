@@ -21,6 +21,7 @@ const (
 	mailEvent
 	mailTrigger
 	mailComplete
+	mailCommitted // every sink committed checkpoints up to id (sources only)
 	mailAbort
 	mailCommitResult
 	mailShutdown
@@ -421,6 +422,12 @@ func (t *task) handleMail(m mail) error {
 			t.sinkOp.notified = max(t.sinkOp.notified, m.id)
 			if t.sinkOp.notifyComplete(m.id) {
 				t.reportCommitted(t.sinkOp.notified, nil)
+			}
+		}
+	case mailCommitted:
+		if t.src != nil {
+			if err := t.src.notifyCommitted(m.id); err != nil {
+				return fmt.Errorf("notify checkpoint %d committed: %w", m.id, err)
 			}
 		}
 	case mailAbort:

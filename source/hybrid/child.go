@@ -259,6 +259,7 @@ type childReader interface {
 	handleEvent(e source.Event) error
 	pauseOrResume(pause, resume []string) error
 	notifyComplete(checkpointID int64) error
+	notifyCommitted(checkpointID int64) error
 	notifyAborted(checkpointID int64) error
 	close() error
 }
@@ -312,6 +313,12 @@ func (t *typedReader[T, S]) pauseOrResume(pause, resume []string) error {
 func (t *typedReader[T, S]) notifyComplete(id int64) error {
 	if l, ok := t.r.(source.CheckpointListener); ok {
 		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+func (t *typedReader[T, S]) notifyCommitted(id int64) error {
+	if l, ok := t.r.(source.CommitListener); ok {
+		return l.NotifyCheckpointCommitted(id)
 	}
 	return nil
 }

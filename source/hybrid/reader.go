@@ -38,6 +38,7 @@ var _ interface {
 	source.ReaderEventHandler
 	source.SplitPauser
 	source.CheckpointListener
+	source.CommitListener
 	source.CheckpointAbortListener
 } = (*reader[int])(nil)
 
@@ -240,6 +241,15 @@ func (r *reader[T]) NotifyCheckpointComplete(checkpointID int64) error {
 		return nil
 	}
 	return r.cur.notifyComplete(checkpointID)
+}
+
+// NotifyCheckpointCommitted tells the current source's reader (a reader
+// that was switched away from misses the notices after the switch).
+func (r *reader[T]) NotifyCheckpointCommitted(checkpointID int64) error {
+	if r.cur == nil {
+		return nil
+	}
+	return r.cur.notifyCommitted(checkpointID)
 }
 
 func (r *reader[T]) NotifyCheckpointAborted(checkpointID int64) error {

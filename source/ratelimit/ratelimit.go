@@ -296,6 +296,15 @@ func (r *reader[T, S]) NotifyCheckpointComplete(checkpointID int64) error {
 	return nil
 }
 
+// NotifyCheckpointCommitted tells the wrapped reader, if it listens
+// (source.CommitListener).
+func (r *reader[T, S]) NotifyCheckpointCommitted(checkpointID int64) error {
+	if l, ok := r.inner.(source.CommitListener); ok {
+		return l.NotifyCheckpointCommitted(checkpointID)
+	}
+	return nil
+}
+
 // NotifyCheckpointAborted tells the wrapped reader, if it listens.
 func (r *reader[T, S]) NotifyCheckpointAborted(checkpointID int64) error {
 	if l, ok := r.inner.(source.CheckpointAbortListener); ok {

@@ -82,6 +82,7 @@ type seqReader struct {
 	idle      bool // return NothingAvailable until unset
 	completed []int64
 	aborted   []int64
+	committed []int64
 	closed    bool
 }
 
@@ -115,6 +116,10 @@ func (r *seqReader) NotifyCheckpointComplete(id int64) error {
 }
 func (r *seqReader) NotifyCheckpointAborted(id int64) error {
 	r.aborted = append(r.aborted, id)
+	return nil
+}
+func (r *seqReader) NotifyCheckpointCommitted(id int64) error {
+	r.committed = append(r.committed, id)
 	return nil
 }
 
@@ -519,6 +524,9 @@ func TestPassThrough(t *testing.T) {
 	}
 	if err := r.(source.CheckpointAbortListener).NotifyCheckpointAborted(3); err != nil || !slices.Equal(plain.aborted, []int64{3}) {
 		t.Errorf("abort notice: %v, inner got %v", err, plain.aborted)
+	}
+	if err := r.(source.CommitListener).NotifyCheckpointCommitted(4); err != nil || !slices.Equal(plain.committed, []int64{4}) {
+		t.Errorf("committed notice: %v, inner got %v", err, plain.committed)
 	}
 	if poll(t, r, &recorder{}) != source.NothingAvailable || clk.pending() == nil {
 		t.Fatal("no timer armed")
