@@ -125,8 +125,8 @@ func TestSinkCreateTopic(t *testing.T) {
 }
 
 // TestSinkCompressionAndAcks writes at least once with lz4 and acks=1 and
-// reads the batches back with an independent consumer: every record's
-// batch is lz4-compressed.
+// reads the batches back with an independent consumer: the batches are
+// lz4-compressed (or, where lz4 would not shrink one, uncompressed).
 func TestSinkCompressionAndAcks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		topic := createTopic(t, b.brokers, 2)
@@ -142,10 +142,21 @@ func TestSinkCompressionAndAcks(t *testing.T) {
 		if len(recs) < count {
 			t.Fatalf("read %d records, want at least %d", len(recs), count)
 		}
+		// franz-go sends a batch uncompressed when compressing does not
+		// shrink it (a batch of one small record, as round-robin makes at
+		// the end): every batch is lz4 or uncompressed, and some are lz4.
+		lz4 := 0
 		for _, r := range recs {
-			if c := r.Attrs.CompressionType(); c != 3 {
-				t.Fatalf("record at %d@%d has compression type %d, want 3 (lz4)", r.Partition, r.Offset, c)
+			switch c := r.Attrs.CompressionType(); c {
+			case 3:
+				lz4++
+			case 0:
+			default:
+				t.Fatalf("record at %d@%d has compression type %d, want 3 (lz4) or 0", r.Partition, r.Offset, c)
 			}
+		}
+		if lz4 == 0 {
+			t.Fatal("no record in an lz4 batch")
 		}
 	})
 }
