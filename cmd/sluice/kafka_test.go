@@ -70,6 +70,12 @@ func readTopic(t *testing.T, brokers, topic string, want int) []*kgo.Record {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	return pollTopic(t, cl, topic, want)
+}
+
+// pollTopic polls cl, a consumer of topic, as readTopic says.
+func pollTopic(t *testing.T, cl *kgo.Client, topic string, want int) []*kgo.Record {
+	t.Helper()
 	var out []*kgo.Record
 	deadline := time.Now().Add(2 * time.Minute)
 	for (want < 0 || len(out) < want) && time.Now().Before(deadline) {
@@ -120,7 +126,7 @@ func checkIDsOnce(t *testing.T, recs []*kgo.Record, count int) {
 
 const genToKafka = `name: ${NAME}
 parallelism: 2
-delivery: exactly-once
+delivery: ${DELIVERY:-exactly-once}
 checkpoint:
   interval: 100ms
   dir: ${OUT}/checkpoints

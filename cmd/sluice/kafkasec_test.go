@@ -200,24 +200,7 @@ func (sb *secBroker) read(t *testing.T, topic string, want int) []*kgo.Record {
 	t.Helper()
 	cl := sb.client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	var out []*kgo.Record
-	deadline := time.Now().Add(2 * time.Minute)
-	for (want < 0 || len(out) < want) && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r); n++ })
-		for _, e := range fs.Errors() {
-			if !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
-				t.Fatalf("consume %s: %v", topic, e.Err)
-			}
-		}
-		if n == 0 && want < 0 {
-			break
-		}
-	}
-	return out
+	return pollTopic(t, cl, topic, want)
 }
 
 // TestKafkaSecuredKill9Resume runs examples/pipelines/kafka-secured.yaml
