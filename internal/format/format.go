@@ -197,7 +197,9 @@ func (j jsonCodec) Identity() string {
 
 type rawCodec struct{}
 
-func (rawCodec) Decode(_ context.Context, _ string, b []byte) (any, error) { return slices.Clone(b), nil }
+func (rawCodec) Decode(_ context.Context, _ string, b []byte) (any, error) {
+	return slices.Clone(b), nil
+}
 func (rawCodec) Encode(_ context.Context, _ string, dst []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case []byte:
