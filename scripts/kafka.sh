@@ -18,7 +18,8 @@
 #
 # It has one SASL_SSL listener for clients and inter-broker traffic
 # (self-signed CA and server certificate for 127.0.0.1, made with openssl
-# or keytool), SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and ACL
+# or keytool), SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER
+# (unsecured JWTs: see write_secure_listeners), and ACL
 # authorization (StandardAuthorizer, allow.everyone.if.no.acl.found=false). The controller
 # listener is SASL_PLAINTEXT on loopback. Users: "admin" (PLAIN, super user;
 # the broker authenticates to itself and its controller as admin) and
@@ -192,12 +193,18 @@ EOF
   )
   local plain="org.apache.kafka.common.security.plain.PlainLoginModule required"
   local scram="org.apache.kafka.common.security.scram.ScramLoginModule required"
+  # OAUTHBEARER with Kafka's unsecured validator (no sasl.server.callback.
+  # handler.class): it accepts an unsigned JWT ({"alg":"none"}) whose "sub"
+  # is the principal and checks its "exp" — enough to test the client's
+  # token path (file, command, refresh); a real cluster validates signed
+  # tokens against its identity provider.
+  local oauth="org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"admin\""
   cat <<EOF
 listeners=SASL_SSL://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=SASL_SSL://127.0.0.1:$port
 inter.broker.listener.name=SASL_SSL
 listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT
-sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
 sasl.mechanism.inter.broker.protocol=PLAIN
 sasl.mechanism.controller.protocol=PLAIN
 listener.name.controller.sasl.enabled.mechanisms=PLAIN
@@ -205,6 +212,7 @@ listener.name.controller.plain.sasl.jaas.config=$plain username="admin" password
 listener.name.sasl_ssl.plain.sasl.jaas.config=$plain username="admin" password="$adminpw" user_admin="$adminpw" user_client="$clientpw";
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$scram;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$scram;
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=$oauth;
 ssl.keystore.type=PKCS12
 ssl.keystore.location=$RUN/server.p12
 ssl.keystore.password=$storepw

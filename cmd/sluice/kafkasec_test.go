@@ -124,7 +124,31 @@ func (sb *secBroker) scramUser(t *testing.T) (user, pass string) {
 	if err != nil {
 		t.Fatalf("create user: %v", err)
 	}
-	acl := kadm.NewACLs().Allow("User:" + user).AllowHosts("*").
+	sb.grantAll(t, "User:"+user, func(ctx context.Context, adm *kadm.Client) {
+		_, _ = adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: user, Mechanism: kadm.ScramSha512}}, nil)
+	})
+	retry(t, "the broker accepts the new user", func(ctx context.Context) error {
+		o := append(sb.opts(t)[:2:2], kgo.SASL(scramAuth(user, pass)))
+		cl, err := kgo.NewClient(o...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, err = kadm.NewClient(cl).ListTopics(ctx)
+		return err
+	})
+	return user, pass
+}
+
+// grantAll lets principal read and write every topic, join every group and
+// use every transactional id; the ACLs are deleted when the test ends,
+// after which cleanup (optional) runs with an admin client.
+func (sb *secBroker) grantAll(t *testing.T, principal string, cleanup func(context.Context, *kadm.Client)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(sb.client(t))
+	acl := kadm.NewACLs().Allow(principal).AllowHosts("*").
 		Topics("*").Groups("*").TransactionalIDs("*").Operations(kadm.OpAll)
 	acls, err := adm.CreateACLs(ctx, acl)
 	if err == nil {
@@ -145,19 +169,10 @@ func (sb *secBroker) scramUser(t *testing.T) (user, pass string) {
 		defer cl.Close()
 		adm := kadm.NewClient(cl)
 		_, _ = adm.DeleteACLs(ctx, acl)
-		_, _ = adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: user, Mechanism: kadm.ScramSha512}}, nil)
-	})
-	retry(t, "the broker accepts the new user", func(ctx context.Context) error {
-		o := append(sb.opts(t)[:2:2], kgo.SASL(scramAuth(user, pass)))
-		cl, err := kgo.NewClient(o...)
-		if err != nil {
-			return err
+		if cleanup != nil {
+			cleanup(ctx, adm)
 		}
-		defer cl.Close()
-		_, err = kadm.NewClient(cl).ListTopics(ctx)
-		return err
 	})
-	return user, pass
 }
 
 func (sb *secBroker) topic(t *testing.T, partitions int32) string {
