@@ -38,9 +38,10 @@
 # unset; status and stop need it set and touch only the registry of that run
 # dir. The heap is small (SCHEMA_REGISTRY_HEAP_OPTS, default -Xmx192m
 # -Xms64m) because the machine is shared. The HTTP port and Quarkus's
-# management port are free loopback ports picked at start. Subject, version
-# and group deletion is enabled as in Confluent's registry (Apicurio 3
-# disables it by default).
+# management port are free loopback ports picked at start. The global
+# compatibility level is set to $SLUICE_SCHEMA_REGISTRY_COMPATIBILITY
+# (default BACKWARD, Confluent's default; Apicurio's is NONE) through
+# PUT /config once it answers.
 set -euo pipefail
 
 DEFAULT_VERSION=3.3.3
@@ -229,8 +230,9 @@ start() {
   echo "$VERSION" >"$RUN/version"
   log "starting Apicurio Registry $VERSION on 127.0.0.1:$port with $JAVA (run dir $RUN)"
   # Connection pool: Apicurio keeps 20 H2 connections by default; a test
-  # registry needs few. Deletion of subjects and versions is on, as in
-  # Confluent's registry.
+  # registry needs few. registry.ccompat.use-canonical-hash (2.x; 3.x does
+  # this already) makes a schema registered again with other whitespace
+  # return its id instead of making a new version, as Confluent's does.
   # shellcheck disable=SC2086
   (cd "$RUN" && exec nohup "$JAVA" $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k \
     -Djava.awt.headless=true -Djava.io.tmpdir="$RUN/tmp" \
@@ -239,10 +241,7 @@ start() {
     -Dapicurio.datasource.jdbc.initial-size=2 -Dapicurio.datasource.jdbc.min-size=2 \
     -Dapicurio.datasource.jdbc.max-size=20 \
     -Dapicurio.storage.snapshot.location="$RUN/tmp" \
-    -Dapicurio.rest.deletion.group.enabled=true \
-    -Dapicurio.rest.deletion.artifact.enabled=true \
-    -Dapicurio.rest.deletion.artifact-version.enabled=true \
-    -Dregistry.rest.artifact.deletion.enabled=true \
+    -Dregistry.ccompat.use-canonical-hash=true \
     -jar "$jar" >"$RUN/registry.log" 2>&1 </dev/null) &
   echo $! >"$RUN/pid"
   local deadline=$((SECONDS + START_TIMEOUT))
@@ -258,6 +257,17 @@ start() {
     fi
     sleep 0.25
   done
+  # Confluent's registry checks BACKWARD compatibility unless told
+  # otherwise; Apicurio's global default is NONE. Tests see Confluent's.
+  local compat="${SLUICE_SCHEMA_REGISTRY_COMPATIBILITY:-BACKWARD}" code
+  code=$(curl -s -o "$RUN/config.out" -m 10 -w '%{http_code}' -X PUT \
+    -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
+    -d "{\"compatibility\":\"$compat\"}" "$(url)/config") || true
+  if [[ "$code" != 200 ]]; then
+    cat "$RUN/config.out" >&2 2>/dev/null || true
+    stop_registry
+    die "PUT $(url)/config {\"compatibility\":\"$compat\"} answered HTTP $code"
+  fi
   address
 }
 
