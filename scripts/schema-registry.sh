@@ -25,8 +25,8 @@
 #
 # Version: $SLUICE_SCHEMA_REGISTRY_VERSION, default 3.3.3, which needs Java
 # 21 or later. The java used is the first of $SLUICE_SCHEMA_REGISTRY_JAVA,
-# $JAVA_HOME/bin/java, java on PATH and /usr/lib/jvm/*/bin/java (newest first)
-# that is new enough. When the version is not set and no Java 21+ is found,
+# $JAVA_HOME/bin/java, java on PATH and /usr/lib/jvm/*/bin/java (newest first;
+# the directory is $SLUICE_SCHEMA_REGISTRY_JVM_DIR when set) that is new enough. When the version is not set and no Java 21+ is found,
 # it falls back to 2.6.13.Final, which runs on Java 17, and says so.
 #
 # The tar.gz comes from Maven Central through `mvn dependency:copy` (the
@@ -58,9 +58,7 @@ die() {
 RUN="${SLUICE_SCHEMA_REGISTRY_RUN:-}"
 case "${1:-}" in
   fetch) ;;
-  start)
-    if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-schema-registry.XXXXXX"); fi
-    ;;
+  start) ;; # start makes the run dir once java, curl and the registry are there
   status | stop)
     [[ -n "$RUN" ]] || {
       echo "schema-registry.sh: set SLUICE_SCHEMA_REGISTRY_RUN to the run dir that start printed" >&2
@@ -88,7 +86,7 @@ find_java() {
   [[ -n "${SLUICE_SCHEMA_REGISTRY_JAVA:-}" ]] && candidates+=("$SLUICE_SCHEMA_REGISTRY_JAVA")
   [[ -n "${JAVA_HOME:-}" ]] && candidates+=("$JAVA_HOME/bin/java")
   command -v java >/dev/null && candidates+=("$(command -v java)")
-  while IFS= read -r c; do candidates+=("$c"); done < <(ls -d /usr/lib/jvm/*/bin/java 2>/dev/null | sort -rV)
+  while IFS= read -r c; do candidates+=("$c"); done < <(ls -d "${SLUICE_SCHEMA_REGISTRY_JVM_DIR:-/usr/lib/jvm}"/*/bin/java 2>/dev/null | sort -rV)
   for c in "${candidates[@]}"; do
     [[ -x "$c" ]] || continue
     if (($(java_major "$c") >= min)); then
@@ -217,10 +215,11 @@ start() {
     return 0
   fi
   command -v curl >/dev/null || die "curl not found (apt-get install curl)"
-  [[ -n "$JAVA" ]] || die "no Java $(min_java "$VERSION")+ found for Apicurio Registry $VERSION; set SLUICE_SCHEMA_REGISTRY_JAVA to one, or SLUICE_SCHEMA_REGISTRY_VERSION=$FALLBACK_VERSION (Java 17)"
+  [[ -n "$JAVA" ]] || die "no Java $(min_java "$VERSION")+ found for Apicurio Registry $VERSION (3.x needs Java 21+, 2.x Java 17+): install one (apt-get install default-jre-headless) or set SLUICE_SCHEMA_REGISTRY_JAVA to its java; SLUICE_SCHEMA_REGISTRY_VERSION picks the registry version"
   fetch
   local jar port mport
   jar=$(launcher) || die "no quarkus-run.jar or *-runner.jar in $CACHE"
+  if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-schema-registry.XXXXXX"); fi
   rm -rf "$RUN"
   mkdir -p "$RUN/tmp"
   chmod 700 "$RUN"
@@ -253,7 +252,7 @@ start() {
     if ((SECONDS >= deadline)); then
       tail -n 50 "$RUN/registry.log" >&2 2>/dev/null || true
       stop_registry
-      die "registry did not answer GET $(url)/subjects with 200 within ${START_TIMEOUT}s"
+      die "registry did not answer GET $(url)/subjects with 200 within ${START_TIMEOUT}s (log: $RUN/registry.log)"
     fi
     sleep 0.25
   done
