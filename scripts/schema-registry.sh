@@ -86,7 +86,7 @@ find_java() {
   [[ -n "${SLUICE_SCHEMA_REGISTRY_JAVA:-}" ]] && candidates+=("$SLUICE_SCHEMA_REGISTRY_JAVA")
   [[ -n "${JAVA_HOME:-}" ]] && candidates+=("$JAVA_HOME/bin/java")
   command -v java >/dev/null && candidates+=("$(command -v java)")
-  while IFS= read -r c; do candidates+=("$c"); done < <(ls -d "${SLUICE_SCHEMA_REGISTRY_JVM_DIR:-/usr/lib/jvm}"/*/bin/java 2>/dev/null | sort -rV)
+  while IFS= read -r c; do candidates+=("$c"); done < <(printf '%s\n' "${SLUICE_SCHEMA_REGISTRY_JVM_DIR:-/usr/lib/jvm}"/*/bin/java | sort -rV)
   for c in "${candidates[@]}"; do
     [[ -x "$c" ]] || continue
     if (($(java_major "$c") >= min)); then
@@ -124,7 +124,7 @@ CACHE="${SLUICE_SCHEMA_REGISTRY_CACHE:-$HOME/.cache/sluice/apicurio-registry-$VE
 fetch() {
   if [[ -f "$CACHE/.complete" ]]; then return 0; fi
   command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  local tmp artifact="io.apicurio:apicurio-registry-app:$VERSION:tar.gz:all"
+  local tmp part artifact="io.apicurio:apicurio-registry-app:$VERSION:tar.gz:all"
   tmp=$(mktemp -d)
   log "fetching $artifact into $CACHE"
   if ! mvn -B -q dependency:copy -Dartifact="$artifact" -DoutputDirectory="$tmp/dl" >"$tmp/mvn.log" 2>&1; then
@@ -132,17 +132,29 @@ fetch() {
     rm -rf "$tmp"
     die "maven could not fetch $artifact"
   fi
-  mkdir -p "$tmp/app"
-  if ! tar -xzf "$tmp"/dl/apicurio-registry-app-*-all.tar.gz -C "$tmp/app"; then
-    rm -rf "$tmp"
+  # Unpack beside the cache and rename it into place when whole, so a
+  # second run fetching at the same time never sees half a cache.
+  mkdir -p "$(dirname "$CACHE")"
+  part=$(mktemp -d "$CACHE.partial.XXXXXX")
+  if ! tar -xzf "$tmp"/dl/apicurio-registry-app-*-all.tar.gz -C "$part"; then
+    rm -rf "$tmp" "$part"
     die "could not unpack $artifact"
   fi
-  rm -rf "$CACHE"
-  mkdir -p "$(dirname "$CACHE")"
-  mv "$tmp/app" "$CACHE"
   rm -rf "$tmp"
-  launcher >/dev/null || die "no quarkus-run.jar or *-runner.jar in $CACHE"
-  touch "$CACHE/.complete"
+  if [[ ! -f "$part/quarkus-run.jar" ]] && ! ls "$part"/apicurio-registry-app-*-runner.jar >/dev/null 2>&1; then
+    rm -rf "$part"
+    die "$artifact holds no quarkus-run.jar or *-runner.jar"
+  fi
+  touch "$part/.complete"
+  if [[ -f "$CACHE/.complete" ]]; then # another run got there first
+    rm -rf "$part"
+    return 0
+  fi
+  rm -rf "$CACHE"
+  mv -T "$part" "$CACHE" || {
+    rm -rf "$part"
+    [[ -f "$CACHE/.complete" ]] || die "could not move the registry into $CACHE"
+  }
 }
 
 # launcher: the jar to run — quarkus-run.jar (3.x) or the -runner.jar (2.x).
