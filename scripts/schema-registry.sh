@@ -13,10 +13,10 @@
 # By hand:  eval "$(scripts/schema-registry.sh start)"   … tests …   scripts/schema-registry.sh stop
 #
 # Which registry and why: Apicurio Registry, an Apache-2.0 registry whose
-# ccompat API speaks Confluent's Schema Registry protocol, is the one
-# open-source registry with that API that Maven Central serves ready to run:
-# every release deploys io.apicurio:apicurio-registry-app:<version>:tar.gz:all,
-# the Quarkus "fast-jar" build (quarkus-run.jar for 3.x, a -runner.jar for
+# ccompat API speaks Confluent's Schema Registry protocol, and one that
+# Maven Central serves ready to run: every release deploys
+# io.apicurio:apicurio-registry-app:<version>:tar.gz:all, the Quarkus
+# "fast-jar" build (quarkus-run.jar for 3.x, a -runner.jar for
 # 2.x) with all its libraries. Its default storage is an in-memory H2
 # database, so nothing outlives the process. Confluent's own registry is not
 # on Maven Central (io.confluent artifacts live in Confluent's repository,
@@ -25,9 +25,10 @@
 #
 # Version: $SLUICE_SCHEMA_REGISTRY_VERSION, default 3.3.3, which needs Java
 # 21 or later. The java used is the first of $SLUICE_SCHEMA_REGISTRY_JAVA,
-# $JAVA_HOME/bin/java, java on PATH and /usr/lib/jvm/*/bin/java (newest first;
-# the directory is $SLUICE_SCHEMA_REGISTRY_JVM_DIR when set) that is new enough. When the version is not set and no Java 21+ is found,
-# it falls back to 2.6.13.Final, which runs on Java 17, and says so.
+# $JAVA_HOME/bin/java, java on PATH and /usr/lib/jvm/*/bin/java (newest
+# first; that directory is $SLUICE_SCHEMA_REGISTRY_JVM_DIR when set) that is
+# new enough. When the version is not set and no Java 21+ is found, it falls
+# back to 2.6.13.Final, which runs on Java 17, and says so.
 #
 # The tar.gz comes from Maven Central through `mvn dependency:copy` (the
 # local Maven repository keeps its copy, as for every artifact) and is
@@ -41,7 +42,10 @@
 # management port are free loopback ports picked at start. The global
 # compatibility level is set to $SLUICE_SCHEMA_REGISTRY_COMPATIBILITY
 # (default BACKWARD, Confluent's default; Apicurio's is NONE) through
-# PUT /config once it answers.
+# PUT /config once it answers. start waits at most
+# $SLUICE_SCHEMA_REGISTRY_START_TIMEOUT seconds (default 120) for
+# GET <url>/subjects to answer 200; on failure it prints the tail of the
+# log, <run dir>/registry.log.
 set -euo pipefail
 
 DEFAULT_VERSION=3.3.3
