@@ -72,6 +72,26 @@ if [[ -z "$short" && -z "${SLUICE_KAFKA_SECURE:-}" ]]; then
   echo "$secure"
 fi
 
+# The schema formats (Avro, Protobuf, JSON Schema) are proven against a
+# real schema registry with the Confluent-compatible API: Apicurio Registry
+# with in-memory storage (fetched from Maven Central into a cache, started
+# on 127.0.0.1 in a run dir of its own, stopped on exit; a few seconds to
+# start). Its tests skip without SLUICE_SCHEMA_REGISTRY, as in the quick
+# subset.
+if [[ -z "$short" && -z "${SLUICE_SCHEMA_REGISTRY:-}" ]]; then
+  echo "== schema registry (Apicurio Registry, Confluent-compatible API)"
+  need_java
+  SLUICE_SCHEMA_REGISTRY_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-schema-registry.XXXXXX")
+  export SLUICE_SCHEMA_REGISTRY_RUN
+  cleanup+=("SLUICE_SCHEMA_REGISTRY_RUN=$SLUICE_SCHEMA_REGISTRY_RUN scripts/schema-registry.sh stop")
+  registry=$(scripts/schema-registry.sh start | grep '^export SLUICE_SCHEMA_REGISTRY=') || {
+    echo "the schema registry did not start; see scripts/schema-registry.sh output above" >&2
+    exit 1
+  }
+  eval "$registry"
+  echo "${registry#export }"
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)
