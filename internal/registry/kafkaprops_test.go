@@ -3,6 +3,8 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
 	"reflect"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/kafka"
+	"github.com/sluice-io/sluice/stream"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -437,5 +440,57 @@ func TestFamilyOptions(t *testing.T) {
 	}
 	if !o.FromEnvironment("properties.client.id") || o.String("properties.acks") != "1" {
 		t.Error("marking from the environment lost something")
+	}
+}
+
+// TestKafkaPropsWiredIntoBuild: the source's and the sink's Build map
+// their properties (a bad one, in Options built by hand without
+// validation, fails the build naming it; good ones build).
+func TestKafkaPropsWiredIntoBuild(t *testing.T) {
+	defaults := func(opts []Option, extra map[string]any) map[string]any {
+		m := map[string]any{}
+		for _, o := range opts {
+			if o.Default != nil {
+				m[o.Name] = o.Default
+			}
+		}
+		maps.Copy(m, extra)
+		return m
+	}
+	log := slog.New(slog.DiscardHandler)
+	src, _ := Default().Source("kafka")
+	sk, _ := Default().Sink("kafka")
+	for _, tc := range []struct {
+		prop, value string
+		d           Delivery
+		wantErr     string
+	}{
+		{"properties.fetch.max.bytes", "x", ExactlyOnce, "properties.fetch.max.bytes: want an integer"},
+		{"properties.fetch.max.bytes", "1024", ExactlyOnce, ""},
+		{"properties.batch.size", "x", ExactlyOnce, "properties.batch.size: want an integer"},
+		{"properties.enable.idempotence", "false", ExactlyOnce, "properties.enable.idempotence: false is not allowed with exactly-once"},
+		{"properties.batch.size", "16384", ExactlyOnce, ""},
+	} {
+		env := stream.New(stream.Logger(log))
+		kv := map[string]string{tc.prop: tc.value}
+		var err error
+		if strings.HasPrefix(tc.prop, "properties.fetch") {
+			o := NewOptions(defaults(src.Options, map[string]any{"brokers": []string{"127.0.0.1:1"}, "topics": []string{"a"}})).WithPrefixed(kv)
+			_, err = src.Build(BuildContext{Env: env, Name: "k", Logger: log, Options: o, Delivery: tc.d})
+		} else {
+			gen, _ := Default().Source("datagen")
+			in, gerr := gen.Build(BuildContext{Env: env, Name: "gen", Logger: log, Options: NewOptions(defaults(gen.Options, nil))})
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			o := NewOptions(defaults(sk.Options, map[string]any{"brokers": []string{"127.0.0.1:1"}, "topic": "t"})).WithPrefixed(kv)
+			err = sk.Build(BuildContext{Env: env, Name: "k", Logger: log, Options: o, Delivery: tc.d}, in)
+		}
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s=%s: %v", tc.prop, tc.value, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s=%s: %v, want %q", tc.prop, tc.value, err, tc.wantErr)
+		}
 	}
 }
