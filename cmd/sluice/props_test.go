@@ -111,3 +111,22 @@ sink:
 		t.Errorf("a value from the environment is shown:\n%s", r.stderr)
 	}
 }
+
+// TestConnectorsPrintsProperties: `sluice connectors kafka` prints the
+// properties.* family of the source and of the sink with what each maps.
+func TestConnectorsPrintsProperties(t *testing.T) {
+	r := run(t, nil, "connectors", "kafka")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var fams []string
+	for line := range strings.Lines(r.stdout) {
+		if strings.HasPrefix(strings.TrimSpace(line), "properties.* ") {
+			fams = append(fams, line)
+		}
+	}
+	if len(fams) != 2 || !strings.Contains(fams[0], "Kafka consumer (kafka source) settings") || !strings.Contains(fams[0], "fetch.max.bytes") ||
+		!strings.Contains(fams[1], "Kafka producer (kafka sink) settings") || !strings.Contains(fams[1], "batch.size") {
+		t.Errorf("want the source's and the sink's properties.*, got %q\n%s", fams, r.stdout)
+	}
+}

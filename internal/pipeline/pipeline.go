@@ -436,7 +436,9 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		before := len(p.errs)
 		keys, vals, ok = p.mapping(n, field, nil)
 		for _, k := range keys {
-			if _, fam := registry.Family(schema, k.Value); !slices.Contains(names, k.Value) && !fam {
+			// A family's own name ("properties.*") is no key.
+			declared := slices.ContainsFunc(schema, func(o registry.Option) bool { return o.Name == k.Value && o.FamilyPrefix() == "" })
+			if _, fam := registry.Family(schema, k.Value); !declared && !fam {
 				allowed := "none"
 				if len(names) > 0 {
 					allowed = strings.Join(names, ", ")

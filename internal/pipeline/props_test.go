@@ -174,3 +174,21 @@ sink:
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestPropertiesFamilyNameIsNoKey: the family's own name written as a key
+// is an unknown field, not silently dropped.
+func TestPropertiesFamilyNameIsNoKey(t *testing.T) {
+	const src = `source:
+  type: kafka
+  options:
+    brokers: 127.0.0.1:9092
+    topics: [in]
+    properties.*: x
+sink:
+  type: print
+`
+	_, err := Parse("p.yaml", []byte(src), registry.Default(), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:6: source.options.properties.*: unknown field for source kafka") {
+		t.Errorf("got %v", err)
+	}
+}
