@@ -44,6 +44,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -435,7 +436,9 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		before := len(p.errs)
 		keys, vals, ok = p.mapping(n, field, nil)
 		for _, k := range keys {
-			if !slices.Contains(names, k.Value) {
+			// A family's own name ("properties.*") is no key.
+			declared := slices.ContainsFunc(schema, func(o registry.Option) bool { return o.Name == k.Value && o.FamilyPrefix() == "" })
+			if _, fam := registry.Family(schema, k.Value); !declared && !fam {
 				allowed := "none"
 				if len(names) > 0 {
 					allowed = strings.Join(names, ", ")
@@ -447,7 +450,17 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		ok = ok && len(p.errs) == before
 	}
 	var fromEnv []string
+	fam, famOK := p.familyOptions(n, field, schema, vals)
+	ok = ok && famOK
+	for _, k := range slices.Sorted(maps.Keys(fam)) {
+		if p.usesEnv(vals[k]) {
+			fromEnv = append(fromEnv, k)
+		}
+	}
 	for _, o := range schema {
+		if o.FamilyPrefix() != "" {
+			continue
+		}
 		if v, set := vals[o.Name]; set {
 			p.nodes[join(field, o.Name)] = v
 			val, good := p.value(v, join(field, o.Name), o)
@@ -469,7 +482,50 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 			m[o.Name] = o.Default
 		}
 	}
-	return registry.NewOptions(m).MarkFromEnvironment(fromEnv...), ok
+	return registry.NewOptions(m).WithPrefixed(fam).MarkFromEnvironment(fromEnv...), ok
+}
+
+// familyOptions parses the keys of mapping n that belong to a family
+// option of schema ("properties.*"), in file order: each value is a
+// string checked by the family's CheckKey. An error about the key
+// (registry.ErrKeyNotSupported) is reported at the key without the value,
+// one about the value like any option's.
+func (p *parser) familyOptions(n *yaml.Node, field string, schema []registry.Option, vals map[string]*yaml.Node) (map[string]string, bool) {
+	out := map[string]string{}
+	ok := true
+	for i := 0; n != nil && n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		fam, isFam := registry.Family(schema, k.Value)
+		v, kept := vals[k.Value]
+		if !isFam || !kept || v != n.Content[i+1] {
+			continue
+		}
+		key, name := k.Value, join(field, k.Value)
+		p.nodes[name] = v
+		o := registry.Option{Name: key, Type: registry.String, Secret: fam.Secret, Description: fam.Description}
+		var keyErr error
+		if fam.CheckKey != nil {
+			o.Check = func(val any) error {
+				err := fam.CheckKey(key, val.(string))
+				if errors.Is(err, registry.ErrKeyNotSupported) {
+					keyErr = err
+					return nil
+				}
+				return err
+			}
+		}
+		val, good := p.value(v, name, o)
+		if keyErr != nil {
+			p.errorf(k, name, "%v", keyErr)
+			good = false
+		}
+		if !good {
+			ok = false
+			continue
+		}
+		out[key] = val.(string)
+	}
+	return out, ok
 }
 
 var (

@@ -34,6 +34,11 @@ func init() {
 				return stream.DataStream[Record]{}, err
 			}
 			opts = append(opts, kafka.SourceClientOpts(sec...))
+			props, err := kafkaSourceProperties(c.Options) // properties.*: kafkaprops.go
+			if err != nil {
+				return stream.DataStream[Record]{}, err
+			}
+			opts = append(opts, props...)
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SourceConnectTimeout(d))
 			}
@@ -85,6 +90,11 @@ func init() {
 				return err
 			}
 			opts = append(opts, kafka.SinkClientOpts(sec...))
+			props, err := kafkaSinkProperties(c.Options, c.Delivery) // properties.*: kafkaprops.go
+			if err != nil {
+				return err
+			}
+			opts = append(opts, props...)
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SinkConnectTimeout(d))
 			}

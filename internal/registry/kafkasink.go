@@ -34,6 +34,7 @@ var kafkaSinkOptions = []Option{
 		Description: "exactly-once: transactional ids per subtask, each reused once its checkpoint committed"},
 	{Name: "sink.partitioner", Type: Enum, Values: []string{"default", "hash-key", "round-robin", "sticky"}, Default: "default",
 		Description: "partition of each record: default = Kafka's (murmur2 of the key; records without a key, as all from the CLI today, stick to one partition per batch); hash-key = the same, Flink's name; round-robin = the next partition for each record; sticky = one partition per batch, keys ignored"},
+	kafkaPropsOption(propProducer), // properties.*: kafkaprops.go
 }
 
 func minusOneOrPositive(hi int64) func(any) error {
@@ -101,7 +102,7 @@ func kafkaSinkCheckDelivery(d Delivery, o Options) error {
 	if a := o.String("properties.acks"); d == ExactlyOnce && a != "" && a != "all" {
 		return &OptionError{Option: "properties.acks", Err: fmt.Errorf("%s is not allowed with exactly-once delivery, which needs all (transactions are idempotent): remove it, or set delivery: at-least-once", a)}
 	}
-	return nil
+	return kafkaPropsCheckDelivery(d, o) // properties.*: kafkaprops.go
 }
 
 // kafkaSinkProducerOptions are the library options of kafkaSinkOptions

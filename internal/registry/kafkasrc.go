@@ -65,6 +65,7 @@ var kafkaSourceStartOptions = []Option{
 		Description: "deprecated alias: earliest = scan.startup.mode: earliest-offset, latest = latest-offset"},
 	{Name: "bounded", Type: Bool, Description: "deprecated alias: true = scan.bounded.mode: latest-offset, false = unbounded"},
 	{Name: "group", Type: String, Description: "deprecated alias of properties.group.id"},
+	kafkaPropsOption(propConsumer), // properties.*: kafkaprops.go
 }
 
 func optErr(name, format string, a ...any) error {

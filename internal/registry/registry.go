@@ -11,6 +11,16 @@
 // from datagen are int64). Sources produce them, transforms rewrite them, sinks encode
 // them (usually as one JSON object per line).
 //
+// An option named "<prefix>.*" (a family) takes every key under the prefix
+// that no other option of the connector declares: the Kafka connectors'
+// "properties.*" pass Kafka client settings through
+// (properties.fetch.max.bytes: 1048576), while properties.compression.type,
+// declared on its own, keeps its type and default. A family's values are
+// strings; its CheckKey checks each key and value at validation (an error
+// wrapping ErrKeyNotSupported is about the key and reported without the
+// value); Options.Prefixed returns the keys set, and `sluice connectors`
+// prints the family like any option.
+//
 // Adding a connector takes one file in this package, e.g. kafka.go:
 //
 //	func init() {
@@ -80,6 +90,41 @@ type Option struct {
 	// (it may come from the environment). AtLeast, Between and Positive
 	// make common checks.
 	Check func(v any) error
+	// CheckKey, for a family (a Name ending in ".*", Type String, no
+	// Default, not Required), checks one key set under it (the whole
+	// key: "properties.fetch.max.bytes") and its value; nil accepts any.
+	// Like Check, its error must not repeat the value.
+	CheckKey func(key, value string) error
+}
+
+// ErrKeyNotSupported is wrapped by a family's CheckKey errors about the
+// key itself (an unknown or refused name) rather than its value.
+var ErrKeyNotSupported = errors.New("not supported")
+
+// FamilyPrefix returns the prefix of a family option ("properties." for
+// "properties.*"), or "" for an ordinary option.
+func (o Option) FamilyPrefix() string {
+	if p, ok := strings.CutSuffix(o.Name, "*"); ok && strings.HasSuffix(p, ".") {
+		return p
+	}
+	return ""
+}
+
+// Family returns the family option of schema that key belongs to: key
+// starts with its prefix, has more after it, and no ordinary option of
+// schema is named key.
+func Family(schema []Option, key string) (Option, bool) {
+	var fam Option
+	found := false
+	for _, o := range schema {
+		if o.Name == key {
+			return Option{}, false
+		}
+		if p := o.FamilyPrefix(); p != "" && len(key) > len(p) && strings.HasPrefix(key, p) && !found {
+			fam, found = o, true
+		}
+	}
+	return fam, found
 }
 
 // AtLeast returns a Check for an Int, Float or Duration (in nanoseconds)
@@ -153,7 +198,38 @@ func SplitList(s string) ([]string, error) {
 // type, which is a bug in the connector's registration.
 type Options struct {
 	m   map[string]any
-	env map[string]bool // options whose value came from the environment
+	env map[string]bool   // options whose value came from the environment
+	fam map[string]string // keys set under a family ("properties.*"), with their values
+}
+
+// KeyValue is one key set under a family and its value.
+type KeyValue struct{ Key, Value string }
+
+// WithPrefixed returns o with the keys kv set under a family (the pipeline
+// parser, tests and programmatic pipelines; keys are whole:
+// "properties.client.id").
+func (o Options) WithPrefixed(kv map[string]string) Options {
+	fam := maps.Clone(o.fam)
+	if fam == nil {
+		fam = map[string]string{}
+	}
+	maps.Copy(fam, kv)
+	return Options{m: o.m, env: o.env, fam: fam}
+}
+
+// Prefixed returns the keys set under a family whose names start with
+// prefix ("properties."), with their values, sorted by key. Options
+// declared on their own (properties.compression.type) are not among them:
+// read those with their getters.
+func (o Options) Prefixed(prefix string) []KeyValue {
+	var out []KeyValue
+	for k, v := range o.fam {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, KeyValue{k, v})
+		}
+	}
+	slices.SortFunc(out, func(a, b KeyValue) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 // FromEnvironment reports whether the option's value came from an
@@ -171,7 +247,7 @@ func (o Options) MarkFromEnvironment(names ...string) Options {
 	for _, n := range names {
 		env[n] = true
 	}
-	return Options{m: o.m, env: env}
+	return Options{m: o.m, env: env, fam: o.fam}
 }
 
 // NewOptions returns Options holding m (tests and programmatic pipelines).
@@ -385,6 +461,12 @@ func checkSchema(name string, opts []Option) error {
 			return fmt.Errorf("registry: connector %q: option name %q empty or repeated", name, o.Name)
 		}
 		seen[o.Name] = true
+		if strings.Contains(o.Name, "*") {
+			if o.FamilyPrefix() == "" || o.Type != String || o.Default != nil || o.Required {
+				return fmt.Errorf("registry: connector %q: family option %q: want a name ending in \".*\", type string, no default, not required", name, o.Name)
+			}
+			continue
+		}
 		switch o.Type {
 		case String, Int, Float, Bool, Duration, Strings:
 		case Enum:
