@@ -88,6 +88,10 @@ type Config struct {
 	// (default ','); without columns a row is a list of strings.
 	CSVColumns []string
 	CSVComma   rune
+	// ProtoMessage names the Protobuf message the protobuf format writes
+	// (its full name, or its name when unique in the file); default the
+	// first message of the schema's file.
+	ProtoMessage string
 	// Registry configures the schema-registry formats (avro, protobuf,
 	// json-schema); nil for the others.
 	Registry *RegistryConfig
