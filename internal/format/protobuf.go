@@ -91,8 +91,7 @@ func (c *protoCodec) writerMessage(fd protoreflect.FileDescriptor) (protoreflect
 	var paths [][]int
 	var walk func(ms protoreflect.MessageDescriptors, path []int)
 	walk = func(ms protoreflect.MessageDescriptors, path []int) {
-		for i := range ms.Len() {
-			m := ms.Get(i)
+		for i, m := range declared(ms) {
 			p := append(slices.Clone(path), i)
 			if string(m.FullName()) == c.message || string(m.Name()) == c.message {
 				found, paths = append(found, m), append(paths, p)
@@ -115,15 +114,29 @@ func (c *protoCodec) writerMessage(fd protoreflect.FileDescriptor) (protoreflect
 	return nil, nil, fmt.Errorf("message name %q is ambiguous (%s, %s): use the full name", c.message, found[0].FullName(), found[1].FullName())
 }
 
+// declared returns the messages as the .proto declares them: without the
+// entry messages the compiler makes for map fields. Confluent's message
+// indexes do not count these (the Java serializer indexes the parsed .proto).
+func declared(ms protoreflect.MessageDescriptors) []protoreflect.MessageDescriptor {
+	out := make([]protoreflect.MessageDescriptor, 0, ms.Len())
+	for i := range ms.Len() {
+		if !ms.Get(i).IsMapEntry() {
+			out = append(out, ms.Get(i))
+		}
+	}
+	return out
+}
+
 // messageAt finds the message of an index path.
 func messageAt(fd protoreflect.FileDescriptor, path []int) (protoreflect.MessageDescriptor, error) {
 	ms := fd.Messages()
 	var md protoreflect.MessageDescriptor
 	for _, i := range path {
-		if i < 0 || i >= ms.Len() {
+		d := declared(ms)
+		if i < 0 || i >= len(d) {
 			return nil, fmt.Errorf("message index %v names no message of the schema", path)
 		}
-		md = ms.Get(i)
+		md = d[i]
 		ms = md.Messages()
 	}
 	if md == nil {
