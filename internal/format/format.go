@@ -23,6 +23,9 @@
 // A codec whose bytes mean the same to another codec (Identity equal and
 // not "") lets a pipeline pass bytes through without decoding when no
 // transform reads the value.
+//
+// docs/formats.md has each format's value mapping, the registry options
+// and subject strategies, and Flink's format names side by side.
 package format
 
 import (
@@ -106,7 +109,9 @@ type RegistryConfig struct {
 	SubjectStrategy string
 	Subject         string
 	// Schema is the writer schema (text) for encoding; "" = the latest
-	// version registered under the subject.
+	// version registered under the subject. Either is found once per topic
+	// and kept for the codec's life: a version registered while a job
+	// runs is picked up when the job restarts.
 	Schema string
 	// AutoRegister registers Schema under the subject when encoding
 	// (default false: the schema must be registered, and is looked up).
