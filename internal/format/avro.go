@@ -143,8 +143,23 @@ func joinPath(path, name string) string {
 const maxBlock = 1 << 24
 
 type avroReader struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	items int // array items and map entries read so far
+}
+
+// maxZeroSizeItems bounds how many more array items and map entries than
+// input bytes a value may hold: items of a zero-size type (null, an empty
+// record) take no bytes, so a short corrupt record could otherwise claim
+// billions of them.
+const maxZeroSizeItems = 1 << 16
+
+func (r *avroReader) countItems(n int, path string) error {
+	r.items += n
+	if r.items > len(r.b)+maxZeroSizeItems {
+		return fieldErr(path, "more than %d list items or map entries in a %d-byte record", len(r.b)+maxZeroSizeItems, len(r.b))
+	}
+	return nil
 }
 
 func (r *avroReader) long(path string) (int64, error) {
@@ -194,10 +209,10 @@ func (r *avroReader) blockCount(path string) (int, error) {
 			return 0, err
 		}
 	}
-	if n > maxBlock || n > int64(len(r.b)-r.i)+1 && n > 1024 {
+	if n > maxBlock {
 		return 0, fieldErr(path, "block of %d items beyond the input", n)
 	}
-	return int(n), nil
+	return int(n), r.countItems(int(n), path)
 }
 
 func logicalOf(s avro.Schema) avro.LogicalSchema {

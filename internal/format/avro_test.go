@@ -1,6 +1,7 @@
 package format
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -364,4 +365,84 @@ func TestAvroBasicAuth(t *testing.T) {
 	if _, err := newCodec(t, "avro", Config{Registry: rc}).Encode(ctx, "t", nil, map[string]any{"id": int64(1)}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzAvroRead: arbitrary payloads never panic or run away, and what
+// decodes re-encodes to the same bytes.
+func FuzzAvroRead(f *testing.F) {
+	schemas := []avro.Schema{
+		avro.MustParse(userV1),
+		avro.MustParse(`{"type":"record","name":"Z","fields":[{"name":"n","type":{"type":"array","items":"null"}},{"name":"m","type":{"type":"map","values":{"type":"record","name":"E","fields":[]}}}]}`),
+	}
+	f.Add(uint8(0), []byte{})
+	f.Add(uint8(1), []byte{0x80, 0x80, 0x80, 0x80, 0x08, 0})
+	f.Add(uint8(1), []byte{1, 2, 0, 0})
+	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
+		s := schemas[int(which)%len(schemas)]
+		r := avroReader{b: payload}
+		v, err := r.read(s, "")
+		if err != nil || r.i != len(payload) {
+			return
+		}
+		out, err := avroWrite(nil, s, v, "")
+		if err != nil {
+			t.Fatalf("decoded %#v does not re-encode: %v", v, err)
+		}
+		// Compared as bytes: NaN != NaN as values.
+		r2 := avroReader{b: out}
+		v2, err := r2.read(s, "")
+		if err != nil {
+			t.Fatalf("re-encoded %x does not decode: %v", out, err)
+		}
+		out2, err := avroWrite(nil, s, v2, "")
+		if err != nil || !bytes.Equal(out, out2) {
+			t.Fatalf("second round trip: %x, %v; want %x", out2, err, out)
+		}
+	})
+}
+
+func TestAvroZeroSizeItemsBounded(t *testing.T) {
+	s := avro.MustParse(`{"type":"array","items":"null"}`)
+	// Blocks of 2^24-1 nulls, over and over: a few bytes claiming
+	// billions of items.
+	var b []byte
+	for range 100 {
+		b = append(b, 0xfe, 0xff, 0xff, 0x0f) // zig-zag 2^24-1
+	}
+	r := avroReader{b: append(b, 0)}
+	_, err := r.read(s, "")
+	wantErr(t, err, "list items or map entries")
+}
+
+func BenchmarkAvro(b *testing.B) {
+	ctx := context.Background()
+	reg := srfake.New()
+	defer reg.Close()
+	schema := `{"type":"record","name":"R","fields":[{"name":"id","type":"long"},{"name":"amount","type":"long"},{"name":"user","type":"string"},{"name":"ts","type":"long"},{"name":"tags","type":{"type":"array","items":"string"}},{"name":"price","type":"double"},{"name":"note","type":"string"}]}`
+	c, err := Builtin().New("avro", Config{Registry: &RegistryConfig{URLs: []string{reg.URL()}, Schema: schema, AutoRegister: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := map[string]any{"id": int64(123456), "amount": int64(731), "user": "user-6", "ts": int64(1733011200000), "tags": []any{"a", "b"}, "price": 12.5, "note": "café ok"}
+	enc, err := c.Encode(ctx, "t", nil, v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.Decode(ctx, "t", enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Encode", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 256)
+		for b.Loop() {
+			if _, err := c.Encode(ctx, "t", buf[:0], v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
