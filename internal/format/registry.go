@@ -68,16 +68,21 @@ func newRegistry[S any](format string, c Config, typ sr.SchemaType, parse func(c
 	default:
 		return nil, fmt.Errorf("%s format: unknown subject strategy %q (want %s, %s or %s)", format, rc.SubjectStrategy, StrategyTopic, StrategyRecord, StrategyTopicRecord)
 	}
-	opts := []sr.ClientOpt{sr.URLs(rc.URLs...), sr.HTTPClient(&http.Client{Timeout: registryTimeout}), sr.UserAgent("sluice")}
-	if rc.Username != "" || rc.Password != "" {
-		opts = append(opts, sr.BasicAuth(rc.Username, rc.Password))
-	}
+	// Requests are few (answers are cached), so connections are not kept:
+	// a codec has no Close, and leaves no idle connection (nor its
+	// goroutines) behind.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
 	if rc.CAFile != "" || rc.CertFile != "" || rc.KeyFile != "" || rc.InsecureSkipVerify {
 		tc, err := registryTLS(rc)
 		if err != nil {
 			return nil, fmt.Errorf("%s format: schema registry TLS: %w", format, err)
 		}
-		opts = append(opts, sr.DialTLSConfig(tc))
+		tr.TLSClientConfig = tc
+	}
+	opts := []sr.ClientOpt{sr.URLs(rc.URLs...), sr.HTTPClient(&http.Client{Timeout: registryTimeout, Transport: tr}), sr.UserAgent("sluice")}
+	if rc.Username != "" || rc.Password != "" {
+		opts = append(opts, sr.BasicAuth(rc.Username, rc.Password))
 	}
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
