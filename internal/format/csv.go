@@ -71,6 +71,19 @@ func (c *csvCodec) Decode(_ context.Context, _ string, b []byte) (any, error) {
 	return m, nil
 }
 
+// Validate checks a row as Decode does (one row; with columns, their
+// number of fields), for bytes passed through undecoded.
+func (c *csvCodec) Validate(b []byte) error {
+	fields, err := c.row(b)
+	if err != nil {
+		return err
+	}
+	if c.columns != nil && len(fields) != len(c.columns) {
+		return fmt.Errorf("csv format: the row has %d fields, want %d (columns %q)", len(fields), len(c.columns), c.columns)
+	}
+	return nil
+}
+
 func (c *csvCodec) row(b []byte) ([]string, error) {
 	if len(bytes.TrimRight(b, "\r\n")) == 0 {
 		// encoding/csv skips empty lines; a record is one row, so an

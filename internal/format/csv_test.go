@@ -59,6 +59,12 @@ func TestCSVColumns(t *testing.T) {
 
 	_, err = c.Decode(ctx, "t", []byte("1,2\n"))
 	wantErr(t, err, "2 fields, want 3")
+	v8 := c.(Validator)
+	wantErr(t, v8.Validate([]byte("1,2\n")), "2 fields, want 3")
+	wantErr(t, v8.Validate([]byte("1,2,3\n4,5,6")), "more than one row")
+	if err := v8.Validate([]byte(`1,"a,b",3`)); err != nil {
+		t.Fatal(err)
+	}
 	_, err = c.Decode(ctx, "t", []byte("1,2,3\n4,5,6\n"))
 	wantErr(t, err, "more than one row")
 	_, err = c.Decode(ctx, "t", []byte(`1,"2,3`))

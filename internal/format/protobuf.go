@@ -58,6 +58,10 @@ func newProtobuf(c Config) (Codec, error) {
 			return nil, fmt.Errorf("protobuf format: the configured schema: %w", err)
 		}
 		pc.fullName = string(md.FullName())
+	} else if strings.Contains(c.ProtoMessage, ".") {
+		// Without a schema, a full message name still names the
+		// record strategies' subject.
+		pc.fullName = c.ProtoMessage
 	}
 	return pc, nil
 }

@@ -177,6 +177,18 @@ func TestProtobufEvolutionAndErrors(t *testing.T) {
 	if _, err := cl.SchemaByVersion(ctx, "p.M", -1); err != nil {
 		t.Fatal(err)
 	}
+	// Without a schema, a full ProtoMessage names the subject.
+	rc4 := registryConfig(reg, "")
+	rc4.SubjectStrategy = StrategyTopicRecord
+	if _, err := newCodec(t, "protobuf", Config{ProtoMessage: "p.M", Registry: rc4}).Encode(ctx, "m", nil, map[string]any{"id": int64(1)}); err == nil {
+		t.Fatal("subject m-p.M has no schema yet, but encoding worked")
+	} else {
+		wantErr(t, err, `subject "m-p.M"`)
+	}
+	rc4.SubjectStrategy = StrategyRecord
+	if _, err := newCodec(t, "protobuf", Config{ProtoMessage: "p.M", Registry: rc4}).Encode(ctx, "m", nil, map[string]any{"id": int64(1)}); err != nil {
+		t.Fatal(err)
+	}
 
 	reg2 := srfake.New()
 	defer reg2.Close()
