@@ -343,6 +343,11 @@ func valueToProto(m protoreflect.Message, v any, path string) error {
 		if x == nil {
 			continue // unset
 		}
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			if set := m.WhichOneof(od); set != nil {
+				return fieldErr(fp, "%s and %s are both set, but oneof %s holds one", set.Name(), fd.Name(), od.Name())
+			}
+		}
 		switch {
 		case fd.IsList():
 			l, ok := x.([]any)

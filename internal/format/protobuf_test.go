@@ -204,6 +204,7 @@ func TestProtobufEvolutionAndErrors(t *testing.T) {
 		{map[string]any{"lines": []any{map[string]any{"sku": int64(1)}}}, []string{"field lines[0].sku", "want a string"}},
 		{map[string]any{"price": map[string]any{"cents": int64(1)}}, []string{"field price.cents", "not a field of message common.Money"}},
 		{map[string]any{"at": "soon"}, []string{"field at", "not an RFC 3339 time"}},
+		{map[string]any{"card": "visa", "cash": int64(1)}, []string{"field cash", "card and cash are both set, but oneof pay holds one"}},
 		{map[string]any{"counts": map[string]any{"k": "v"}}, []string{"field counts.k", "want an int64"}},
 	} {
 		_, err := c.Encode(ctx, "orders", nil, tc.in)
