@@ -30,6 +30,11 @@
 // Every error is a [*SyntaxError] with the byte offset of the problem, and
 // wraps one of the sentinel errors of this package, so callers branch with
 // errors.Is.
+//
+// [Validate] and [ValidateObject] make the decision of [Decode] and
+// [DecodeObject] (same errors) without building the value, in one scan
+// that allocates nothing for records whose objects hold up to 16 keys: for
+// bytes passed on undecoded that must still be checked.
 package jsonrecord
 
 import (
