@@ -17,6 +17,8 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/sluice-io/sluice/serde/jsonrecord"
 )
 
 func init() {
@@ -407,9 +409,9 @@ func avroWrite(dst []byte, s avro.Schema, v any, path string) ([]byte, error) {
 		}
 		return dst, nil
 	case avro.Boolean:
-		b, ok := v.(bool)
-		if !ok {
-			return nil, fieldErr(path, "want a boolean, got %s", aKind(v))
+		b, err := toBool(v, path)
+		if err != nil {
+			return nil, err
 		}
 		if b {
 			return append(dst, 1), nil
@@ -715,7 +717,45 @@ func avroInteger(s avro.Schema, v any, path string) (int64, error) {
 	return x, nil
 }
 
+// numberString returns the number a string holds in JSON syntax (text
+// formats such as CSV hold numbers as strings).
+func numberString(s string) (any, bool) {
+	v, err := jsonrecord.Decode([]byte(s))
+	if err != nil {
+		return nil, false
+	}
+	switch v.(type) {
+	case int64, float64, json.Number:
+		return v, true
+	}
+	return nil, false
+}
+
+// toBool takes a bool, or the strings "true" and "false".
+func toBool(v any, path string) (bool, error) {
+	switch x := v.(type) {
+	case bool:
+		return x, nil
+	case string:
+		switch x {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+		return false, fieldErr(path, "%q is not true or false", x)
+	}
+	return false, fieldErr(path, "want a boolean, got %s", aKind(v))
+}
+
 func toInt64(v any, path, want string) (int64, error) {
+	if s, ok := v.(string); ok {
+		n, ok := numberString(s)
+		if !ok {
+			return 0, fieldErr(path, "%q is not a number (want %s)", s, want)
+		}
+		v = n
+	}
 	switch x := v.(type) {
 	case int64:
 		return x, nil
@@ -744,6 +784,13 @@ func toInt64(v any, path, want string) (int64, error) {
 // toFloat converts a number to a float64; an integer must be exact in a
 // mantissa of the given bits.
 func toFloat(v any, path string, mantissa uint) (float64, error) {
+	if s, ok := v.(string); ok {
+		n, ok := numberString(s)
+		if !ok {
+			return 0, fieldErr(path, "%q is not a number", s)
+		}
+		v = n
+	}
 	switch x := v.(type) {
 	case float64:
 		return x, nil

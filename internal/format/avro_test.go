@@ -245,7 +245,7 @@ func TestAvroErrors(t *testing.T) {
 		return err
 	}
 	wantErr(t, enc(func(m map[string]any) { m["address"].(map[string]any)["zip"] = int64(1) << 40 }), "field address.zip", "out of the int range")
-	wantErr(t, enc(func(m map[string]any) { m["address"].(map[string]any)["zip"] = "x" }), "field address.zip", "want an int, got a string")
+	wantErr(t, enc(func(m map[string]any) { m["address"].(map[string]any)["zip"] = "x" }), "field address.zip", `"x" is not a number (want an int)`)
 	wantErr(t, enc(func(m map[string]any) { delete(m, "name") }), "field name", "missing, and the schema gives no default")
 	wantErr(t, enc(func(m map[string]any) { m["kind"] = "C" }), "field kind", `"C" is not one of the symbols`)
 	wantErr(t, enc(func(m map[string]any) { m["tags"] = []any{"a", int64(1)} }), "field tags[1]", "want a string")

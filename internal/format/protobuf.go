@@ -429,9 +429,9 @@ func protoMapKey(fd protoreflect.FieldDescriptor, k, path string) (protoreflect.
 func protoValue(fd protoreflect.FieldDescriptor, newMsg func() protoreflect.Value, v any, path string) (protoreflect.Value, error) {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
-		b, ok := v.(bool)
-		if !ok {
-			return protoreflect.Value{}, fieldErr(path, "want a boolean, got %s", aKind(v))
+		b, err := toBool(v, path)
+		if err != nil {
+			return protoreflect.Value{}, err
 		}
 		return protoreflect.ValueOfBool(b), nil
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
@@ -451,6 +451,11 @@ func protoValue(fd protoreflect.FieldDescriptor, newMsg func() protoreflect.Valu
 		return protoreflect.ValueOfInt64(x), nil
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
 		var u uint64
+		if s, ok := v.(string); ok {
+			if n, ok := numberString(s); ok {
+				v = n
+			}
+		}
 		if n, ok := v.(json.Number); ok {
 			x, err := strconv.ParseUint(string(n), 10, 64)
 			if err != nil {
