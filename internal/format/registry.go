@@ -152,7 +152,7 @@ func (r *registry[S]) subject(topic, fullName string) (string, error) {
 	return topic + "-" + r.side.String(), nil
 }
 
-// byIDs returns the parsed schema of an id, from the cache or the
+// schemaByID returns the parsed schema of an id, from the cache or the
 // registry.
 func (r *registry[S]) schemaByID(ctx context.Context, id int) (S, error) {
 	r.mu.Lock()
