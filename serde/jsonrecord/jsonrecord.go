@@ -30,6 +30,11 @@
 // Every error is a [*SyntaxError] with the byte offset of the problem, and
 // wraps one of the sentinel errors of this package, so callers branch with
 // errors.Is.
+//
+// [Validate] and [ValidateObject] make the decision of [Decode] and
+// [DecodeObject] (same errors) without building the value, in one scan
+// that allocates nothing for records whose objects hold up to 16 keys: for
+// bytes passed on undecoded that must still be checked.
 package jsonrecord
 
 import (
@@ -163,6 +168,23 @@ func DecodeObject(data []byte) (map[string]any, error) {
 	return x.(map[string]any), nil
 }
 
+// Validate reports whether data is a JSON value that [Decode] accepts,
+// without building it: it returns nil exactly when Decode would, and
+// otherwise the same [*SyntaxError] (same offset, same message). It does
+// not allocate for valid input whose objects hold at most
+// [smallObjectKeys] keys each (it compares keys in place); larger objects
+// fall back to a map of their keys.
+func Validate(data []byte) error { return validate(data, false) }
+
+// ValidateObject is [Validate] for [DecodeObject]: any top-level value
+// other than an object is an error wrapping [ErrNotObject].
+func ValidateObject(data []byte) error { return validate(data, true) }
+
+func validate(data []byte, wantObject bool) error {
+	p := parser{data: data}
+	return p.top(wantObject, true)
+}
+
 func decode(data []byte, wantObject bool) (any, error) {
 	p := parser{data: data, build: true}
 	if err := p.top(wantObject, true); err != nil {
@@ -172,7 +194,8 @@ func decode(data []byte, wantObject bool) (any, error) {
 }
 
 // parser is a recursive-descent JSON parser. With build set it stores the
-// top-level value in val; without, it only checks.
+// top-level value in val; without, it only checks, and allocates nothing
+// for input whose objects are small (see keys).
 type parser struct {
 	data  []byte
 	i     int
@@ -180,7 +203,42 @@ type parser struct {
 	build bool
 	val   any
 	buf   []byte // unescaped string bytes
+	// Without build: the keys of the objects being parsed, innermost
+	// last, as spans of data (a stack shared by the nested objects):
+	// nkeys of them, the first len(keyArr) in keyArr (no allocation for
+	// small records; an array, not a slice of one, so that the parser
+	// holds no pointer to itself and stays on the stack), the rest in more.
+	nkeys  int
+	keyArr [32]span
+	more   []span
 }
+
+func (p *parser) key(i int) span {
+	if i < len(p.keyArr) {
+		return p.keyArr[i]
+	}
+	return p.more[i-len(p.keyArr)]
+}
+
+func (p *parser) pushKey(sp span) {
+	if p.nkeys < len(p.keyArr) {
+		p.keyArr[p.nkeys] = sp
+	} else {
+		p.more = append(p.more[:p.nkeys-len(p.keyArr)], sp)
+	}
+	p.nkeys++
+}
+
+// span is a string's position in the input: the bytes between its quotes,
+// and whether it holds escapes (then it is compared after unescaping).
+type span struct {
+	start, end int
+	escaped    bool
+}
+
+// smallObjectKeys is how many keys an object may hold before the checking
+// parser finds repeated keys with a map instead of comparing in place.
+const smallObjectKeys = 16
 
 func (p *parser) fail(at int, sentinel error, format string, args ...any) error {
 	return &SyntaxError{Offset: at, Msg: fmt.Sprintf(format, args...), Err: sentinel}
@@ -255,8 +313,12 @@ func (p *parser) value() (any, error) {
 	case '[':
 		return p.array()
 	case '"':
+		if !p.build {
+			_, err := p.skipStr()
+			return nil, err
+		}
 		s, err := p.str()
-		if err != nil || !p.build {
+		if err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -297,12 +359,15 @@ func (p *parser) object() (any, error) {
 	defer func() { p.depth-- }()
 	p.i++ // '{'
 	var m map[string]any
-	// Without build, keys are still collected to find duplicates.
+	// Without build, keys are still collected to find duplicates: as spans
+	// on p.keys while the object is small, in seen beyond.
 	var seen map[string]struct{}
 	if p.build {
 		m = map[string]any{}
-	} else {
-		seen = map[string]struct{}{}
+	}
+	base := p.nkeys
+	if !p.build {
+		defer func() { p.nkeys = base }()
 	}
 	p.ws()
 	if p.i < len(p.data) && p.data[p.i] == '}' {
@@ -318,16 +383,45 @@ func (p *parser) object() (any, error) {
 			return nil, p.unexpected("a string key")
 		}
 		keyAt := p.i
-		k, err := p.str()
-		if err != nil {
-			return nil, err
-		}
+		var k string
 		dup := false
 		if p.build {
+			var err error
+			if k, err = p.str(); err != nil {
+				return nil, err
+			}
 			_, dup = m[k]
 		} else {
-			_, dup = seen[k]
-			seen[k] = struct{}{}
+			esc, err := p.skipStr()
+			if err != nil {
+				return nil, err
+			}
+			sp := span{start: keyAt + 1, end: p.i - 1, escaped: esc}
+			switch {
+			case seen != nil:
+				k = p.unescape(sp)
+				_, dup = seen[k]
+				seen[k] = struct{}{}
+			case p.nkeys-base < smallObjectKeys:
+				for i := base; i < p.nkeys; i++ {
+					if p.sameKey(p.key(i), sp) {
+						dup = true
+						break
+					}
+				}
+				p.pushKey(sp)
+			default:
+				seen = make(map[string]struct{}, 2*smallObjectKeys)
+				for i := base; i < p.nkeys; i++ {
+					seen[p.unescape(p.key(i))] = struct{}{}
+				}
+				k = p.unescape(sp)
+				_, dup = seen[k]
+				seen[k] = struct{}{}
+			}
+			if dup {
+				k = p.unescape(sp)
+			}
 		}
 		if dup {
 			return nil, p.fail(keyAt, ErrDuplicateKey, "key %q appears twice in one object", k)
@@ -362,6 +456,85 @@ func (p *parser) object() (any, error) {
 			return nil, p.unexpected("',' or '}'")
 		}
 	}
+}
+
+// unescape returns the string a checked span holds.
+func (p *parser) unescape(sp span) string {
+	if !sp.escaped {
+		return string(p.data[sp.start:sp.end])
+	}
+	q := parser{data: p.data, i: sp.start - 1}
+	s, _ := q.str()
+	return s
+}
+
+// sameKey reports whether two checked keys hold the same string, without
+// allocating: raw bytes when neither has escapes, else rune by rune.
+func (p *parser) sameKey(a, b span) bool {
+	x, y := p.data[a.start:a.end], p.data[b.start:b.end]
+	if !a.escaped && !b.escaped {
+		return string(x) == string(y)
+	}
+	for len(x) > 0 && len(y) > 0 {
+		var rx, ry rune
+		rx, x = nextRune(x)
+		ry, y = nextRune(y)
+		if rx != ry {
+			return false
+		}
+	}
+	return len(x) == 0 && len(y) == 0
+}
+
+// nextRune decodes the first character of a checked string's bytes (a
+// UTF-8 sequence or an escape, a surrogate pair as one rune).
+func nextRune(b []byte) (rune, []byte) {
+	if b[0] != '\\' {
+		if b[0] < utf8.RuneSelf {
+			return rune(b[0]), b[1:]
+		}
+		r, n := utf8.DecodeRune(b)
+		return r, b[n:]
+	}
+	switch e := b[1]; e {
+	case 'b':
+		return '\b', b[2:]
+	case 'f':
+		return '\f', b[2:]
+	case 'n':
+		return '\n', b[2:]
+	case 'r':
+		return '\r', b[2:]
+	case 't':
+		return '\t', b[2:]
+	case 'u':
+		r := hexRune(b[2:6])
+		b = b[6:]
+		if utf16.IsSurrogate(r) && len(b) >= 6 {
+			// A checked string holds only paired surrogates.
+			r = utf16.DecodeRune(r, hexRune(b[2:6]))
+			b = b[6:]
+		}
+		return r, b
+	default: // '"', '\\', '/'
+		return rune(e), b[2:]
+	}
+}
+
+func hexRune(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 func (p *parser) array() (any, error) {
@@ -431,7 +604,7 @@ func (p *parser) str() (string, error) {
 			p.i++
 			return s, nil
 		case c == '\\':
-			return p.slowStr(open, start)
+			return p.slowStr(open, start, true)
 		case c < 0x20:
 			return "", p.fail(p.i, ErrSyntax, "control character 0x%02x in a string", c)
 		case c < utf8.RuneSelf:
@@ -447,15 +620,51 @@ func (p *parser) str() (string, error) {
 	return "", p.fail(open, ErrSyntax, "unterminated string")
 }
 
-// slowStr continues a string at its first backslash, unescaping.
-func (p *parser) slowStr(open, start int) (string, error) {
-	b := append(p.buf[:0], p.data[start:p.i]...)
-	defer func() { p.buf = b[:0] }()
+// skipStr checks a string starting at its opening quote as str does,
+// without building it, and reports whether it holds escapes.
+func (p *parser) skipStr() (escaped bool, err error) {
+	open := p.i
+	p.i++
 	for p.i < len(p.data) {
 		c := p.data[p.i]
 		switch {
 		case c == '"':
 			p.i++
+			return false, nil
+		case c == '\\':
+			_, err := p.slowStr(open, p.i, false)
+			return true, err
+		case c < 0x20:
+			return false, p.fail(p.i, ErrSyntax, "control character 0x%02x in a string", c)
+		case c < utf8.RuneSelf:
+			p.i++
+		default:
+			r, size := utf8.DecodeRune(p.data[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return false, p.fail(p.i, ErrInvalidUTF8, "byte 0x%02x in the string starting at byte %d", c, open)
+			}
+			p.i += size
+		}
+	}
+	return false, p.fail(open, ErrSyntax, "unterminated string")
+}
+
+// slowStr continues a string at its first backslash, unescaping into the
+// returned string when keep is set (else only checking).
+func (p *parser) slowStr(open, start int, keep bool) (string, error) {
+	var b []byte
+	if keep {
+		b = append(p.buf[:0], p.data[start:p.i]...)
+		defer func() { p.buf = b[:0] }()
+	}
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			if !keep {
+				return "", nil
+			}
 			return string(b), nil
 		case c == '\\':
 			esc := p.i
@@ -465,17 +674,29 @@ func (p *parser) slowStr(open, start int) (string, error) {
 			p.i += 2
 			switch e := p.data[p.i-1]; e {
 			case '"', '\\', '/':
-				b = append(b, e)
+				if keep {
+					b = append(b, e)
+				}
 			case 'b':
-				b = append(b, '\b')
+				if keep {
+					b = append(b, '\b')
+				}
 			case 'f':
-				b = append(b, '\f')
+				if keep {
+					b = append(b, '\f')
+				}
 			case 'n':
-				b = append(b, '\n')
+				if keep {
+					b = append(b, '\n')
+				}
 			case 'r':
-				b = append(b, '\r')
+				if keep {
+					b = append(b, '\r')
+				}
 			case 't':
-				b = append(b, '\t')
+				if keep {
+					b = append(b, '\t')
+				}
 			case 'u':
 				r, ok := p.hex4()
 				if !ok {
@@ -498,21 +719,27 @@ func (p *parser) slowStr(open, start int) (string, error) {
 					}
 					r = utf16.DecodeRune(r, r2)
 				}
-				b = utf8.AppendRune(b, r)
+				if keep {
+					b = utf8.AppendRune(b, r)
+				}
 			default:
 				return "", p.fail(esc, ErrSyntax, "invalid escape %s", quoteByte(e))
 			}
 		case c < 0x20:
 			return "", p.fail(p.i, ErrSyntax, "control character 0x%02x in a string", c)
 		case c < utf8.RuneSelf:
-			b = append(b, c)
+			if keep {
+				b = append(b, c)
+			}
 			p.i++
 		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
 			if r == utf8.RuneError && size == 1 {
 				return "", p.fail(p.i, ErrInvalidUTF8, "byte 0x%02x in the string starting at byte %d", c, open)
 			}
-			b = append(b, p.data[p.i:p.i+size]...)
+			if keep {
+				b = append(b, p.data[p.i:p.i+size]...)
+			}
 			p.i += size
 		}
 	}
