@@ -621,8 +621,10 @@ func (a *App) progress(o runOptions, log *slog.Logger) (*cliui.Progress, time.Du
 func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger, reg *metrics.Registry) error {
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
+	decode := transform.ReadsValue(spec.Transforms) || (snk.ReadsValue != nil && snk.ReadsValue(spec.Sink.Options))
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, Positions: transform.NeedsPositions(spec.Transforms)})
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, DecodeValues: decode,
+		Positions: transform.NeedsPositions(spec.Transforms) || transform.ReadsMeta(spec.Transforms)})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}

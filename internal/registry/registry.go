@@ -5,11 +5,15 @@
 // against the schemas, so errors name file, line and field, and `sluice
 // connectors` prints them.
 //
-// Records flowing through CLI pipelines are [Record]s: JSON objects decoded
-// into map[string]any by serde/jsonrecord (numbers from JSON are int64,
-// float64 or json.Number, whichever writes them back byte for byte; numbers
-// from datagen are int64). Sources produce them, transforms rewrite them, sinks encode
-// them (usually as one JSON object per line).
+// Records flowing through CLI pipelines are [Record]s: a value plus
+// metadata (Kafka key, headers, timestamp, topic, partition, offset; a
+// file's path and line offset). Values are JSON-like (package format;
+// from JSON, numbers are int64, float64 or json.Number, whichever writes
+// them back byte for byte; from datagen int64). Sources produce records,
+// keeping the bytes they read and decoding them only when a transform
+// reads the value (BuildContext.DecodeValues); transforms rewrite them;
+// sinks encode them with their format, or write the bytes as read when
+// the formats agree.
 //
 // Adding a connector takes one file in this package, e.g. kafka.go:
 //
@@ -41,9 +45,6 @@ import (
 
 	"github.com/sluice-io/sluice/stream"
 )
-
-// Record is the record type of CLI pipelines: a JSON object.
-type Record = map[string]any
 
 // Kind tells sources from sinks.
 type Kind string
@@ -249,6 +250,11 @@ type BuildContext struct {
 	// transform expression or sink sees the record. Sources that cannot
 	// tell ignore it.
 	Positions bool
+	// DecodeValues tells a source that a transform or the sink reads the
+	// records' values: it decodes them (and a value it cannot decode
+	// follows its on-malformed policy). When false it may emit the bytes
+	// undecoded (Record.Bytes), checked but not decoded.
+	DecodeValues bool
 }
 
 // Source is a registered source connector.
@@ -297,6 +303,10 @@ type Sink struct {
 	// delivery guarantee; an *OptionError is reported at the line of the
 	// option it names, another error at the sink's.
 	CheckDelivery func(d Delivery, o Options) error
+	// ReadsValue reports whether the sink, so configured, reads the
+	// records' values other than to encode them (an expression option);
+	// optional, nil = never.
+	ReadsValue func(Options) bool
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }

@@ -1,0 +1,144 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/sluice-io/sluice/internal/format"
+)
+
+// lineFormats are the formats the file connectors read and write, one
+// record per line.
+var lineFormats = []string{"json", "csv", "string", "raw"}
+
+// fileFormatOptions are the file connectors' format options: format
+// (one of lineFormats) and the CSV format's.
+func fileFormatOptions() []Option {
+	return append([]Option{{Name: "format", Type: String, Default: "json", Check: checkLineFormat,
+		Description: "format of the lines: json (one object per line), csv (one row per line), string (the line as text), raw (the line's bytes)"}},
+		csvOptions...)
+}
+
+func checkLineFormat(v any) error {
+	s, _ := v.(string)
+	if !slices.Contains(lineFormats, s) {
+		return fmt.Errorf("want one of %s (one record per line)", strings.Join(lineFormats, ", "))
+	}
+	if !slices.Contains(formatNames, s) {
+		return fmt.Errorf("format %s is not available in this build (want one of %s)", s, strings.Join(formatNames, ", "))
+	}
+	return nil
+}
+
+// fileSourceFormat is the file source's format: JSON objects per line
+// (decoded as today: malformed lines name their line and column), or for
+// the other line formats each line's bytes, decoded when decode is set
+// and checked otherwise.
+func fileSourceFormat(o Options, decode bool) (file.Format[Record], error) {
+	name, _ := valueFormat(o)
+	if name == "json" {
+		return jsonObjects{file.JSONLines[map[string]any]()}, nil
+	}
+	codecs, err := sourceCodecs(o)
+	if err != nil {
+		return nil, err
+	}
+	return textRecords{lines: file.TextLines(), c: codecs, name: name, decode: decode}, nil
+}
+
+// jsonObjects reads JSON lines into records.
+type jsonObjects struct{ f file.Format[map[string]any] }
+
+func (j jsonObjects) Splittable() bool { return j.f.Splittable() }
+
+func (j jsonObjects) NewReader(r io.Reader, offset int64) (file.RecordReader[Record], error) {
+	rr, err := j.f.NewReader(r, offset)
+	if err != nil {
+		return nil, err
+	}
+	return objectReader{rr}, nil
+}
+
+type objectReader struct {
+	rr file.RecordReader[map[string]any]
+}
+
+func (o objectReader) Read() (Record, int64, error) {
+	v, next, err := o.rr.Read()
+	if err != nil {
+		return Record{}, next, err
+	}
+	return NewRecord(v), next, nil
+}
+
+// textRecords reads lines into records of another line format.
+type textRecords struct {
+	lines  file.Format[string]
+	c      *Codecs
+	name   string
+	decode bool
+}
+
+func (t textRecords) Splittable() bool { return true }
+
+func (t textRecords) NewReader(r io.Reader, offset int64) (file.RecordReader[Record], error) {
+	rr, err := t.lines.NewReader(r, offset)
+	if err != nil {
+		return nil, err
+	}
+	return textReader{rr, t}, nil
+}
+
+type textReader struct {
+	rr file.RecordReader[string]
+	t  textRecords
+}
+
+func (t textReader) Read() (Record, int64, error) {
+	line, next, err := t.rr.Read()
+	if err != nil {
+		return Record{}, next, err
+	}
+	r := RawRecord([]byte(line), t.t.c)
+	if t.t.decode {
+		r, err = r.Decode(context.Background())
+	} else {
+		err = checkValue(context.Background(), t.t.c.Value, "", []byte(line))
+	}
+	if err != nil {
+		return Record{}, next, fmt.Errorf("%w: %s line: %w", file.ErrMalformed, t.t.name, err)
+	}
+	return r, next, nil
+}
+
+// lineFormat writes one record per line with a codec: the bytes as read
+// when the codec's Identity is the record's (encodeValue). A JSON value
+// whose bytes as read span lines is encoded again (on one line); another
+// format's value that holds a line break is an error.
+type lineFormat struct{ c format.Codec }
+
+func (l lineFormat) AppendRecord(dst []byte, r Record) ([]byte, error) {
+	start := len(dst)
+	out, err := encodeValue(context.Background(), l.c, "", dst, r)
+	if err != nil {
+		return dst[:start], fmt.Errorf("file sink: %w", err)
+	}
+	if bytes.ContainsAny(out[start:], "\r\n") {
+		if _, _, raw := r.Bytes(); !raw || (l.c.Identity() != "json" && l.c.Identity() != "json-object") {
+			return dst[:start], fmt.Errorf("file sink: a %s value with a line break cannot be written one per line", l.c.Identity())
+		}
+		dr, err := r.Decode(context.Background())
+		if err != nil {
+			return dst[:start], fmt.Errorf("file sink: %w", err)
+		}
+		if out, err = l.c.Encode(context.Background(), "", out[:start], dr.Value()); err != nil {
+			return dst[:start], fmt.Errorf("file sink: %w", err)
+		}
+	}
+	return append(out, '\n'), nil
+}
