@@ -10,6 +10,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -275,5 +276,65 @@ func TestKafkaRawPassThrough(t *testing.T) {
 	}
 	if len(got) != count {
 		t.Fatalf("%d records in the output, want %d", len(got), count)
+	}
+}
+
+// TestFileMetaAndLineFormats: file records carry meta.path and
+// meta.offset (the line's byte offset); format: string lines pass to a
+// format: raw sink unchanged (not JSON), and a json sink writes the
+// input lines byte for byte when no transform changes them.
+func TestFileMetaAndLineFormats(t *testing.T) {
+	in := t.TempDir()
+	a := "{\"id\": 1}\n{\"id\":  2}\n"
+	b := "{\"id\": 3}\n"
+	writeFile := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile("a.jsonl", a)
+	writeFile("b.jsonl", b)
+	for _, c := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"meta", `transforms:
+  - filter: meta.path endsWith "a.jsonl"
+  - map: '{"id": id, "off": meta.offset}'
+`, []string{`{"id":1,"off":0}`, `{"id":2,"off":10}`}},
+		{"pass-through", "", []string{`{"id":  2}`, `{"id": 1}`, `{"id": 3}`}},
+		{"string to raw", "", []string{`{"id":  2}`, `{"id": 1}`, `{"id": 3}`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srcFormat, sinkFormat := "json", "json"
+			if c.name == "string to raw" {
+				srcFormat, sinkFormat = "string", "raw"
+			}
+			out := t.TempDir()
+			file := writePipeline(t, t.TempDir(), fmt.Sprintf(`name: files
+checkpoint:
+  interval: 100ms
+source:
+  type: file
+  options:
+    paths:
+      - ${IN}
+    format: %s
+%ssink:
+  type: file
+  options:
+    path: ${OUT}
+    format: %s
+`, srcFormat, c.extra, sinkFormat))
+			r := run(t, []string{"IN=" + in, "OUT=" + out}, "run", "--progress", "off", file)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s", r.code, r.stderr)
+			}
+			got := committedLines(t, out)
+			want := slices.Sorted(slices.Values(c.want))
+			if !slices.Equal(got, want) {
+				t.Fatalf("output %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -35,53 +35,30 @@ func checkLineFormat(v any) error {
 	return nil
 }
 
-// fileSourceFormat is the file source's format: JSON objects per line
-// (decoded as today: malformed lines name their line and column), or for
-// the other line formats each line's bytes, decoded when decode is set
-// and checked otherwise.
+// fileSourceFormat is the file source's format: each line's bytes (blank
+// lines skipped), decoded with the format's codec when decode is set and
+// checked otherwise, so that a malformed line follows on-malformed either
+// way.
 func fileSourceFormat(o Options, decode bool) (file.Format[Record], error) {
 	name, _ := valueFormat(o)
-	if name == "json" {
-		return jsonObjects{file.JSONLines[map[string]any]()}, nil
-	}
 	codecs, err := sourceCodecs(o)
 	if err != nil {
 		return nil, err
 	}
-	return textRecords{lines: file.TextLines(), c: codecs, name: name, decode: decode}, nil
-}
-
-// jsonObjects reads JSON lines into records.
-type jsonObjects struct{ f file.Format[map[string]any] }
-
-func (j jsonObjects) Splittable() bool { return j.f.Splittable() }
-
-func (j jsonObjects) NewReader(r io.Reader, offset int64) (file.RecordReader[Record], error) {
-	rr, err := j.f.NewReader(r, offset)
-	if err != nil {
-		return nil, err
+	what := name
+	if name == "json" {
+		what = "JSON" // the error names a "JSON line", as before formats
 	}
-	return objectReader{rr}, nil
+	return textRecords{lines: file.TextLines(), c: codecs, what: what, decode: decode, skipBlank: name == "json"}, nil
 }
 
-type objectReader struct {
-	rr file.RecordReader[map[string]any]
-}
-
-func (o objectReader) Read() (Record, int64, error) {
-	v, next, err := o.rr.Read()
-	if err != nil {
-		return Record{}, next, err
-	}
-	return NewRecord(v), next, nil
-}
-
-// textRecords reads lines into records of another line format.
+// textRecords reads lines into records.
 type textRecords struct {
-	lines  file.Format[string]
-	c      *Codecs
-	name   string
-	decode bool
+	lines     file.Format[string]
+	c         *Codecs
+	what      string
+	decode    bool
+	skipBlank bool
 }
 
 func (t textRecords) Splittable() bool { return true }
@@ -100,20 +77,26 @@ type textReader struct {
 }
 
 func (t textReader) Read() (Record, int64, error) {
-	line, next, err := t.rr.Read()
-	if err != nil {
-		return Record{}, next, err
+	for {
+		line, next, err := t.rr.Read()
+		if err != nil {
+			return Record{}, next, err
+		}
+		if t.t.skipBlank && strings.TrimSpace(line) == "" {
+			continue
+		}
+		b := []byte(line)
+		r := RawRecord(b, t.t.c)
+		if t.t.decode {
+			r, err = r.Decode(context.Background())
+		} else {
+			err = checkValue(context.Background(), t.t.c.Value, "", b)
+		}
+		if err != nil {
+			return Record{}, next, file.MalformedError(b, fmt.Errorf("%s line: %w", t.t.what, err))
+		}
+		return r, next, nil
 	}
-	r := RawRecord([]byte(line), t.t.c)
-	if t.t.decode {
-		r, err = r.Decode(context.Background())
-	} else {
-		err = checkValue(context.Background(), t.t.c.Value, "", []byte(line))
-	}
-	if err != nil {
-		return Record{}, next, fmt.Errorf("%w: %s line: %w", file.ErrMalformed, t.t.name, err)
-	}
-	return r, next, nil
 }
 
 // lineFormat writes one record per line with a codec: the bytes as read
