@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/sluice-io/sluice/connectors/file"
 	"github.com/sluice-io/sluice/internal/format"
@@ -85,7 +86,9 @@ func (t textReader) Read() (Record, int64, error) {
 		if t.t.skipBlank && strings.TrimSpace(line) == "" {
 			continue
 		}
-		b := []byte(line)
+		// The line's own string, as bytes without a copy: records never
+		// write into their bytes (codecs read them, sinks copy them).
+		b := unsafe.Slice(unsafe.StringData(line), len(line))
 		r := RawRecord(b, t.t.c)
 		if t.t.decode {
 			r, err = r.Decode(context.Background())
