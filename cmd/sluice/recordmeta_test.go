@@ -338,3 +338,60 @@ source:
 		})
 	}
 }
+
+// TestKafkaSinkExpressionFailures: a sink expression that fails on a
+// record follows the pipeline's on-error: fail fails the job at once
+// naming the sink, the option, the record's position and the error;
+// dead-letter sends the record to the dead-letter sink and writes every
+// other one, each exactly once.
+func TestKafkaSinkExpressionFailures(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	const count = 200
+	in := kafkaTopic(t, brokers, nil)
+	var recs []*kgo.Record
+	for i := range count {
+		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, `{"id": %d}`, i)})
+	}
+	produceRecs(t, brokers, in, recs)
+	sinkOpts := "    partition: 'id % 10 == 3 ? \"x\" : 0'\n"
+
+	out := kafkaTopic(t, brokers, nil)
+	file := writePipeline(t, t.TempDir(), kafkaToKafka("    bounded: true\n", "", sinkOpts))
+	r := run(t, []string{"NAME=exprfail", "CKPT=" + t.TempDir(), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out}, "run", "--progress", "off", file)
+	checkFailedFast(t, r, `sink "kafka-sink" option partition at topic "${IN}" partition`, "returned x (string), want an integer from 0")
+
+	out = kafkaTopic(t, brokers, nil)
+	dir := t.TempDir()
+	dead := filepath.Join(dir, "dead")
+	file = writePipeline(t, dir, kafkaToKafka("    bounded: true\n", "", sinkOpts)+`on-error: dead-letter
+dead-letter:
+  type: file
+  options:
+    path: ${DEAD}
+`)
+	r = run(t, []string{"NAME=exprdead", "CKPT=" + t.TempDir(), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "DEAD=" + dead}, "run", "--progress", "off", file)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	seen := map[int64]int{}
+	for _, rec := range readTopic(t, brokers, out, -1) {
+		var id int64
+		if _, err := fmt.Sscanf(string(rec.Value), `{"id": %d}`, &id); err != nil || id%10 == 3 || rec.Partition != 0 {
+			t.Fatalf("output record %q in partition %d", rec.Value, rec.Partition)
+		}
+		seen[id]++
+	}
+	eachCommittedRecord(t, dead, func(name string, rec map[string]any) {
+		r, _ := rec["record"].(map[string]any)
+		id, _ := r["id"].(float64)
+		if int64(id)%10 != 3 || !strings.Contains(fmt.Sprint(rec["error"]), "option partition") || !strings.HasPrefix(fmt.Sprint(rec["split"]), in+"-") {
+			t.Fatalf("%s: dead letter %v", name, rec)
+		}
+		seen[int64(id)]++
+	})
+	for i := range int64(count) {
+		if seen[i] != 1 {
+			t.Fatalf("record %d: %d times in output and dead letters, want once", i, seen[i])
+		}
+	}
+}

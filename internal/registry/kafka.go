@@ -74,7 +74,7 @@ func init() {
 				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
 		}, kafkaSinkOptions...), kafkaSinkExprOptions...), formatOptions("format of keys a key expression returns that are neither a string nor bytes (default string); keys as read, strings and bytes are written unchanged")...)), // kafkasink.go, kafkasec.go, sinkexpr.go, formatopts.go
 		Validate:      allValid(kafkaSinkValidate, validateKafkaSecurity, validateFormats, validateSinkExprs),
-		ReadsValue:    sinkExprsReadValue,
+		Step:          kafkaSinkStep,
 		Delivery:      kafkaSinkDelivery,
 		CheckDelivery: kafkaSinkCheckDelivery,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
@@ -124,7 +124,10 @@ func init() {
 			if err != nil {
 				return err
 			}
-			stream.SinkTo(exprs.addTo(in, c.Name, kc), s, c.Name, stream.UID(c.UID))
+			if !c.StepApplied {
+				in = exprs.addTo(in, c.Name, kc)
+			}
+			stream.SinkTo(in, s, c.Name, stream.UID(c.UID))
 			return nil
 		},
 	})

@@ -188,8 +188,11 @@ func TestSinkExpressions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sinkExprsReadValue(opts) {
-		t.Error("the expressions read the value")
+	if step, reads, err := kafkaSinkStep("out", opts); step == nil || !reads || err != nil {
+		t.Errorf("Step: %v, %v, %v; want a step that reads the value", step != nil, reads, err)
+	}
+	if step, _, err := kafkaSinkStep("out", NewOptions(nil)); step != nil || err != nil {
+		t.Errorf("Step without expressions: %v, %v; want none", step != nil, err)
 	}
 	kr := &kgo.Record{Topic: "in", Key: []byte("old"), Value: []byte(`{"id": 7, "user": "u7"}`)}
 	r := KafkaRecord(kr, &Codecs{Value: codec(t, "json")})

@@ -255,6 +255,10 @@ type BuildContext struct {
 	// follows its on-malformed policy). When false it may emit the bytes
 	// undecoded (Record.Bytes), checked but not decoded.
 	DecodeValues bool
+	// StepApplied tells a sink that the pipeline runs its Step before
+	// it; a sink with a Step that is not told so applies it itself
+	// (failing the job on a record it fails on).
+	StepApplied bool
 }
 
 // Source is a registered source connector.
@@ -303,10 +307,14 @@ type Sink struct {
 	// delivery guarantee; an *OptionError is reported at the line of the
 	// option it names, another error at the sink's.
 	CheckDelivery func(d Delivery, o Options) error
-	// ReadsValue reports whether the sink, so configured, reads the
-	// records' values other than to encode them (an expression option);
-	// optional, nil = never.
-	ReadsValue func(Options) bool
+	// Step, if set, returns the sink's per-record work that can fail on
+	// a record (the Kafka sink's key, headers, partition and timestamp
+	// expressions) as a function the pipeline runs before the sink, under
+	// its on-error policy (then it sets BuildContext.StepApplied); nil
+	// step = none; name is the sink's (for errors). readsValue reports
+	// whether it reads the records' values (so the source must decode
+	// them).
+	Step func(name string, o Options) (step func(Record) (Record, error), readsValue bool, err error)
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }

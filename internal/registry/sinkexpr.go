@@ -66,19 +66,38 @@ func validateSinkExprs(o Options) error {
 	return err
 }
 
-// sinkExprsReadValue reports whether an expression of the sink reads the
-// records' values (so the source must decode them).
-func sinkExprsReadValue(o Options) bool {
+// kafkaSinkStep is the Kafka sink's Step: its expressions, nil when none
+// is set.
+func kafkaSinkStep(name string, o Options) (func(Record) (Record, error), bool, error) {
 	e, err := compileSinkExprs(o)
+	if err != nil || e.none() {
+		return nil, false, err
+	}
+	kf := o.String("key.format")
+	if kf == "" {
+		kf = "string"
+	}
+	kc, err := newCodec(o, format.Key, kf, "key.format")
 	if err != nil {
-		return true
+		return nil, false, err
 	}
-	for _, x := range []*Expr{e.key, e.headers, e.partition, e.timestamp} {
-		if x != nil && x.ReadsValue() {
-			return true
+	return e.step(name, kc), e.readsValue(), nil
+}
+
+func (e *sinkExprs) none() bool {
+	return e.key == nil && e.headers == nil && e.partition == nil && e.timestamp == nil
+}
+
+// step applies the expressions to a record; its error is a
+// *SinkExprError.
+func (e *sinkExprs) step(sink string, keyCodec format.Codec) func(Record) (Record, error) {
+	return func(r Record) (Record, error) {
+		out, opt, err := e.apply(r, keyCodec)
+		if err != nil {
+			return r, &SinkExprError{Sink: sink, Option: opt, Pos: r.Pos().Resolve(), Err: err}
 		}
+		return out, nil
 	}
-	return false
 }
 
 // SinkExprError is the run-time failure of a sink's expression on one
@@ -106,16 +125,10 @@ func (e *SinkExprError) Is(target error) bool { return target == restart.ErrUnre
 // addTo returns in with the expressions applied (in itself when none is
 // set), by an operator named <sink>-meta.
 func (e *sinkExprs) addTo(in stream.DataStream[Record], sink string, keyCodec format.Codec) stream.DataStream[Record] {
-	if e.key == nil && e.headers == nil && e.partition == nil && e.timestamp == nil {
+	if e.none() {
 		return in
 	}
-	return stream.TryMap(in, func(r Record) (Record, error) {
-		out, opt, err := e.apply(r, keyCodec)
-		if err != nil {
-			return r, &SinkExprError{Sink: sink, Option: opt, Pos: r.Pos().Resolve(), Err: err}
-		}
-		return out, nil
-	}, stream.Name(sink+"-meta"))
+	return stream.TryMap(in, e.step(sink, keyCodec), stream.Name(sink+"-meta"))
 }
 
 func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, error) {

@@ -52,6 +52,9 @@ const (
 	Map    Kind = "map"    // replace each record by Expr, which must yield an object
 	Select Kind = "select" // keep only Fields
 	Rename Kind = "rename" // rename fields: Renames[i] = {from, to}
+	// SinkStep is a sink's per-record work (registry.Sink.Step), run as
+	// the last step under the pipeline's on-error policy (FuncStep).
+	SinkStep Kind = "sink-step"
 )
 
 // Step is one transform as written in a pipeline.
@@ -80,8 +83,19 @@ var ErrRenameOverwrite = errors.New("rename would overwrite an existing field")
 // use.
 type Compiled struct {
 	Step
-	expr *registry.Expr
-	from map[string]bool // a Rename's source fields
+	expr    *registry.Expr
+	from    map[string]bool // a Rename's source fields
+	fn      func(Record) (Record, error)
+	fnReads bool // fn reads the value
+}
+
+// FuncStep returns a SinkStep step (s.Kind is set) that applies fn to
+// each record; readsValue says whether fn reads the records' values. fn's
+// errors are handled by s.OnError like a transform's; they should name
+// the record's position themselves.
+func FuncStep(s Step, fn func(Record) (Record, error), readsValue bool) *Compiled {
+	s.Kind = SinkStep
+	return &Compiled{Step: s, fn: fn, fnReads: readsValue}
 }
 
 // Compile checks and compiles a step. Its error describes the problem
@@ -178,8 +192,11 @@ func (e *Error) Is(target error) bool { return target == restart.ErrUnrecoverabl
 // ReadsValue reports whether the step reads the records' values (a
 // filter or map whose expression reads only meta does not).
 func (c *Compiled) ReadsValue() bool {
-	if c.expr != nil {
+	switch {
+	case c.expr != nil:
 		return c.expr.ReadsValue()
+	case c.fn != nil:
+		return c.fnReads
 	}
 	return true
 }
@@ -245,6 +262,8 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 		return r, err
 	}
 	switch c.Kind {
+	case SinkStep:
+		return c.fn(r)
 	case Map:
 		v, err := c.expr.Run(r)
 		if err != nil {
