@@ -99,7 +99,7 @@ func init() {
 					return WithPosition(r, Position{Split: p.Split, File: p.File, Offset: p.Offset})
 				}))
 			}
-			f, err := fileSourceFormat(c.Options, c.DecodeValues)
+			f, err := fileSourceFormat(c.Options, c.DecodeValues, c.ValuesReplaced)
 			if err != nil {
 				return stream.DataStream[Record]{}, err
 			}

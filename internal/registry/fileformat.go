@@ -39,9 +39,15 @@ func checkLineFormat(v any) error {
 // fileSourceFormat is the file source's format: each line's bytes (blank
 // lines skipped), decoded with the format's codec when decode is set and
 // checked otherwise, so that a malformed line follows on-malformed either
-// way.
-func fileSourceFormat(o Options, decode bool) (file.Format[Record], error) {
+// way. JSON lines whose values a transform replaces are decoded straight
+// from the read buffer, without keeping their bytes.
+func fileSourceFormat(o Options, decode, replaced bool) (file.Format[Record], error) {
 	name, _ := valueFormat(o)
+	if name == "json" && decode && replaced {
+		// Decoded straight from the read buffer (no copy of the line):
+		// the records have no bytes, so a sink encodes them.
+		return jsonObjects{file.JSONLines[map[string]any]()}, nil
+	}
 	codecs, err := sourceCodecs(o)
 	if err != nil {
 		return nil, err
@@ -51,6 +57,31 @@ func fileSourceFormat(o Options, decode bool) (file.Format[Record], error) {
 		what = "JSON" // the error names a "JSON line", as before formats
 	}
 	return textRecords{lines: file.TextLines(), c: codecs, what: what, decode: decode, skipBlank: name == "json"}, nil
+}
+
+// jsonObjects reads JSON lines into decoded records.
+type jsonObjects struct{ f file.Format[map[string]any] }
+
+func (j jsonObjects) Splittable() bool { return j.f.Splittable() }
+
+func (j jsonObjects) NewReader(r io.Reader, offset int64) (file.RecordReader[Record], error) {
+	rr, err := j.f.NewReader(r, offset)
+	if err != nil {
+		return nil, err
+	}
+	return objectReader{rr}, nil
+}
+
+type objectReader struct {
+	rr file.RecordReader[map[string]any]
+}
+
+func (o objectReader) Read() (Record, int64, error) {
+	v, next, err := o.rr.Read()
+	if err != nil {
+		return Record{}, next, err
+	}
+	return NewRecord(v), next, nil
 }
 
 // textRecords reads lines into records.

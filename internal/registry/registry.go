@@ -255,6 +255,11 @@ type BuildContext struct {
 	// follows its on-malformed policy). When false it may emit the bytes
 	// undecoded (Record.Bytes), checked but not decoded.
 	DecodeValues bool
+	// ValuesReplaced tells a source that a transform replaces every
+	// record's value (a map, select or rename), so bytes it keeps with
+	// decoded values would never be written: it may decode without
+	// keeping them.
+	ValuesReplaced bool
 	// StepApplied tells a sink that the pipeline runs its Step before
 	// it; a sink with a Step that is not told so applies it itself
 	// (failing the job on a record it fails on).

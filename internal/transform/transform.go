@@ -215,6 +215,17 @@ func ReadsValue(steps []*Compiled) bool {
 	return false
 }
 
+// ReplacesValue reports whether a step replaces every record's value (a
+// map, select or rename): bytes a source keeps would never be written.
+func ReplacesValue(steps []*Compiled) bool {
+	for _, c := range steps {
+		if c.Kind == Map || c.Kind == Select || c.Kind == Rename {
+			return true
+		}
+	}
+	return false
+}
+
 // ReadsMeta reports whether any step reads meta.
 func ReadsMeta(steps []*Compiled) bool {
 	for _, c := range steps {
