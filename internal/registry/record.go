@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -270,28 +269,7 @@ func (r Record) WithPos(p PosRef) Record {
 	return r
 }
 
-// errUndecoded is returned where a decoded value is needed and the
-// record has none.
-var errUndecoded = errors.New("record value not decoded")
-
-// DecodedObject returns r decoded (see Decode; with
-// context.Background: codecs that look schemas up bound their own
-// requests) and its value as an object; an error if it is not one.
-func (r Record) DecodedObject() (Record, map[string]any, error) {
-	r, err := r.Decode(context.Background())
-	if err != nil {
-		return r, nil, err
-	}
-	m, ok := r.val.(map[string]any)
-	if !ok {
-		if r.val == undecoded {
-			return r, nil, errUndecoded
-		}
-		return r, nil, fmt.Errorf("the value is a %s, not an object", kindName(r.val))
-	}
-	return r, m, nil
-}
-
+// kindName names a value's kind for errors (never its content).
 func kindName(v any) string {
 	switch v.(type) {
 	case nil:
