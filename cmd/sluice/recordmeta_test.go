@@ -395,3 +395,12 @@ dead-letter:
 		}
 	}
 }
+
+// TestKafkaRekeyExampleValidates: the example of metadata expressions is
+// a valid pipeline.
+func TestKafkaRekeyExampleValidates(t *testing.T) {
+	r := run(t, []string{"BROKERS=127.0.0.1:9092", "IN=in", "OUT=out", "CHECKPOINTS=/tmp/x"}, "validate", pipelines+"kafka-rekey.yaml")
+	if r.code != 0 || !strings.Contains(r.stdout, `ok: job "kafka-rekey": source kafka → filter → sink kafka (exactly-once, parallelism 2)`) {
+		t.Errorf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
