@@ -244,7 +244,7 @@ func TestRunPrint(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
-		want := registry.DatagenRecord(rec.ID)
+		want := registry.DatagenValue(rec.ID)
 		if seen[rec.ID] || rec.Greeting != "hello "+want["user"].(string) || rec.Big != (want["amount"].(int64) > 500) {
 			t.Errorf("bad or repeated line %q", l)
 		}
@@ -571,7 +571,7 @@ func checkOrdersOnce(t *testing.T, out string, count int64) (got, want int) {
 	t.Helper()
 	seen := readOutput(t, filepath.Join(out, "output"), "order")
 	for i := range count {
-		if registry.DatagenRecord(i)["amount"].(int64) < 500 {
+		if registry.DatagenValue(i)["amount"].(int64) < 500 {
 			continue
 		}
 		want++

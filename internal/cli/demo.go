@@ -116,7 +116,7 @@ func verifyDemo(dir string, n int64, complete bool) (demoReport, error) {
 					return fmt.Errorf("%s:%d: not a demo record: %q", f, line, sc.Text())
 				}
 				id := *r.ID
-				want := registry.DatagenRecord(id)
+				want := registry.DatagenValue(id)
 				if id < 0 || id >= n || id%2 != 0 || r.Cents != want["amount"].(int64)*100 || r.Customer != want["user"] {
 					return fmt.Errorf("%s:%d: wrong record %s", f, line, sc.Text())
 				}

@@ -621,19 +621,21 @@ func (a *App) progress(o runOptions, log *slog.Logger) (*cliui.Progress, time.Du
 func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logger, reg *metrics.Registry) error {
 	src, _ := a.Registry.Source(spec.Source.Type)
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
+	steps := spec.Steps()
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, Positions: transform.NeedsPositions(spec.Transforms)})
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, DecodeValues: transform.ReadsValue(steps), ValuesReplaced: transform.ReplacesValue(steps),
+		Positions: transform.NeedsPositions(steps) || transform.ReadsMeta(steps)})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}
 	var dead stream.DataStream[registry.Record]
-	if transform.NeedsPolicies(spec.Transforms, spec.SourceDeadLetters) || spec.DeadLetter != nil {
-		in, dead = transform.AddWithPolicies(in, spec.Transforms, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil})
+	if transform.NeedsPolicies(steps, spec.SourceDeadLetters) || spec.DeadLetter != nil {
+		in, dead = transform.AddWithPolicies(in, steps, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil})
 	} else {
-		in = transform.AddTo(in, spec.Transforms)
+		in = transform.AddTo(in, steps)
 	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log}, in); err != nil {
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
 	}
 	if dl := spec.DeadLetter; dl != nil {

@@ -32,7 +32,7 @@ func (p *parser) errorPolicies(s *Spec, root *yaml.Node, vals map[string]*yaml.N
 			s.OnError = pol
 		}
 	}
-	for _, c := range s.Transforms {
+	for _, c := range s.Steps() {
 		if c.OnError == "" {
 			c.OnError = s.OnError
 		}
@@ -59,6 +59,13 @@ func (p *parser) errorPolicies(s *Spec, root *yaml.Node, vals map[string]*yaml.N
 			line = onErrorNode.Line
 		}
 		senders = append(senders, sender{line, "transform " + c.Name})
+	}
+	if c := s.SinkStep; c != nil && c.OnError == registry.PolicyDeadLetter {
+		line := s.Sink.Line
+		if onErrorNode != nil {
+			line = onErrorNode.Line
+		}
+		senders = append(senders, sender{line, "sink " + s.Sink.Name + " (its expressions)"})
 	}
 
 	dn, hasDL := vals["dead-letter"]
@@ -99,10 +106,10 @@ func (p *parser) errorPolicies(s *Spec, root *yaml.Node, vals map[string]*yaml.N
 		}
 	}
 
-	if transform.NeedsPolicies(s.Transforms, s.SourceDeadLetters) {
+	if transform.NeedsPolicies(s.Steps(), s.SourceDeadLetters) {
 		reserved := []string{transform.RouteIn, transform.RouteMain, transform.RouteDead}
 		names := []string{s.Source.Name, s.Sink.Name}
-		for _, t := range s.Transforms {
+		for _, t := range s.Steps() {
 			names = append(names, t.Name)
 		}
 		if s.DeadLetter != nil {

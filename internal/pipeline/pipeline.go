@@ -127,6 +127,10 @@ type Spec struct {
 	Source     Connector
 	Transforms []*transform.Compiled
 	Sink       Connector
+	// SinkStep is the sink's per-record work that can fail on a record
+	// (registry.Sink.Step: the Kafka sink's expressions), run after the
+	// transforms under the pipeline's on-error policy; nil = none.
+	SinkStep *transform.Compiled
 
 	// OnError is the default policy of the transforms (on-error; each
 	// transform may set its own). DeadLetter is the sink of dead letters
@@ -155,6 +159,15 @@ type Spec struct {
 // MaxParallelism bounds a pipeline's parallelism: every subtask is a
 // goroutine with its own buffers and state.
 const MaxParallelism = 1024
+
+// Steps are the transforms and then the SinkStep, if any: what runs
+// between the source and the sink.
+func (s *Spec) Steps() []*transform.Compiled {
+	if s.SinkStep == nil {
+		return s.Transforms
+	}
+	return append(slices.Clip(s.Transforms), s.SinkStep)
+}
 
 // Load reads and parses a pipeline file. Relative paths in it (checkpoint
 // dir) are taken relative to the working directory, like any CLI argument.
@@ -649,6 +662,16 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 		}
 		if warning != "" {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: sink: %s", p.file, s.Sink.Line, warning))
+		}
+	}
+
+	if sk, ok := p.reg.Sink(s.Sink.Type); ok && sk.Step != nil && len(p.errs) == 0 {
+		fn, reads, err := sk.Step(s.Sink.Name, s.Sink.Options)
+		switch {
+		case err != nil:
+			p.errorf(&yaml.Node{Line: s.Sink.Line}, "sink", "%v", err)
+		case fn != nil:
+			s.SinkStep = transform.FuncStep(transform.Step{Name: s.Sink.Name + "-step", Where: fmt.Sprintf("%s:%d", p.file, s.Sink.Line)}, fn, reads)
 		}
 	}
 

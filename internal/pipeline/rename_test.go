@@ -19,7 +19,8 @@ func TestRenameOverwrite(t *testing.T) {
 	if len(s.Transforms) != 2 || s.Transforms[0].Overwrite || !s.Transforms[1].Overwrite {
 		t.Fatalf("got %+v, want two renames, the second with Overwrite", s.Transforms)
 	}
-	got, err := s.Transforms[0].Apply(transform.Record{"id": 1, "user": "u"})
+	gotr, err := s.Transforms[0].Apply(registry.NewRecord(transform.Object{"id": 1, "user": "u"}))
+	got, _ := gotr.Object()
 	if err != nil || got["id"] != "u" || got["user"] != 1 {
 		t.Errorf("swap: got %v, %v", got, err)
 	}

@@ -1,12 +1,15 @@
 package registry
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/print"
+	"github.com/sluice-io/sluice/internal/format"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -14,8 +17,11 @@ import (
 // DatagenRecord is the record datagen emits for index i: {"id": i,
 // "amount": i*37 mod 1000, "user": "user-<i mod 10>"}. It is deterministic,
 // so an output can be checked against the input.
-func DatagenRecord(i int64) Record {
-	return Record{"id": i, "amount": i * 37 % 1000, "user": fmt.Sprintf("user-%d", i%10)}
+func DatagenRecord(i int64) Record { return NewRecord(DatagenValue(i)) }
+
+// DatagenValue is the value of DatagenRecord(i).
+func DatagenValue(i int64) map[string]any {
+	return map[string]any{"id": i, "amount": i * 37 % 1000, "user": fmt.Sprintf("user-%d", i%10)}
 }
 
 // MaxSplits bounds datagen's splits option (each split is state in every
@@ -65,18 +71,25 @@ func init() {
 			if c.Options.String("target") == "stderr" || w == nil {
 				w = os.Stderr
 			}
-			lines := stream.Map(in, encodeJSON, stream.Name(c.Name+"-encode"))
+			lines := stream.Map(in, encodeJSONLine, stream.Name(c.Name+"-encode"))
 			stream.SinkTo(lines, print.New[string](print.To(w), print.Prefix(c.Options.String("prefix"))), c.Name, stream.UID(c.UID))
 			return nil
 		},
 	})
 }
 
-// encodeJSON renders a record as one line of JSON. Records come from JSON
-// or from datagen, so encoding cannot fail short of a bug; a failure is
-// rendered as a JSON error object rather than dropped silently.
-func encodeJSON(r Record) string {
-	b, err := json.Marshal(r)
+// printCodec is the print sink's format: JSON, any value.
+var printCodec, _ = format.Builtin().New("json", format.Config{AnyJSON: true})
+
+// encodeJSONLine renders a record's value as one line of JSON: its bytes
+// as read when they are JSON (an object) already, without a line break. A
+// failure is rendered as a JSON error object rather than dropped
+// silently.
+func encodeJSONLine(r Record) string {
+	if b, c, ok := r.Bytes(); ok && (c.Identity() == "json-object" || c.Identity() == "json") && !bytes.ContainsAny(b, "\r\n") {
+		return string(b)
+	}
+	b, err := encodeValue(context.Background(), printCodec, "", nil, r)
 	if err != nil {
 		b, _ = json.Marshal(map[string]string{"error": err.Error()})
 	}

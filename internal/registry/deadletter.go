@@ -39,24 +39,18 @@ type DeadLetter struct {
 	File     string // the source file, where known
 	Offset   int64  // the byte offset in File or the split; -1 when unknown
 	Raw      []byte // the original bytes (records a source could not decode)
-	Input    Record // the record the transform failed on
+	Input    any    // the value of the record the transform failed on; nil = none
 }
 
-// deadLetterKey marks a Record that carries a *DeadLetter from a source
-// to the transforms. No decoded JSON value is a *DeadLetter, so input
-// cannot forge the mark.
-const deadLetterKey = "\x00sluice.dead-letter"
-
 // MarkDeadLetter returns a record that carries d through a source's
-// output; [DeadLetterOf] finds it again.
-func MarkDeadLetter(d *DeadLetter) Record { return Record{deadLetterKey: d} }
+// output; [DeadLetterOf] finds it again. The mark is the record's value
+// being the *DeadLetter, which no decoded value is, so input cannot forge
+// it.
+func MarkDeadLetter(d *DeadLetter) Record { return Record{val: d} }
 
 // DeadLetterOf returns the dead letter r carries, if any.
 func DeadLetterOf(r Record) (*DeadLetter, bool) {
-	if len(r) != 1 {
-		return nil, false
-	}
-	d, ok := r[deadLetterKey].(*DeadLetter)
+	d, ok := r.val.(*DeadLetter)
 	return d, ok
 }
 
@@ -65,8 +59,11 @@ func DeadLetterOf(r Record) (*DeadLetter, bool) {
 // "record" (the input record of a failed transform) and "raw" (the bytes
 // a source could not decode, as a string if they are valid UTF-8, else as
 // "raw_base64").
-func (d *DeadLetter) Record() Record {
-	r := Record{"error": d.Error, "operator": d.Operator}
+func (d *DeadLetter) Record() Record { return NewRecord(d.Object()) }
+
+// Object is the value of [DeadLetter.Record].
+func (d *DeadLetter) Object() map[string]any {
+	r := map[string]any{"error": d.Error, "operator": d.Operator}
 	if d.Split != "" {
 		r["split"] = d.Split
 	}
@@ -139,12 +136,6 @@ func (p *Position) Line() int64 {
 	return file.LineAt(p.File, p.Offset)
 }
 
-// positionKey carries a record's position (a PosRef's value: a *Position
-// or a *kgo.Record) from a source to the transforms
-// (BuildContext.Positions). No decoded JSON value is either, so input
-// cannot forge it.
-const positionKey = "\x00sluice.position"
-
 // PosRef is where a source read a record as it attached it: a *Position,
 // or the Kafka record itself (which has its topic, partition and offset,
 // so attaching it allocates nothing), resolved into a Position only when
@@ -165,17 +156,12 @@ func (p PosRef) Resolve() *Position {
 	return nil
 }
 
-// WithPosition returns r carrying p; [TakePosition] finds it again. r is
-// changed (it is the source's new record).
-func WithPosition(r Record, p Position) Record {
-	return PutPosition(r, PosRef{&p})
-}
+// WithPosition returns r carrying p; [TakePosition] finds it again.
+func WithPosition(r Record, p Position) Record { return r.WithPos(PosRef{&p}) }
 
 // WithKafkaPosition returns r carrying rec's topic, partition and offset,
 // by reference to rec.
-func WithKafkaPosition(r Record, rec *kgo.Record) Record {
-	return PutPosition(r, PosRef{rec})
-}
+func WithKafkaPosition(r Record, rec *kgo.Record) Record { return r.WithPos(PosRef{rec}) }
 
 // PutPosition returns r carrying p (a step that passes a position on); r
 // unchanged if p is not Known.
@@ -183,24 +169,10 @@ func PutPosition(r Record, p PosRef) Record {
 	if p.v == nil {
 		return r
 	}
-	if r == nil {
-		r = Record{}
-	}
-	r[positionKey] = p.v
-	return r
+	return r.WithPos(p)
 }
 
-// TakePosition removes the position r carries, if any, and returns it, so
-// that r goes on as the record the source read.
-func TakePosition(r Record) PosRef {
-	v, ok := r[positionKey]
-	if !ok {
-		return PosRef{}
-	}
-	delete(r, positionKey)
-	switch v.(type) {
-	case *Position, *kgo.Record:
-		return PosRef{v}
-	}
-	return PosRef{}
-}
+// TakePosition returns the position r carries, if any. (A position is a
+// field of the record that expressions and sinks never see, so nothing
+// needs to be removed.)
+func TakePosition(r Record) PosRef { return r.pos }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/sluice-io/sluice/internal/format"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -18,10 +19,10 @@ import (
 func init() {
 	MustRegisterSink(Sink{
 		Name: "file",
-		Description: "Exactly-once JSON-lines part files under a directory (connectors/file). A part file is hidden " +
+		Description: "Exactly-once part files under a directory, one record per line in format (JSON lines by default) (connectors/file). A part file is hidden " +
 			"(.part-<job id>-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
 		ExactlyOnce: true,
-		Options: []Option{
+		Options: append([]Option{
 			{Name: "path", Type: String, Required: true, Description: "base directory of the part files"},
 			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<job id>-<subtask>-<counter><suffix>"},
 			{Name: "suffix", Type: String, Default: ".jsonl", Description: "part file name suffix"},
@@ -31,7 +32,8 @@ func init() {
 				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
 			{Name: "file-mode", Type: String, Default: "0600", Check: checkFileMode,
 				Description: "permission of the part files, octal (before the umask); directories the sink creates get x where r is set (0640 → 0750)"},
-		},
+		}, fileFormatOptions()...),
+		Validate:    validateFormats,
 		CheckSource: checkFileLoop,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			opts := []file.SinkOption{
@@ -50,7 +52,12 @@ func init() {
 			if n := c.Options.Int("compact-below"); n > 0 {
 				opts = append(opts, file.Compact(file.CompactStrategy{SizeThreshold: n}))
 			}
-			s, err := file.NewRowSink(c.Options.String("path"), file.JSONLinesFormat[Record](), opts...)
+			name, opt := valueFormat(c.Options)
+			codec, err := newCodec(c.Options, format.Value, name, opt)
+			if err != nil {
+				return err
+			}
+			s, err := file.NewRowSink(c.Options.String("path"), lineFormat{codec}, opts...)
 			if err != nil {
 				return err
 			}
@@ -61,18 +68,18 @@ func init() {
 
 	MustRegisterSource(Source{
 		Name:        "file",
-		Description: "Reads JSON-lines files (one object per line; .gz and .zst are decompressed) from files, directories or globs (connectors/file).",
-		Options: []Option{
+		Description: "Reads files with one record per line in format (JSON objects by default; .gz and .zst are decompressed) from files, directories or globs (connectors/file); records carry meta.path and meta.offset (the line's byte offset).",
+		Options: append([]Option{
 			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
 			{Name: "discovery", Type: Duration, Default: time.Duration(0), Check: AtLeast(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
-			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a line that is not a JSON object (or has invalid UTF-8 or a repeated key): fail fails the job at once (no restarts) naming file, line and an excerpt; skip skips it, counted in numRecordsInErrors and logged (rate-limited); dead-letter sends it, with file, split and offset, to the pipeline's dead-letter sink"},
-		},
-		Validate: func(o Options) error {
+			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a line the format cannot decode (json: not a JSON object, or invalid UTF-8 or a repeated key): fail fails the job at once (no restarts) naming file, line and an excerpt; skip skips it, counted in numRecordsInErrors and logged (rate-limited); dead-letter sends it, with file, split and offset, to the pipeline's dead-letter sink"},
+		}, fileFormatOptions()...),
+		Validate: allValid(func(o Options) error {
 			if o.Duration("discovery") < 0 {
 				return fmt.Errorf("discovery: must be >= 0")
 			}
 			return nil
-		},
+		}, validateFormats),
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			opts := []file.SourceOption{file.SourceLogger(c.Logger)}
 			if d := c.Options.Duration("discovery"); d > 0 {
@@ -92,7 +99,11 @@ func init() {
 					return WithPosition(r, Position{Split: p.Split, File: p.File, Offset: p.Offset})
 				}))
 			}
-			src := file.NewSource(file.JSONLines[Record](), c.Options.Strings("paths"), opts...)
+			f, err := fileSourceFormat(c.Options, c.DecodeValues, c.ValuesReplaced)
+			if err != nil {
+				return stream.DataStream[Record]{}, err
+			}
+			src := file.NewSource(f, c.Options.Strings("paths"), opts...)
 			if err := src.Err(); err != nil {
 				return stream.DataStream[Record]{}, err
 			}

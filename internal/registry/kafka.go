@@ -2,9 +2,11 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 
 	"github.com/sluice-io/sluice/connectors/kafka"
+	"github.com/sluice-io/sluice/internal/format"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -14,14 +16,14 @@ import (
 func init() {
 	MustRegisterSource(Source{
 		Name:        "kafka",
-		Description: "Reads JSON objects from Kafka topics, one split per partition (connectors/kafka).",
-		Options: withKafkaSecurity(append([]Option{
+		Description: "Reads records from Kafka topics (values in format, JSON objects by default; key, headers, timestamp, topic, partition and offset as meta), one split per partition (connectors/kafka).",
+		Options: withKafkaSecurity(append(append([]Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
 				Description: "how long the brokers may be unreachable (no connection, no answer) before the source fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
-			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a value that is not a JSON object: fail fails the job at once (no restarts) naming topic, partition and offset; skip skips it, counted in numRecordsInErrors and logged; dead-letter sends it, with topic, partition and offset, to the pipeline's dead-letter sink"},
-		}, kafkaSourceStartOptions...)),
-		Validate:    allValid(validateKafkaSource, validateKafkaSecurity),
+			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a value the format cannot decode (json: not a JSON object): fail fails the job at once (no restarts) naming topic, partition and offset; skip skips it, counted in numRecordsInErrors and logged; dead-letter sends it, with topic, partition and offset, to the pipeline's dead-letter sink"},
+		}, kafkaSourceStartOptions...), formatOptions("format of the record keys, decoded when an expression reads meta.key: string (the default), raw (bytes), json, …")...)),
+		Validate:    allValid(validateKafkaSource, validateKafkaSecurity, validateFormats),
 		DeadLetters: func(o Options) bool { return Policy(o.String("on-malformed")) == PolicyDeadLetter },
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			opts, err := kafkaSourceStart(c.Options)
@@ -42,10 +44,12 @@ func init() {
 			if d := c.Options.Duration("connect-timeout"); d > 0 {
 				opts = append(opts, kafka.SourceConnectTimeout(d))
 			}
-			deser := kafka.JSONDeserializer[Record]()
-			if c.Positions {
-				deser = kafkaPositions(deser)
+			codecs, err := sourceCodecs(c.Options)
+			if err != nil {
+				return stream.DataStream[Record]{}, err
 			}
+			vf, _ := valueFormat(c.Options)
+			deser := kafkaRecords(codecs, vf, c.DecodeValues)
 			switch Policy(c.Options.String("on-malformed")) {
 			case PolicySkip:
 				opts = append(opts, kafka.OnMalformedRecord(kafka.SkipOnError))
@@ -64,17 +68,18 @@ func init() {
 
 	MustRegisterSink(Sink{
 		Name:        "kafka",
-		Description: "Writes records as JSON to a Kafka topic; exactly-once with one transaction per checkpoint per subtask (connectors/kafka).",
+		Description: "Writes records to a Kafka topic (values in format; key, headers and timestamp as read unless the key, headers, timestamp options set them); exactly-once with one transaction per checkpoint per subtask (connectors/kafka).",
 		ExactlyOnce: true,
-		Options: withKafkaSecurity(append([]Option{
+		Options: withKafkaSecurity(append(append(append([]Option{
 			{Name: "brokers", Type: Strings, Required: true, Description: "bootstrap brokers, host:port"},
 			{Name: "topic", Type: String, Required: true, Description: "topic to write"},
 			{Name: "connect-timeout", Type: Duration, Default: kafka.DefaultConnectTimeout, Check: Positive,
 				Description: "how long the brokers may be unreachable (no connection, no answer) before the sink fails (then the job restarts per its restart strategy); an unreachable broker is logged at once (WARN, naming it), every 10s while it stays down, and when it is back"},
 			{Name: "transactional-id-prefix", Type: String, Default: "",
 				Description: "prefix of the transactional ids (exactly-once); empty = sluice-<job id>-<sink name>, unique per job and stable across restores; a prefix set here must be unique among live jobs (a second job on it refuses to start)"},
-		}, kafkaSinkOptions...)), // kafkasink.go, kafkasec.go
-		Validate:      allValid(kafkaSinkValidate, validateKafkaSecurity),
+		}, kafkaSinkOptions...), kafkaSinkExprOptions...), formatOptions("format of keys a key expression returns that are neither a string nor bytes (default string); keys as read, strings and bytes are written unchanged")...)), // kafkasink.go, kafkasec.go, sinkexpr.go, formatopts.go
+		Validate:      allValid(kafkaSinkValidate, validateKafkaSecurity, validateFormats, validateSinkExprs),
+		Step:          kafkaSinkStep,
 		Delivery:      kafkaSinkDelivery,
 		CheckDelivery: kafkaSinkCheckDelivery,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
@@ -101,9 +106,36 @@ func init() {
 			if prefix := c.Options.String("transactional-id-prefix"); prefix != "" {
 				opts = append(opts, kafka.TransactionalIDPrefix(prefix))
 			}
-			s, err := kafka.NewSink(c.Options.Strings("brokers"), kafka.JSONSerializer[Record](), opts...)
+			name, opt := valueFormat(c.Options)
+			vc, err := newCodec(c.Options, format.Value, name, opt)
 			if err != nil {
 				return err
+			}
+			kf := c.Options.String("key.format")
+			if kf == "" {
+				kf = "string"
+			}
+			kc, err := newCodec(c.Options, format.Key, kf, "key.format")
+			if err != nil {
+				return err
+			}
+			exprs, err := compileSinkExprs(c.Options)
+			if err != nil {
+				return err
+			}
+			if exprs.partition != nil {
+				opts = append(opts, kafka.SinkClientOpts(kgo.RecordPartitioner(kgo.ManualPartitioner())))
+			}
+			topic := c.Options.String("topic")
+			ser := kafka.SerializerFunc[Record](func(r Record, kr *kgo.Record) error {
+				return kafkaSerialize(vc, topic, exprs.partition != nil, r, kr)
+			})
+			s, err := kafka.NewSink(c.Options.Strings("brokers"), ser, opts...)
+			if err != nil {
+				return err
+			}
+			if !c.StepApplied {
+				in = exprs.addTo(in, c.Name, kc)
 			}
 			stream.SinkTo(in, s, c.Name, stream.UID(c.UID))
 			return nil
@@ -111,18 +143,43 @@ func init() {
 	})
 }
 
-// kafkaPositions attaches the topic, partition and offset of every record
-// d decodes, by reference to the Kafka record (no allocation); it wraps the plain decoder, under the
-// malformed policy's wrapper, so a dead letter never carries one. The split's name is not formatted here: that
-// is done only for a record that fails (PosRef.Resolve).
-func kafkaPositions(d kafka.Deserializer[Record]) kafka.Deserializer[Record] {
-	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
-		v, err := d.Deserialize(r)
-		if err != nil {
-			return v, err
+// kafkaRecords makes a record of every Kafka record read, referencing it
+// (its key, headers and timestamp are the record's metadata, its topic,
+// partition and offset its position). With decode the value is decoded;
+// without, it is only checked (checkValue), so that a malformed value is
+// still the source's to handle.
+func kafkaRecords(c *Codecs, name string, decode bool) kafka.Deserializer[Record] {
+	return kafka.DeserializerFunc[Record](func(rec *kgo.Record) (Record, error) {
+		r := KafkaRecord(rec, c)
+		var err error
+		if decode {
+			r, err = r.Decode(context.Background())
+		} else {
+			err = checkValue(context.Background(), c.Value, rec.Topic, rec.Value)
 		}
-		return WithKafkaPosition(v, r), nil
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", name, err)
+		}
+		return r, nil
 	})
+}
+
+// kafkaSerialize sets kr from r: the value encoded with vc (or r's bytes
+// unchanged, see encodeValue), r's key, headers and timestamp, and with
+// partition r's partition.
+func kafkaSerialize(vc format.Codec, topic string, partition bool, r Record, kr *kgo.Record) error {
+	v, err := encodeValue(context.Background(), vc, topic, nil, r)
+	if err != nil {
+		return err
+	}
+	kr.Value = v
+	kr.Key = r.Key()
+	kr.Headers = r.Headers()
+	kr.Timestamp = r.Timestamp()
+	if partition {
+		kr.Partition = r.Partition()
+	}
+	return nil
 }
 
 // kafkaDeadLetters turns a value d cannot decode into a dead letter
@@ -147,7 +204,7 @@ func kafkaUnrecoverable(d kafka.Deserializer[Record]) kafka.Deserializer[Record]
 	return kafka.DeserializerFunc[Record](func(r *kgo.Record) (Record, error) {
 		v, err := d.Deserialize(r)
 		if err != nil {
-			return nil, unrecoverable{err}
+			return v, unrecoverable{err}
 		}
 		return v, nil
 	})

@@ -64,7 +64,7 @@ func TestKafkaSourceDeadLetters(t *testing.T) {
 	if !src.DeadLetters(opts) {
 		t.Fatal("DeadLetters is false for on-malformed: dead-letter")
 	}
-	recs, err := src.Build(BuildContext{Env: env, Name: "from-kafka", Logger: log, Options: opts})
+	recs, err := src.Build(BuildContext{Env: env, Name: "from-kafka", Logger: log, Options: opts, DecodeValues: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +83,10 @@ func TestKafkaSourceDeadLetters(t *testing.T) {
 	}
 	seen := make([]int, n)
 	for _, r := range mainStore.Committed() {
-		seen[r["id"].(int64)]++
+		seen[r.Value().(map[string]any)["id"].(int64)]++
 	}
-	for _, d := range deadStore.Committed() {
+	for _, dr := range deadStore.Committed() {
+		d, _ := dr.Object()
 		raw, _ := d["raw"].(string)
 		var id int
 		if _, err := fmt.Sscanf(raw, `{"id": %d`, &id); err != nil || id%100 != 13 {

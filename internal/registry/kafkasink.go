@@ -33,7 +33,7 @@ var kafkaSinkOptions = []Option{
 	{Name: "sink.transaction-slots", Type: Int, Default: int64(5), Check: Between(2, 64),
 		Description: "exactly-once: transactional ids per subtask, each reused once its checkpoint committed"},
 	{Name: "sink.partitioner", Type: Enum, Values: []string{"default", "hash-key", "round-robin", "sticky"}, Default: "default",
-		Description: "partition of each record: default = Kafka's (murmur2 of the key; records without a key, as all from the CLI today, stick to one partition per batch); hash-key = the same, Flink's name; round-robin = the next partition for each record; sticky = one partition per batch, keys ignored"},
+		Description: "partition of each record: default = Kafka's (murmur2 of the key; records without a key stick to one partition per batch); hash-key = the same, Flink's name; round-robin = the next partition for each record; sticky = one partition per batch, keys ignored; not with a partition expression"},
 	kafkaPropsOption(propProducer), // properties.*: kafkaprops.go
 }
 
@@ -117,7 +117,7 @@ func kafkaSinkProducerOptions(c BuildContext) []kafka.SinkOption {
 	if o.Has("properties.linger.ms") {
 		opts = append(opts, kafka.ProducerLinger(time.Duration(o.Int("properties.linger.ms"))*time.Millisecond))
 	}
-	if o.Has("sink.partitioner") {
+	if o.Has("sink.partitioner") && o.String("partition") == "" { // a partition expression partitions (sinkexpr.go)
 		opts = append(opts, kafka.RecordPartitioner(kafka.Partitioner(o.String("sink.partitioner"))))
 	}
 	if o.Has("sink.transaction-timeout") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/kafka"
+	"github.com/sluice-io/sluice/internal/format"
 )
 
 func TestParseSpecificOffsets(t *testing.T) {
@@ -156,5 +157,13 @@ func TestKafkaSourceStartModes(t *testing.T) {
 }
 
 func newKafkaTestSource(opts []kafka.SourceOption) (*kafka.Source[Record], error) {
-	return kafka.NewSource([]string{"127.0.0.1:1"}, kafka.JSONDeserializer[Record](), opts...)
+	return kafka.NewSource([]string{"127.0.0.1:1"}, kafkaRecords(&Codecs{Value: jsonCodec(nil)}, "json", true), opts...)
+}
+
+func jsonCodec(t *testing.T) format.Codec {
+	c, err := format.Builtin().New("json", format.Config{})
+	if err != nil && t != nil {
+		t.Fatal(err)
+	}
+	return c
 }

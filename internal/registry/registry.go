@@ -5,11 +5,15 @@
 // against the schemas, so errors name file, line and field, and `sluice
 // connectors` prints them.
 //
-// Records flowing through CLI pipelines are [Record]s: JSON objects decoded
-// into map[string]any by serde/jsonrecord (numbers from JSON are int64,
-// float64 or json.Number, whichever writes them back byte for byte; numbers
-// from datagen are int64). Sources produce them, transforms rewrite them, sinks encode
-// them (usually as one JSON object per line).
+// Records flowing through CLI pipelines are [Record]s: a value plus
+// metadata (Kafka key, headers, timestamp, topic, partition, offset; a
+// file's path and line offset). Values are JSON-like (package format;
+// from JSON, numbers are int64, float64 or json.Number, whichever writes
+// them back byte for byte; from datagen int64). Sources produce records,
+// keeping the bytes they read and decoding them only when a transform
+// reads the value (BuildContext.DecodeValues); transforms rewrite them;
+// sinks encode them with their format, or write the bytes as read when
+// the formats agree.
 //
 // An option named "<prefix>.*" (a family) takes every key under the prefix
 // that no other option of the connector declares: the Kafka connectors'
@@ -51,9 +55,6 @@ import (
 
 	"github.com/sluice-io/sluice/stream"
 )
-
-// Record is the record type of CLI pipelines: a JSON object.
-type Record = map[string]any
 
 // Kind tells sources from sinks.
 type Kind string
@@ -325,6 +326,20 @@ type BuildContext struct {
 	// transform expression or sink sees the record. Sources that cannot
 	// tell ignore it.
 	Positions bool
+	// DecodeValues tells a source that a transform or the sink reads the
+	// records' values: it decodes them (and a value it cannot decode
+	// follows its on-malformed policy). When false it may emit the bytes
+	// undecoded (Record.Bytes), checked but not decoded.
+	DecodeValues bool
+	// ValuesReplaced tells a source that a transform replaces every
+	// record's value (a map, select or rename), so bytes it keeps with
+	// decoded values would never be written: it may decode without
+	// keeping them.
+	ValuesReplaced bool
+	// StepApplied tells a sink that the pipeline runs its Step before
+	// it; a sink with a Step that is not told so applies it itself
+	// (failing the job on a record it fails on).
+	StepApplied bool
 }
 
 // Source is a registered source connector.
@@ -373,6 +388,14 @@ type Sink struct {
 	// delivery guarantee; an *OptionError is reported at the line of the
 	// option it names, another error at the sink's.
 	CheckDelivery func(d Delivery, o Options) error
+	// Step, if set, returns the sink's per-record work that can fail on
+	// a record (the Kafka sink's key, headers, partition and timestamp
+	// expressions) as a function the pipeline runs before the sink, under
+	// its on-error policy (then it sets BuildContext.StepApplied); nil
+	// step = none; name is the sink's (for errors). readsValue reports
+	// whether it reads the records' values (so the source must decode
+	// them).
+	Step func(name string, o Options) (step func(Record) (Record, error), readsValue bool, err error)
 	// Build ends in at c.Env with the sink.
 	Build func(c BuildContext, in stream.DataStream[Record]) error
 }

@@ -15,7 +15,7 @@ func BenchmarkFilter(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := Record{"id": int64(42), "amount": int64(731), "user": "user-6"}
+	r := rec(Object{"id": int64(42), "amount": int64(731), "user": "user-6"})
 	for b.Loop() {
 		if _, err := f.Keep(r); err != nil {
 			b.Fatal(err)
@@ -31,7 +31,7 @@ func BenchmarkFilterComparison(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		opts []expr.Option
-	}{{"plain", nil}, {"exact", numberOptions()}} {
+	}{{"plain", nil}, {"exact", registry.ExprNumberOptions()}} {
 		b.Run(c.name, func(b *testing.B) {
 			p, err := expr.Compile("amount > 100", append([]expr.Option{expr.AsBool()}, c.opts...)...)
 			if err != nil {
@@ -58,8 +58,8 @@ func BenchmarkFilterPosition(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keep := f.keepAt(false)
-	newRecord := func() Record { return Record{"id": int64(42), "amount": int64(731), "user": "user-6"} }
+	keep := f.keepAt
+	newRecord := func() Record { return rec(Object{"id": int64(42), "amount": int64(731), "user": "user-6"}) }
 	kafkaRec := &kgo.Record{Topic: "in", Partition: 1, Offset: 1234}
 	for _, c := range []struct {
 		name   string

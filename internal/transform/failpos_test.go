@@ -106,7 +106,8 @@ func checkFailPos(t *testing.T, res *stream.Result, err error, where string) {
 func checkNoPositions(t *testing.T, out []Record, n int) {
 	t.Helper()
 	seen := map[int64]bool{}
-	for _, r := range out {
+	for _, rr := range out {
+		r := obj(rr)
 		if len(r) != 3 || r["num"] != int64(1) {
 			t.Fatalf("output record %v: want id, num, amount only", r)
 		}

@@ -115,7 +115,7 @@ func (v *readsVisitor) Visit(node *ast.Node) {
 			}
 		}
 	case *ast.IdentifierNode:
-		if v.callees[n] || n.Value == "record" || n.Value == "$env" {
+		if v.callees[n] || n.Value == "record" || n.Value == "$env" || n.Value == "meta" {
 			return
 		}
 		v.reads = append(v.reads, n.Value)

@@ -68,7 +68,8 @@ func TestExactNumbers(t *testing.T) {
 		}
 	}
 	m := mustCompile(t, Step{Kind: Map, Name: "m", Expr: `{"big": big, "uno": uno, "k": k, "neg": neg, "i2": i * 2}`})
-	out, err := m.Apply(r)
+	outr, err := m.Apply(rec(r))
+	out := obj(outr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestExactNumbers(t *testing.T) {
 		t.Errorf("map output encoded as %s (%v), want %s", b, err, want)
 	}
 	f := mustCompile(t, Step{Kind: Filter, Name: "f", Expr: `big > 12345678901234567000.0 && uno == 1`})
-	if ok, err := f.Keep(r); !ok || err != nil {
+	if ok, err := f.Keep(rec(r)); !ok || err != nil {
 		t.Errorf("filter on exact numbers: got %v, %v", ok, err)
 	}
 	if reflect.DeepEqual(r["big"], r["big2"]) {
@@ -108,7 +109,7 @@ func asFloat(x any) float64 {
 // TestNonNumberLiterals: comparisons with string, bool and nil literals
 // are left to expr and mean what they meant.
 func TestNonNumberLiterals(t *testing.T) {
-	r := Record{"n": json.Number("1.0"), "s": "1.0", "b": true}
+	r := rec(Object{"n": json.Number("1.0"), "s": "1.0", "b": true})
 	for e, want := range map[string]bool{
 		`n == "1.0"`: false, // a number is not a string
 		`s == "1.0"`: true,

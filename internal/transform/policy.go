@@ -68,6 +68,7 @@ type PolicyOptions struct {
 // letter (dl), or neither (dropped: filtered out or skipped).
 type item struct {
 	r  Record
+	ok bool // r is a record
 	dl *registry.DeadLetter
 	// pos is where the source read the record, if it said
 	// (registry.WithPosition).
@@ -92,13 +93,13 @@ func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOp
 		if d, ok := registry.DeadLetterOf(r); ok {
 			return item{dl: d}
 		}
-		return item{r: r, pos: registry.TakePosition(r)}
+		return item{r: r, ok: true, pos: registry.TakePosition(r)}
 	}, stream.Name(RouteIn))
 	for _, c := range steps {
 		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
 	}
 	main = stream.FlatMap(s, func(it item, emit func(Record)) {
-		if it.r != nil {
+		if it.ok {
 			emit(it.r)
 		}
 	}, stream.Name(RouteMain))
@@ -124,7 +125,7 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 	warn := &rateLimitedLog{log: o.Logger, every: skipLogEvery}
 	policy := c.OnError
 	return func(it item) (item, error) {
-		if it.r == nil {
+		if !it.ok {
 			return it, nil
 		}
 		var err error
@@ -139,7 +140,7 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 		} else {
 			var out Record
 			if out, err = c.Apply(it.r); err == nil {
-				return item{r: out, pos: it.pos}, nil
+				return item{r: out, ok: true, pos: it.pos}, nil
 			}
 		}
 		switch policy {
@@ -153,7 +154,10 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 			if te, ok := errors.AsType[*Error](err); ok {
 				msg = te.Cause()
 			}
-			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r}
+			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r.Value()}
+			if te, ok := errors.AsType[*Error](err); ok && te.Input != nil {
+				d.Input = te.Input
+			}
 			if p := it.pos.Resolve(); p != nil {
 				d.Split, d.File, d.Offset = p.SplitName(), p.File, p.Offset
 			}

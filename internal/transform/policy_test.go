@@ -18,7 +18,7 @@ import (
 // and logged; under dead-letter a dead letter with the error, the
 // operator and the input record.
 func TestPolicyOnMissingField(t *testing.T) {
-	rec := Record{"id": int64(7)}
+	in := rec(Object{"id": int64(7)})
 	for _, pol := range []registry.Policy{registry.PolicyFail, registry.PolicySkip, registry.PolicyDeadLetter} {
 		t.Run(string(pol), func(t *testing.T) {
 			c, err := Compile(Step{Kind: Filter, Name: "big", Where: "p.yaml:4", Expr: "amount > 100", OnError: pol})
@@ -28,13 +28,13 @@ func TestPolicyOnMissingField(t *testing.T) {
 			reg := metrics.NewRegistry()
 			var logs bytes.Buffer
 			fn := c.policyStep(PolicyOptions{Metrics: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			if it, err := fn(item{r: Record{"amount": int64(150)}}); err != nil || it.r == nil {
+			if it, err := fn(item{r: rec(Object{"amount": int64(150)}), ok: true}); err != nil || !it.ok {
 				t.Fatalf("a good record: %+v, %v", it, err)
 			}
-			if it, err := fn(item{r: Record{"amount": int64(50)}}); err != nil || it.r != nil || it.dl != nil {
+			if it, err := fn(item{r: rec(Object{"amount": int64(50)}), ok: true}); err != nil || it.ok || it.dl != nil {
 				t.Fatalf("a filtered record: %+v, %v", it, err)
 			}
-			it, err := fn(item{r: rec})
+			it, err := fn(item{r: in, ok: true})
 			switch pol {
 			case registry.PolicyFail:
 				if err == nil {
@@ -52,7 +52,7 @@ func TestPolicyOnMissingField(t *testing.T) {
 					t.Errorf("error %q has several lines", err)
 				}
 			case registry.PolicySkip:
-				if err != nil || it.r != nil || it.dl != nil {
+				if err != nil || it.ok || it.dl != nil {
 					t.Fatalf("got %+v, %v; want a dropped record", it, err)
 				}
 				if n := reg.Sum(NumRecordsSkipped, "operator", "big"); n != 1 {
@@ -62,17 +62,17 @@ func TestPolicyOnMissingField(t *testing.T) {
 					t.Errorf("log: %s", logs.String())
 				}
 				for range 100 {
-					_, _ = fn(item{r: rec})
+					_, _ = fn(item{r: in, ok: true})
 				}
 				if n := strings.Count(logs.String(), "skipped a record"); n != 1 {
 					t.Errorf("%d warnings for 101 skipped records within 10s, want 1", n)
 				}
 			case registry.PolicyDeadLetter:
-				if err != nil || it.r != nil || it.dl == nil {
+				if err != nil || it.ok || it.dl == nil {
 					t.Fatalf("got %+v, %v; want a dead letter", it, err)
 				}
-				r := it.dl.Record()
-				if r["operator"] != "big" || !strings.Contains(r["error"].(string), "<nil> > int") || r["record"].(Record)["id"] != int64(7) {
+				r := it.dl.Object()
+				if r["operator"] != "big" || !strings.Contains(r["error"].(string), "<nil> > int") || r["record"].(Object)["id"] != int64(7) {
 					t.Errorf("dead letter %v", r)
 				}
 				if _, ok := r["offset"]; ok {
@@ -92,7 +92,7 @@ func TestPolicyOnMissingField(t *testing.T) {
 
 func TestDeadLetterRecord(t *testing.T) {
 	d := &registry.DeadLetter{Error: "bad", Operator: "src", Split: "a@0", File: "a", Offset: 12, Raw: []byte("{\"x\": \xff")}
-	r := d.Record()
+	r := d.Object()
 	if r["raw_base64"] != "eyJ4Ijog/w==" || r["offset"] != int64(12) || r["split"] != "a@0" {
 		t.Errorf("got %v", r)
 	}
@@ -103,7 +103,7 @@ func TestDeadLetterRecord(t *testing.T) {
 	if got, ok := registry.DeadLetterOf(m); !ok || got != d {
 		t.Errorf("DeadLetterOf(MarkDeadLetter(d)) = %v, %v", got, ok)
 	}
-	if _, ok := registry.DeadLetterOf(Record{"\x00sluice.dead-letter": "forged"}); ok {
+	if _, ok := registry.DeadLetterOf(rec(Object{"\x00sluice.dead-letter": "forged"})); ok {
 		t.Error("a decoded record passes for a dead letter")
 	}
 }

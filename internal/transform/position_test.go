@@ -81,14 +81,16 @@ func runPositions(t *testing.T, srcType string, opts map[string]any, n int) (mai
 func checkPositions(t *testing.T, main, dead []Record, n int, want func(id int64) (split, file string, offset int64)) {
 	t.Helper()
 	seen := make([]int, n)
-	for _, r := range main {
+	for _, rr := range main {
+		r := obj(rr)
 		if len(r) != 3 || r["num"] != int64(1) {
 			t.Fatalf("main record %v: want id, num, amount only", r)
 		}
 		seen[r["id"].(int64)]++
 	}
-	for _, d := range dead {
-		in, _ := d["record"].(Record)
+	for _, dr := range dead {
+		d := obj(dr)
+		in, _ := d["record"].(Object)
 		id, _ := in["id"].(int64)
 		if d["operator"] != "big" || id%100 != 57 || len(in) != 2 {
 			t.Fatalf("dead letter %v", d)
@@ -157,14 +159,15 @@ func TestTransformDeadLettersFilePosition(t *testing.T) {
 		}
 	}
 	main, dead := runPositions(t, "file", map[string]any{"paths": []string{dir}, "discovery": time.Duration(0), "on-malformed": "fail"}, n)
-	for _, d := range dead {
-		if s, _ := d["split"].(string); s == "" {
-			t.Fatalf("dead letter %v has no split", d)
+	for _, dr := range dead {
+		if s, _ := obj(dr)["split"].(string); s == "" {
+			t.Fatalf("dead letter %v has no split", obj(dr))
 		}
 	}
 	checkPositions(t, main, dead, n, func(id int64) (string, string, int64) {
-		for _, d := range dead {
-			if d["record"].(Record)["id"] == id {
+		for _, dr := range dead {
+			d := obj(dr)
+			if d["record"].(Object)["id"] == id {
 				return d["split"].(string), fileOf[id], offsets[id]
 			}
 		}

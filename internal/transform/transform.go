@@ -5,8 +5,11 @@
 // Expressions are compiled once, when the pipeline is loaded; the compiled
 // programs are shared by all subtasks (an expr program is safe for
 // concurrent use; each subtask runs it on a VM of its own from a pool).
-// Inside an expression the record's fields are variables (`amount > 100`),
-// and `record` is the whole record (`record["user id"]`).
+// Inside an expression the fields of the record's value are variables
+// (`amount > 100`), `record` is the whole value (`record["user id"]`) and
+// `meta` the record's metadata (`meta.key`, `meta.headers["h"]`, see
+// registry.MetaView). A record whose value no step reads is never decoded
+// (ReadsValue).
 //
 // An expression that fails at run time (a field of the wrong type or
 // missing, a map that does not return an object) is handled by the step's
@@ -19,15 +22,13 @@
 package transform
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/vm"
 	"github.com/sluice-io/sluice/internal/registry"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
@@ -35,6 +36,13 @@ import (
 
 // Record is the record type of CLI pipelines.
 type Record = registry.Record
+
+// Object is a record's value when it is an object.
+type Object = map[string]any
+
+// ErrInexactNumber is wrapped by the error of arithmetic on a number that
+// neither int64 nor float64 holds exactly.
+var ErrInexactNumber = registry.ErrInexactNumber
 
 // Kind is a transform's kind.
 type Kind string
@@ -44,6 +52,9 @@ const (
 	Map    Kind = "map"    // replace each record by Expr, which must yield an object
 	Select Kind = "select" // keep only Fields
 	Rename Kind = "rename" // rename fields: Renames[i] = {from, to}
+	// SinkStep is a sink's per-record work (registry.Sink.Step), run as
+	// the last step under the pipeline's on-error policy (FuncStep).
+	SinkStep Kind = "sink-step"
 )
 
 // Step is one transform as written in a pipeline.
@@ -72,9 +83,19 @@ var ErrRenameOverwrite = errors.New("rename would overwrite an existing field")
 // use.
 type Compiled struct {
 	Step
-	prog *vm.Program
-	vms  *sync.Pool
-	from map[string]bool // a Rename's source fields
+	expr    *registry.Expr
+	from    map[string]bool // a Rename's source fields
+	fn      func(Record) (Record, error)
+	fnReads bool // fn reads the value
+}
+
+// FuncStep returns a SinkStep step (s.Kind is set) that applies fn to
+// each record; readsValue says whether fn reads the records' values. fn's
+// errors are handled by s.OnError like a transform's; they should name
+// the record's position themselves.
+func FuncStep(s Step, fn func(Record) (Record, error), readsValue bool) *Compiled {
+	s.Kind = SinkStep
+	return &Compiled{Step: s, fn: fn, fnReads: readsValue}
 }
 
 // Compile checks and compiles a step. Its error describes the problem
@@ -86,16 +107,11 @@ func Compile(s Step) (*Compiled, error) {
 		if s.Expr == "" {
 			return nil, errors.New("empty expression")
 		}
-		opts := append([]expr.Option{expr.Env(map[string]any{}), expr.AllowUndefinedVariables()}, numberOptions()...)
-		if s.Kind == Filter {
-			opts = append(opts, expr.AsBool())
-		}
-		p, err := expr.Compile(s.Expr, opts...)
+		e, err := registry.CompileExpr(s.Expr, s.Kind == Filter)
 		if err != nil {
-			return nil, fmt.Errorf("invalid expression: %s", oneLine(err.Error()))
+			return nil, err
 		}
-		c.prog = p
-		c.vms = &sync.Pool{New: func() any { return &vm.VM{} }}
+		c.expr = e
 	case Select:
 		if len(s.Fields) == 0 {
 			return nil, errors.New("select needs at least one field")
@@ -137,7 +153,7 @@ func oneLine(s string) string {
 type Error struct {
 	Step  Step
 	Err   error
-	Input Record // the record the step failed on
+	Input any // the value of the record the step failed on
 	// Pos is where the source read the record, if it said
 	// (registry.WithPosition); nil otherwise.
 	Pos *registry.Position
@@ -173,55 +189,135 @@ func (e *Error) Unwrap() error { return e.Err }
 // once instead.
 func (e *Error) Is(target error) bool { return target == restart.ErrUnrecoverable }
 
-func (c *Compiled) run(r Record) (any, error) {
-	m := c.vms.Get().(*vm.VM)
-	defer c.vms.Put(m)
-	env := make(map[string]any, len(r)+1)
-	for k, v := range r {
-		env[k] = v
+// ReadsValue reports whether the step reads the records' values (a
+// filter or map whose expression reads only meta does not).
+func (c *Compiled) ReadsValue() bool {
+	switch {
+	case c.expr != nil:
+		return c.expr.ReadsValue()
+	case c.fn != nil:
+		return c.fnReads
 	}
-	env["record"] = r
-	return m.Run(c.prog, env)
+	return true
+}
+
+// ReadsMeta reports whether the step's expression reads meta.
+func (c *Compiled) ReadsMeta() bool { return c.expr != nil && c.expr.ReadsMeta() }
+
+// ReadsValue reports whether any step reads the records' values, so that
+// the source must decode them (registry.BuildContext.DecodeValues).
+func ReadsValue(steps []*Compiled) bool {
+	for _, c := range steps {
+		if c.ReadsValue() {
+			return true
+		}
+	}
+	return false
+}
+
+// ReplacesValue reports whether a step replaces every record's value (a
+// map, select or rename): bytes a source keeps would never be written.
+func ReplacesValue(steps []*Compiled) bool {
+	for _, c := range steps {
+		if c.Kind == Map || c.Kind == Select || c.Kind == Rename {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadsMeta reports whether any step reads meta.
+func ReadsMeta(steps []*Compiled) bool {
+	for _, c := range steps {
+		if c.ReadsMeta() {
+			return true
+		}
+	}
+	return false
+}
+
+// decode returns r with its value decoded if the step reads it.
+func (c *Compiled) decode(r Record) (Record, error) {
+	if r.Decoded() || !c.ReadsValue() {
+		return r, nil
+	}
+	d, err := r.Decode(context.Background())
+	if err != nil {
+		return r, &Error{Step: c.Step, Err: fmt.Errorf("decode the value: %w", err)}
+	}
+	return d, nil
 }
 
 // Keep applies a Filter step to one record.
 func (c *Compiled) Keep(r Record) (bool, error) {
-	v, err := c.run(r)
+	r, err := c.decode(r)
 	if err != nil {
-		return false, &Error{Step: c.Step, Err: err, Input: r}
+		return false, err
+	}
+	v, err := c.expr.Run(r)
+	if err != nil {
+		return false, &Error{Step: c.Step, Err: err, Input: r.Value()}
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, &Error{Step: c.Step, Err: fmt.Errorf("filter returned %T, want bool", v), Input: r}
+		return false, &Error{Step: c.Step, Err: fmt.Errorf("filter returned %T, want bool", v), Input: r.Value()}
 	}
 	return b, nil
 }
 
-// Apply applies a Map, Select or Rename step to one record.
+// Apply applies a Map, Select or Rename step to one record: the result
+// has the new value and r's metadata.
 func (c *Compiled) Apply(r Record) (Record, error) {
+	r, err := c.decode(r)
+	if err != nil {
+		return r, err
+	}
 	switch c.Kind {
+	case SinkStep:
+		return c.fn(r)
 	case Map:
-		v, err := c.run(r)
+		v, err := c.expr.Run(r)
 		if err != nil {
-			return nil, &Error{Step: c.Step, Err: err, Input: r}
+			return r, &Error{Step: c.Step, Err: err, Input: r.Value()}
 		}
 		out, ok := v.(map[string]any)
 		if !ok {
-			return nil, &Error{Step: c.Step, Err: fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v), Input: r}
+			return r, &Error{Step: c.Step, Err: fmt.Errorf("map returned %T, want an object such as {\"id\": id}", v), Input: r.Value()}
 		}
-		return out, nil
+		return r.WithValue(out), nil
 	case Select:
-		out := make(Record, len(c.Fields))
+		obj, err := c.object(r)
+		if err != nil {
+			return r, err
+		}
+		out := make(Object, len(c.Fields))
 		for _, f := range c.Fields {
-			if v, ok := r[f]; ok {
+			if v, ok := obj[f]; ok {
 				out[f] = v
 			}
 		}
-		return out, nil
+		return r.WithValue(out), nil
 	case Rename:
-		return c.rename(r)
+		obj, err := c.object(r)
+		if err != nil {
+			return r, err
+		}
+		out, err := c.rename(obj)
+		if err != nil {
+			return r, err
+		}
+		return r.WithValue(out), nil
 	}
-	return nil, &Error{Step: c.Step, Err: fmt.Errorf("%s is not a record-to-record transform", c.Kind), Input: r}
+	return r, &Error{Step: c.Step, Err: fmt.Errorf("%s is not a record-to-record transform", c.Kind), Input: r.Value()}
+}
+
+// object is r's value as an object.
+func (c *Compiled) object(r Record) (Object, error) {
+	obj, ok := r.Object()
+	if !ok {
+		return nil, &Error{Step: c.Step, Err: fmt.Errorf("%s needs an object, the value is a %T", c.Kind, r.Value()), Input: r.Value()}
+	}
+	return obj, nil
 }
 
 // rename applies all renames of the step at once: every source field
@@ -229,8 +325,8 @@ func (c *Compiled) Apply(r Record) (Record, error) {
 // {a: b, b: a} swaps and {a: b, b: c} moves a to b and b to c. A target
 // that exists in the input and is not itself renamed away is an error
 // unless the step allows overwriting.
-func (c *Compiled) rename(r Record) (Record, error) {
-	out := make(Record, len(r))
+func (c *Compiled) rename(r Object) (Object, error) {
+	out := make(Object, len(r))
 	for k, v := range r {
 		if !c.from[k] {
 			out[k] = v
@@ -255,7 +351,7 @@ func (c *Compiled) rename(r Record) (Record, error) {
 const previewMax = 256
 
 // preview renders r as JSON for an error message, cut to previewMax bytes.
-func preview(r Record) string {
+func preview(r any) string {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Sprintf("(not JSON: %v)", err)
@@ -275,58 +371,35 @@ func preview(r Record) string {
 // letters (else use AddWithPolicies).
 //
 // A failing expression fails the job with its *Error, without restarts
-// (restart.ErrUnrecoverable). If NeedsPositions(steps), the source is
-// expected to attach each record's position (registry.WithPosition): the
-// steps carry it from one to the next, name it in the *Error (Pos), and
-// take it off before the last step's output goes on.
+// (restart.ErrUnrecoverable), naming the record's source position
+// (Record.Pos) where the source attached one (see NeedsPositions).
 func AddTo(in stream.DataStream[Record], steps []*Compiled) stream.DataStream[Record] {
-	positions := NeedsPositions(steps)
-	for i, c := range steps {
-		switch {
-		case positions && c.Kind == Filter:
-			in = stream.TryFilter(in, c.keepAt(i < len(steps)-1), stream.Name(c.Name))
-		case positions:
-			in = stream.TryMap(in, c.applyAt(i < len(steps)-1), stream.Name(c.Name))
-		case c.Kind == Filter:
-			in = stream.TryFilter(in, c.Keep, stream.Name(c.Name))
-		default:
-			in = stream.TryMap(in, c.Apply, stream.Name(c.Name))
+	for _, c := range steps {
+		if c.Kind == Filter {
+			in = stream.TryFilter(in, c.keepAt, stream.Name(c.Name))
+		} else {
+			in = stream.TryMap(in, c.applyAt, stream.Name(c.Name))
 		}
 	}
 	return in
 }
 
-// keepAt is Keep on a record that may carry its source position: the
-// position is taken off before the expression sees the record, named by
-// the error, and put back on a kept record if more steps follow.
-func (c *Compiled) keepAt(more bool) func(Record) (bool, error) {
-	return func(r Record) (bool, error) {
-		pos := registry.TakePosition(r)
-		keep, err := c.Keep(r)
-		if err != nil {
-			return false, withPos(err, pos)
-		}
-		if keep && more {
-			registry.PutPosition(r, pos)
-		}
-		return keep, nil
+// keepAt is Keep with the record's position named by its error.
+func (c *Compiled) keepAt(r Record) (bool, error) {
+	keep, err := c.Keep(r)
+	if err != nil {
+		return false, withPos(err, r.Pos())
 	}
+	return keep, nil
 }
 
-// applyAt is Apply on a record that may carry its source position, like
-// keepAt.
-func (c *Compiled) applyAt(more bool) func(Record) (Record, error) {
-	return func(r Record) (Record, error) {
-		pos := registry.TakePosition(r)
-		out, err := c.Apply(r)
-		if err != nil {
-			return nil, withPos(err, pos)
-		}
-		if more {
-			out = registry.PutPosition(out, pos)
-		}
-		return out, nil
+// applyAt is Apply with the record's position named by its error.
+func (c *Compiled) applyAt(r Record) (Record, error) {
+	out, err := c.Apply(r)
+	if err != nil {
+		return out, withPos(err, r.Pos())
 	}
+	return out, nil
 }
 
 // withPos sets the position of err's *Error, if it has one and pos is

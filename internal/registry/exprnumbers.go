@@ -1,4 +1,4 @@
-package transform
+package registry
 
 import (
 	"encoding/json"
@@ -45,9 +45,10 @@ const (
 	fnFloat   = "__sluiceFloat"
 )
 
-// numberOptions are the expr options that install the patcher and its
-// functions.
-func numberOptions() []expr.Option {
+// ExprNumberOptions are the expr options that install the patcher and
+// its functions; every expression of a pipeline (transforms, sink
+// options) is compiled with them.
+func ExprNumberOptions() []expr.Option {
 	return []expr.Option{
 		expr.Function(fnCompare, func(p ...any) (any, error) {
 			return numCompare(p[0].(string), p[1], p[2])
