@@ -261,7 +261,7 @@ func TestFormatOptions(t *testing.T) {
 		t.Errorf("avro with a registry: %v", err)
 	}
 	_, err := newCodec(NewOptions(nil), format.Value, "nope", "format")
-	if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != "format" || !strings.Contains(err.Error(), "json, raw, string") {
+	if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != "format" || !strings.Contains(err.Error(), "json, json-schema, protobuf, raw, string") {
 		t.Errorf("unknown format: %v", err)
 	}
 }
