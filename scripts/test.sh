@@ -72,6 +72,22 @@ if [[ -z "$short" && -z "${SLUICE_KAFKA_SECURE:-}" ]]; then
   echo "$secure"
 fi
 
+# The PostgreSQL connector's claims are proven against a private PostgreSQL
+# server (initdb into a run dir of its own on a free loopback port; stopped
+# and removed on exit). The quick subset skips those tests.
+if [[ -z "$short" && -z "${SLUICE_POSTGRES_URL:-}" ]]; then
+  echo "== PostgreSQL server"
+  SLUICE_POSTGRES_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-postgres.XXXXXX")
+  export SLUICE_POSTGRES_RUN
+  cleanup+=("SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN scripts/postgres.sh stop")
+  pgurl=$(scripts/postgres.sh start | grep '^SLUICE_POSTGRES_URL=') || {
+    echo "the PostgreSQL server did not start; see scripts/postgres.sh output above" >&2
+    exit 1
+  }
+  export "${pgurl?}"
+  echo "SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN"
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)
