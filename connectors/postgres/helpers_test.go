@@ -151,3 +151,34 @@ func preparedGIDs(ctx context.Context) ([]string, error) {
 	}
 	return out, err
 }
+
+// queryURL is query on the database of url.
+func queryURL[R any](ctx context.Context, url, sql string, args ...any) ([]R, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[R])
+}
+
+// mustExecURL runs statements on the database of url.
+func mustExecURL(t testing.TB, url string, sqls ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, s := range sqls {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}

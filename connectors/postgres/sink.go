@@ -61,6 +61,14 @@ type pgSink[T any] struct {
 // wrap ErrInvalidConfig and name the option; the table and the columns
 // are checked when the writers start.
 func NewSink[T any](url, tableName string, rows func(T) ([]any, error), opts ...SinkOption) (sink.Sink[T], error) {
+	s, err := newRowSink(url, tableName, rows, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.wrap(), nil
+}
+
+func newRowSink[T any](url, tableName string, rows func(T) ([]any, error), opts []SinkOption) (*pgSink[T], error) {
 	if rows == nil {
 		return nil, fmt.Errorf("%w: NewSink: the row mapper is nil", ErrInvalidConfig)
 	}
@@ -72,7 +80,7 @@ func NewSink[T any](url, tableName string, rows func(T) ([]any, error), opts ...
 		return nil, fmt.Errorf("%w: Columns: required with NewSink (the columns of the row mapper's values, in order)", ErrInvalidConfig)
 	}
 	s.bind = func(*table) (func(T) ([]any, error), error) { return rows, nil }
-	return s.wrap(), nil
+	return s, nil
 }
 
 // NewMapSink returns a sink of records that map column names to values,
