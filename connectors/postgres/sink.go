@@ -538,6 +538,11 @@ func (w *writer[T]) upsert(ctx context.Context) error {
 
 func (w *writer[T]) rowError(i int, col, constraint, code string, err error) error {
 	m := w.metas[i]
+	if col == "" && constraint == "" && !w.conn.IsClosed() {
+		// The server parsed a value it does not take ("invalid input
+		// syntax"): name the column whose value does not encode.
+		col, _ = w.badColumn(w.rows[i])
+	}
 	return &RowError{Table: w.t.name, Column: col, Constraint: constraint, Code: code, Subtask: w.sub,
 		Record: m.rec, Timestamp: m.ts, HasTimestamp: m.hasTS, Values: renderRow(w.t.cols, w.rows[i]), Err: err}
 }
