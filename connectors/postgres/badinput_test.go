@@ -192,9 +192,18 @@ func TestInvalidConfig(t *testing.T) {
 	}{
 		{"no columns", func() error { _, err := NewSink("postgres://127.0.0.1/x", "t", row); return err }, "Columns: required"},
 		{"nil mapper", func() error { _, err := NewSink[int]("postgres://127.0.0.1/x", "t", nil, Columns("a")); return err }, "row mapper is nil"},
-		{"batch size", func() error { _, err := NewSink("postgres://127.0.0.1/x", "t", row, Columns("a"), BatchSize(0)); return err }, "BatchSize"},
-		{"key without upsert", func() error { _, err := NewSink("postgres://127.0.0.1/x", "t", row, Columns("a"), Key("a")); return err }, "Key is only for"},
-		{"prefix", func() error { _, err := NewSink("postgres://127.0.0.1/x", "t", row, Columns("a"), TransactionPrefix("a'b")); return err }, "TransactionPrefix"},
+		{"batch size", func() error {
+			_, err := NewSink("postgres://127.0.0.1/x", "t", row, Columns("a"), BatchSize(0))
+			return err
+		}, "BatchSize"},
+		{"key without upsert", func() error {
+			_, err := NewSink("postgres://127.0.0.1/x", "t", row, Columns("a"), Key("a"))
+			return err
+		}, "Key is only for"},
+		{"prefix", func() error {
+			_, err := NewSink("postgres://127.0.0.1/x", "t", row, Columns("a"), TransactionPrefix("a'b"))
+			return err
+		}, "TransactionPrefix"},
 		{"url", func() error { _, err := NewMapSink("postgres://[::1", "t"); return err }, "connection string"},
 		{"duplicate column", func() error { _, err := NewMapSink("postgres://127.0.0.1/x", "t", Columns("a", "a")); return err }, `column "a" twice`},
 	} {
