@@ -216,3 +216,13 @@ func TestInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestTooFewPreparedTransactions: a parallelism above the server's
+// max_prepared_transactions (20 on the test server) fails at start,
+// naming the setting, instead of at the first checkpoint.
+func TestTooFewPreparedTransactions(t *testing.T) {
+	table := newTable(t, "fewprep", "k bigint, v text")
+	s := kvSink(t, table)
+	_, err := s.newWriter(t.Context(), &fakes.InitContext{Parallel: 21})
+	wantErr(t, err, "max_prepared_transactions is 20", "parallelism 21")
+}

@@ -283,6 +283,10 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 			return nil, fmt.Errorf("%w: postgres sink: exactly-once needs prepared transactions, but the server's max_prepared_transactions is %d: set it to at least the sink's parallelism (%d) in postgresql.conf and restart the server, or use DeliveryGuarantee(AtLeastOnce)",
 				ErrPreparedTransactionsDisabled, max, ic.Parallelism())
 		}
+		if max < ic.Parallelism() {
+			return nil, fmt.Errorf("%w: postgres sink: the server's max_prepared_transactions is %d, less than the sink's parallelism %d: every subtask prepares a transaction at each checkpoint; raise it in postgresql.conf and restart the server",
+				ErrInvalidConfig, max, ic.Parallelism())
+		}
 	}
 	w.t, err = loadTable(ctx, w.conn, s.table, &s.cfg)
 	if err != nil {
