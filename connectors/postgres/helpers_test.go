@@ -23,7 +23,7 @@ var testURL string
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		if u := os.Getenv(urlEnv); u != "" {
+		if u := os.Getenv(urlEnv); u != "" && os.Getenv(childEnv) == "" {
 			drop, err := setupDatabase(u)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "postgres tests:", err)
