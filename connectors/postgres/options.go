@@ -139,7 +139,9 @@ func WriteMode(m Mode) SinkOption { return sinkOptionFunc(func(c *sinkConfig) { 
 // Columns names the table columns the sink writes, in the order of the
 // values a row mapper returns. Required with [NewSink]; with [NewMapSink]
 // the default is every column of the table that can be written (not
-// generated), in table order.
+// generated, not GENERATED ALWAYS AS IDENTITY), in table order: set it to
+// leave out a column whose default should apply (a serial id), since a
+// field missing from a record is written as NULL.
 func Columns(names ...string) SinkOption {
 	return sinkOptionFunc(func(c *sinkConfig) { c.columns = append([]string(nil), names...) })
 }

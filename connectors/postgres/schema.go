@@ -23,6 +23,7 @@ type column struct {
 	oid       uint32
 	typ       string // format_type
 	generated bool
+	identity  bool // GENERATED ALWAYS AS IDENTITY
 }
 
 // table is what the schema check learned about the target table.
@@ -54,14 +55,14 @@ func loadTable(ctx context.Context, conn *pgx.Conn, name string, cfg *sinkConfig
 	if kind != "r" && kind != "p" {
 		return nil, fmt.Errorf("%w: %q is not a table (relkind %q)", ErrTableNotFound, t.name, kind)
 	}
-	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated <> ''
+	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod), a.attgenerated <> '', a.attidentity = 'a'
 		FROM pg_attribute a WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of table %s: %w", t.name, err)
 	}
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (column, error) {
 		var c column
-		return c, r.Scan(&c.name, &c.oid, &c.typ, &c.generated)
+		return c, r.Scan(&c.name, &c.oid, &c.typ, &c.generated, &c.identity)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of table %s: %w", t.name, err)
@@ -73,7 +74,7 @@ func loadTable(ctx context.Context, conn *pgx.Conn, name string, cfg *sinkConfig
 	names := cfg.columns
 	if len(names) == 0 {
 		for _, c := range all {
-			if !c.generated {
+			if !c.generated && !c.identity {
 				names = append(names, c.name)
 			}
 		}

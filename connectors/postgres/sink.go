@@ -275,6 +275,9 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 		}
 	}()
 	if s.cfg.guarantee == ExactlyOnce {
+		if v := w.conn.PgConn().ParameterStatus("server_version"); serverMajor(v) < 14 {
+			return nil, fmt.Errorf("%w: postgres sink: exactly-once needs PostgreSQL 14 or newer (pg_current_xact_id, pg_xact_status, pg_terminate_backend with a timeout); the server is %q: use DeliveryGuarantee(AtLeastOnce)", ErrInvalidConfig, v)
+		}
 		var max int
 		if err := w.conn.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&max); err != nil {
 			return nil, fmt.Errorf("postgres sink: read max_prepared_transactions: %w", err)
@@ -317,6 +320,17 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 		g.Gauge(MetricOldestPreparedAge, func() int64 { return s.prepared.oldestAge(sub, time.Now()) })
 	}
 	return w, nil
+}
+
+// serverMajor is the major version of a server_version ("15.18 (Debian
+// …)" → 15), 0 if it does not parse.
+func serverMajor(v string) int {
+	end := 0
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	n, _ := strconv.Atoi(v[:end])
+	return n
 }
 
 // sessionName is the application_name of writer sub's connection:

@@ -72,3 +72,47 @@ func dbName(t *testing.T) string {
 	}
 	return r[0].N
 }
+
+func TestServerMajor(t *testing.T) {
+	for v, want := range map[string]int{"15.18 (Debian 15.18-0+deb12u1)": 15, "9.6.24": 9, "17devel": 17, "": 0, "x": 0} {
+		if got := serverMajor(v); got != want {
+			t.Errorf("serverMajor(%q) = %d, want %d", v, got, want)
+		}
+	}
+}
+
+// TestMapSinkDefaultColumns: without Columns a map sink writes every
+// column but generated and identity-always ones, which keep their values.
+func TestMapSinkDefaultColumns(t *testing.T) {
+	table := newTable(t, "defcols", "id int GENERATED ALWAYS AS IDENTITY, k bigint, v text, g text GENERATED ALWAYS AS (v || '!') STORED")
+	ms, err := NewMapSink(needServer(t), table, DeliveryGuarantee(AtLeastOnce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ms.CreateWriter(t.Context(), &fakes.InitContext{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i, v := range []string{"a", "b"} {
+		if err := w.Write(t.Context(), map[string]any{"k": int64(i), "v": v}, sink.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		ID   int32
+		K    int64
+		V, G string
+	}
+	got, err := query[row](t.Context(), "SELECT id, k, v, g FROM "+table+" ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{1, 0, "a", "a!"}, {2, 1, "b", "b!"}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+}
