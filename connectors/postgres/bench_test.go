@@ -22,7 +22,8 @@ import (
 //	go test -run '^$' -bench . -benchtime 200000x -count 5 ./connectors/postgres/
 //
 // baseline-copy and baseline-upsert are hand-written pgx loops (COPY of
-// 1000-row batches; pipelined batches of 1000 upserts, autocommitted);
+// 1000-row batches; pipelined batches of 1000 upserts, autocommitted),
+// baseline-copy-txn the COPY loop in transactions of 50k rows;
 // the sink-* cases run a job datagen → sink at parallelism 1 with a
 // checkpoint every 500 ms and the sink's default BatchSize (1000).
 
@@ -78,6 +79,38 @@ func BenchmarkSink(b *testing.B) {
 						b.Fatal(err)
 					}
 					rows = rows[:0]
+				}
+			}
+		})
+	})
+	b.Run("baseline-copy-txn", func(b *testing.B) {
+		// COPY batches in transactions of 50k rows, about what a 500 ms
+		// checkpoint interval holds: the fair baseline of exactly-once
+		// Append, which commits once per checkpoint.
+		table := benchTable(b, false)
+		conn := benchConn(b)
+		measure(b, func(n int64) {
+			rows := make([][]any, 0, 1000)
+			var tx pgx.Tx
+			for i := int64(0); i < n; i++ {
+				if tx == nil {
+					var err error
+					if tx, err = conn.Begin(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				rows = append(rows, benchRow(i))
+				if len(rows) == cap(rows) || i == n-1 {
+					if _, err := tx.CopyFrom(b.Context(), pgx.Identifier{table}, []string{"k", "v"}, pgx.CopyFromRows(rows)); err != nil {
+						b.Fatal(err)
+					}
+					rows = rows[:0]
+				}
+				if (i+1)%50_000 == 0 || i == n-1 {
+					if err := tx.Commit(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+					tx = nil
 				}
 			}
 		})
