@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -248,4 +250,76 @@ func TestOldestPreparedAgeMetric(t *testing.T) {
 	if v, _ := gauge(); v != 0 {
 		t.Errorf("gauge after the commit: %d", v)
 	}
+}
+
+// TestZombieWriterFenced: a writer of an earlier attempt that was
+// abandoned without Close (a hung process, kill -9 of a process whose
+// connection the server has not noticed yet) still holds an open
+// transaction with rows under a primary key. The next attempt's writer
+// of that subtask terminates the zombie's session when it starts, so its
+// rows with the same keys are not blocked by the zombie's row locks.
+// Without the fence the second writer waits for ever (here: until the
+// 20 s bound).
+func TestZombieWriterFenced(t *testing.T) {
+	table := newTable(t, "zombie", "k bigint PRIMARY KEY, v text")
+	s := kvSink(t, table)
+	ic := &fakes.InitContext{ID: "zombietest000001", Parallel: 2}
+	zombie := newTestWriter(t, s, ic)
+	for k := range int64(10) {
+		if err := zombie.Write(t.Context(), [2]any{k, "zombie"}, sink.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zombie.Flush(t.Context(), false); err != nil { // rows in the open transaction
+		t.Fatal(err)
+	}
+	// Attempt 1 of the same subtask (and a writer of the other subtask,
+	// which must leave the zombie alone... and is left alone by it).
+	other := newTestWriter(t, s, &fakes.InitContext{ID: "zombietest000001", Parallel: 2, Subtask: 1, AttemptNum: 1})
+	if other.conn.IsClosed() {
+		t.Fatal("writer 1 closed")
+	}
+	next := newTestWriter(t, s, &fakes.InitContext{ID: "zombietest000001", Parallel: 2, AttemptNum: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for k := range int64(10) {
+		if err := next.Write(ctx, [2]any{k, "next"}, sink.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := next.PrepareCommit(ctx, 1)
+	if err != nil {
+		t.Fatalf("the next attempt's writer: %v (blocked by the zombie's transaction?)", err)
+	}
+	cm, _ := s.CreateCommitter(t.Context(), ic)
+	defer cm.Close()
+	commit(t, cm, cs...)
+	if k := keys(t, table); len(k) != 10 {
+		t.Errorf("table keys %v, want 0…9 once", k)
+	}
+	if err := zombie.Flush(t.Context(), false); err == nil {
+		zombie.rows = append(zombie.rows, []any{int64(99), "x"})
+		zombie.metas = append(zombie.metas, rowMeta{})
+		if err := zombie.Flush(t.Context(), false); err == nil {
+			t.Errorf("the zombie's connection still works")
+		}
+	}
+}
+
+// TestUnreachableServer: a writer gives up after SetupTimeout, naming the
+// address and the cause.
+func TestUnreachableServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	s, err := newRowSink("postgres://u:p@"+addr+"/db?sslmode=disable", "t", func(r [2]any) ([]any, error) { return r[:], nil },
+		[]SinkOption{Columns("k", "v"), SetupTimeout(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.newWriter(t.Context(), &fakes.InitContext{})
+	wantErr(t, err, addr[strings.LastIndex(addr, ":")+1:], "connect to 127.0.0.1", "SetupTimeout (1s) expired", "refused")
 }
