@@ -58,10 +58,11 @@ func recordMap(r connectortest.Record) map[string]any {
 
 // TestConformance runs the conformance suite on the real server in
 // exactly-once Append mode (a row mapper, COPY), exactly-once Upsert mode
-// (map records, pipelined INSERT … ON CONFLICT in prepared transactions)
-// and at-least-once Upsert mode (autocommitted batches: the suite checks
-// that the output contains the input; the table holds each row once by
-// its key).
+// (map records, pipelined INSERT … ON CONFLICT in prepared transactions),
+// at-least-once Append mode (autocommitted COPY into a table without a
+// key: duplicates allowed) and at-least-once Upsert mode (autocommitted
+// batches). At least once, the suite checks that the output contains the
+// input; the upsert table holds each row once by its key.
 func TestConformance(t *testing.T) {
 	url := needServer(t)
 	const defs = "id bigserial, split int NOT NULL, seq bigint NOT NULL, payload text NOT NULL, PRIMARY KEY (split, seq)"
@@ -80,6 +81,17 @@ func TestConformance(t *testing.T) {
 					return NewMapSink(url, table, confCols, WriteMode(Upsert))
 				}, value: recordMap}, nil
 		}, connectortest.Guarantees(connectortest.ExactlyOnce))
+	})
+	t.Run("at-least-once-append", func(t *testing.T) {
+		const defs = "id bigserial, split int NOT NULL, seq bigint NOT NULL, payload text NOT NULL"
+		connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[connectortest.Record], error) {
+			return &confContext[connectortest.Record]{table: newTable(t, "conf_alo_append", defs),
+				mk: func(table string) (sink.Sink[connectortest.Record], error) {
+					return NewSink(url, table, recordRow, confCols, DeliveryGuarantee(AtLeastOnce))
+				}, value: func(r connectortest.Record) connectortest.Record { return r }}, nil
+		}, connectortest.Guarantees(connectortest.AtLeastOnce),
+			connectortest.SkipCase("cleanup-aborted", noPrepare), connectortest.SkipCase("cleanup-aborted/full-failover", noPrepare),
+			connectortest.SkipCase("cleanup-aborted/scale-down", noPrepare))
 	})
 	t.Run("at-least-once-upsert", func(t *testing.T) {
 		connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[map[string]any], error) {
