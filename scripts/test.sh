@@ -92,6 +92,27 @@ if [[ -z "$short" && -z "${SLUICE_SCHEMA_REGISTRY:-}" ]]; then
   echo "${registry#export }"
 fi
 
+# The PostgreSQL connector's claims are proven against a private PostgreSQL
+# server (Debian's postgresql package, installed when missing; initdb into a
+# run dir of its own on a free loopback port; stopped and removed on exit).
+# The quick subset skips those tests.
+if [[ -z "$short" && -z "${SLUICE_POSTGRES_URL:-}" ]]; then
+  echo "== PostgreSQL server"
+  if ! command -v initdb >/dev/null && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+    echo "installing PostgreSQL from Debian's packages"
+    apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+  fi
+  SLUICE_POSTGRES_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-postgres.XXXXXX")
+  export SLUICE_POSTGRES_RUN
+  cleanup+=("SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN scripts/postgres.sh stop")
+  pgurl=$(scripts/postgres.sh start | grep '^SLUICE_POSTGRES_URL=') || {
+    echo "the PostgreSQL server did not start; see scripts/postgres.sh output above" >&2
+    exit 1
+  }
+  export "${pgurl?}"
+  echo "SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN"
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)
