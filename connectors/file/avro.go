@@ -101,9 +101,12 @@ func (f *avroFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (RecordR
 	if err != nil {
 		return nil, err
 	}
-	if offset > ar.pos() {
+	if offset > 0 {
+		if offset < ar.pos() || offset > size {
+			return nil, fmt.Errorf("file: Avro container file: offset %d is not a block's start (the header ends at %d, the file at %d)", offset, ar.pos(), size)
+		}
 		ar.in = &countReader{r: bufio.NewReaderSize(io.NewSectionReader(r, offset, size-offset), defaultReadBuffer)}
-		ar.origin, ar.off = offset, offset
+		ar.origin, ar.off, ar.atStart = offset, offset, false
 	} else {
 		// Past the header: a new buffered reader, not the header's small one.
 		at := ar.pos()
@@ -144,7 +147,7 @@ func (f *avroFile) open(br *bufio.Reader) (*avroReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	ar := &avroReader{in: in, header: h, off: in.n, dec: avro.NewReader(nil, 0)}
+	ar := &avroReader{in: in, header: h, off: in.n, dec: avro.NewReader(nil, 0), atStart: true}
 	if f.reader != nil {
 		if err := avro.NewSchemaCompatibility().Compatible(f.reader, h.schema); err != nil {
 			return nil, fmt.Errorf("file: Avro container file: the file's schema cannot be read with the reader schema: %w", err)
@@ -233,16 +236,21 @@ func readAvroBytes(in *countReader, max int64) ([]byte, error) {
 
 // avroReader reads the records of one container file.
 type avroReader struct {
-	in      *countReader
-	origin  int64 // file offset of in's first byte
-	header  *avroHeader
-	off     int64 // file offset of the current block's start
-	dec     *avro.Reader
-	left    int64 // records left in the current block
-	raw     []byte
-	data    []byte
-	zr      io.ReadCloser // deflate reader, reused
-	project avro.Schema
+	in         *countReader
+	origin     int64 // file offset of in's first byte
+	header     *avroHeader
+	off        int64 // position reported: the block start, or 0 (see atStart)
+	blockStart int64 // file offset of the current block
+	dec        *avro.Reader
+	left       int64 // records left in the current block
+	raw        []byte
+	data       []byte
+	zr         io.ReadCloser // deflate reader, reused
+	project    avro.Schema
+	// atStart is true while no block with records has been read by a
+	// reader that started at the file's start: its records report
+	// offset 0, the position that reads the header again.
+	atStart bool
 }
 
 // pos is the file offset of the next byte of in.
@@ -261,7 +269,7 @@ func (a *avroReader) Read() (map[string]any, int64, error) {
 	}
 	v := decodeAvro(a.dec, a.header.schema)
 	if a.dec.Error != nil {
-		return nil, a.off, fmt.Errorf("file: Avro container file: corrupt block at offset %d: %w", a.off, a.dec.Error)
+		return nil, a.off, fmt.Errorf("file: Avro container file: corrupt block at offset %d: %w", a.blockStart, a.dec.Error)
 	}
 	a.left--
 	next := a.off
@@ -272,7 +280,7 @@ func (a *avroReader) Read() (map[string]any, int64, error) {
 	if a.project != nil {
 		p, err := projectAvro(m, a.project, "")
 		if err != nil {
-			return nil, next, fmt.Errorf("%w: Avro record in the block at offset %d: %w", ErrMalformed, a.off, err)
+			return nil, next, fmt.Errorf("%w: Avro record in the block at offset %d: %w", ErrMalformed, a.blockStart, err)
 		}
 		m = p.(map[string]any)
 	}
@@ -282,7 +290,13 @@ func (a *avroReader) Read() (map[string]any, int64, error) {
 // nextBlock reads the next block header and data; io.EOF at the end.
 func (a *avroReader) nextBlock() error {
 	start := a.pos()
-	a.off = start
+	a.off, a.blockStart = start, start
+	if a.atStart {
+		// Until a block with records is read, the position is the
+		// file's start: resuming there reads the header and skips
+		// records of the first block.
+		a.off = 0
+	}
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("file: Avro container file: corrupt block at offset %d: %s", start, fmt.Sprintf(format, args...))
 	}
@@ -319,6 +333,9 @@ func (a *avroReader) nextBlock() error {
 	a.dec.Reset(data)
 	a.dec.Error = nil
 	a.left = count
+	if count > 0 {
+		a.atStart = false
+	}
 	return nil
 }
 

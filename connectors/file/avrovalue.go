@@ -445,6 +445,15 @@ func (e *avroEncoder) encode(dst []byte, v any, s avro.Schema, path string) ([]b
 				}
 			}
 		}
+		if len(types) == 2 && (types[0].Type() == avro.Null || types[1].Type() == avro.Null) {
+			// ["null", T]: T's own error says what is wrong.
+			t := types[0]
+			if t.Type() == avro.Null {
+				t = types[1]
+			}
+			_, err := e.encode(dst, v, t, path)
+			return dst, err
+		}
 		names := make([]string, len(types))
 		for i, t := range types {
 			names[i] = string(deref(t).Type())
