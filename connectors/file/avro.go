@@ -3,11 +3,12 @@ package file
 import (
 	"bufio"
 	"bytes"
-	"compress/flate"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/flate"
 	"hash/crc32"
 	"io"
 	"slices"
@@ -52,11 +53,12 @@ const maxAvroBlock = 1 << 30
 // Codecs null, deflate, snappy and zstandard are read. Files are not
 // splittable; a reader resumes at the start of the block that holds the
 // next record, skipping the records of the block already read (the
-// position is the block's byte offset and a count, see [Split]). A
+// position is the block's byte offset and a count, see [Split]; the offset
+// of a record in [Position] is its block's, 0 for the first block). A
 // corrupt block fails the reader with a [*RecordError] naming the file and
-// the block's offset. Container files must not be compressed as a whole
-// (.gz, .zst) except to be read from the start; block codecs compress
-// them instead.
+// the block's offset. A container file compressed as a whole (.gz, .zst)
+// is read as a stream, but a reader cannot resume inside it (the header
+// would be gone): block codecs are the way to compress them.
 func AvroFile(readerSchema string) Format[map[string]any] {
 	f := &avroFile{}
 	if readerSchema != "" {
@@ -461,7 +463,14 @@ func AvroBulk(schema string, opts ...AvroOption) BulkFormat[map[string]any] {
 		c.errs = append(c.errs, fmt.Errorf("%w: AvroBulk schema is %s, want a record", ErrInvalidConfig, s.Type()))
 	default:
 		b.schema = s
-		b.schemaJSON = []byte(s.String())
+		// The schema as given (compacted): with its defaults, docs and
+		// aliases, which the canonical form drops.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(schema)); err != nil {
+			b.schemaJSON = []byte(s.String())
+		} else {
+			b.schemaJSON = buf.Bytes()
+		}
 	}
 	b.err = errors.Join(c.errs...)
 	return b

@@ -661,3 +661,27 @@ func gzipBytes(t *testing.T, b []byte) []byte {
 }
 
 func canonMap(m map[string]any) string { return canon(m) }
+
+// TestAvroHeaderKeepsSchema checks that the header holds the schema as
+// given, defaults and docs included (the canonical form drops them), so
+// that other readers can resolve against it.
+func TestAvroHeaderKeepsSchema(t *testing.T) {
+	dir := t.TempDir()
+	p := writeEvents(t, dir, "x.avro", AvroBulk(eventSchema), testLines("h", 3))
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec, err := ocf.NewDecoder(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := dec.Metadata()
+	if s := string(md["avro.schema"]); !strings.Contains(s, `"default":"FR"`) || !strings.Contains(s, `"logicalType":"timestamp-millis"`) {
+		t.Errorf("header schema %s", s)
+	}
+	if c := string(md["avro.codec"]); c != "snappy" {
+		t.Errorf("codec %q, want the default snappy", c)
+	}
+}

@@ -47,7 +47,13 @@ func (parquetFile) NewReader(io.Reader, int64) (RecordReader[map[string]any], er
 // parquetReadBatch is how many rows a reader reads at once.
 const parquetReadBatch = 256
 
-func (parquetFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (RecordReader[map[string]any], error) {
+func (parquetFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (_ RecordReader[map[string]any], err error) {
+	defer func() {
+		// parquet-go panics on some corrupt metadata.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("file: corrupt Parquet file (%d bytes): %v", size, p)
+		}
+	}()
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("file: not a readable Parquet file (%d bytes): %w", size, err)
