@@ -186,10 +186,7 @@ func formatUnscaled(n *big.Int, scale int) string {
 
 // avroEncoder appends values of the contract to dst in Avro's binary
 // encoding, coercing them to the schema. Errors name the field path.
-type avroEncoder struct {
-	// scratch for numbers
-	num []byte
-}
+type avroEncoder struct{}
 
 func fieldPath(parent, name string) string {
 	if parent == "" {

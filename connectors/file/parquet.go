@@ -328,13 +328,13 @@ func (b *parquetBulk) NewWriter(w io.Writer) (BulkWriter[map[string]any], error)
 	if b.err != nil {
 		return nil, b.err
 	}
-	pw := parquet.NewWriter(w, b.schema, parquet.Compression(b.cfg.codec))
+	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
 	return &parquetWriter{f: b, w: pw, cols: make([][]parquet.Value, b.numCols), rows: make([]parquet.Row, 1)}, nil
 }
 
 type parquetWriter struct {
 	f    *parquetBulk
-	w    *parquet.Writer
+	w    *parquet.GenericWriter[any]
 	enc  avroEncoder
 	cols [][]parquet.Value
 	rows []parquet.Row

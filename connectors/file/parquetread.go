@@ -63,7 +63,7 @@ func (parquetFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (_ Recor
 		return nil, fmt.Errorf("file: Parquet schema: %w", err)
 	}
 	row := offset + skip
-	pr := parquet.NewReader(f)
+	pr := parquet.NewGenericReader[any](f, f.Schema())
 	if row > 0 {
 		if row > pr.NumRows() {
 			return nil, fmt.Errorf("file: Parquet: resume at row %d of a file of %d rows", row, pr.NumRows())
@@ -76,7 +76,7 @@ func (parquetFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (_ Recor
 }
 
 type parquetReader struct {
-	r    *parquet.Reader
+	r    *parquet.GenericReader[any]
 	root *pqReadNode
 	row  int64 // index of the next row
 	buf  []parquet.Row
