@@ -1,0 +1,172 @@
+package file
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2/ocf"
+	"github.com/parquet-go/parquet-go"
+)
+
+// readAll reads every record of the file at path with a random-access
+// format.
+func readAll(t *testing.T, path string, f Format[map[string]any]) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := f.(RandomAccessFormat[map[string]any]).NewReaderAt(bytes.NewReader(b), int64(len(b)), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for range 1 << 20 {
+		v, _, err := rr.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	t.Fatal("no end")
+	return nil
+}
+
+// TestAvroFileReadsHambaFiles reads container files written by hamba's
+// ocf encoder with every codec and several blocks.
+func TestAvroFileReadsHambaFiles(t *testing.T) {
+	schema := `{"type":"record","name":"R","fields":[
+	 {"name":"id","type":"long"},{"name":"s","type":["null","string"]},
+	 {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},
+	 {"name":"xs","type":{"type":"array","items":"int"}}]}`
+	type rec struct {
+		ID int64     `avro:"id"`
+		S  *string   `avro:"s"`
+		TS time.Time `avro:"ts"`
+		XS []int     `avro:"xs"`
+	}
+	ts := time.Date(2026, 12, 1, 7, 0, 0, 123456000, time.UTC)
+	for _, codec := range []ocf.CodecName{ocf.Null, ocf.Deflate, ocf.Snappy, ocf.ZStandard} {
+		t.Run(string(codec), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "h.avro")
+			f, _ := os.Create(p)
+			enc, err := ocf.NewEncoder(schema, f, ocf.WithCodec(codec), ocf.WithBlockLength(7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := "x"
+			for i := range 50 {
+				r := rec{ID: int64(i), TS: ts, XS: []int{i, -i}}
+				if i%2 == 0 {
+					r.S = &s
+				}
+				if err := enc.Encode(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := enc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			got := readAll(t, p, AvroFile(""))
+			if len(got) != 50 {
+				t.Fatalf("%d records, want 50", len(got))
+			}
+			for i, m := range got {
+				var want any
+				if i%2 == 0 {
+					want = "x"
+				}
+				if m["id"] != int64(i) || m["s"] != want || !m["ts"].(time.Time).Equal(ts) ||
+					canon(m["xs"]) != canon([]any{int64(i), int64(-i)}) {
+					t.Fatalf("record %d: %s", i, canon(m))
+				}
+			}
+		})
+	}
+}
+
+// TestParquetFileReadsParquetGoFiles reads a file that parquet-go writes
+// from Go structs — optional fields, repeated fields without a LIST
+// annotation, a LIST, a MAP, a nested group, timestamps, unsigned and
+// small integers, several row groups — into the value contract.
+func TestParquetFileReadsParquetGoFiles(t *testing.T) {
+	type inner struct {
+		A int32  `parquet:"a"`
+		B []byte `parquet:"b"`
+	}
+	type row struct {
+		ID     int64            `parquet:"id"`
+		Name   *string          `parquet:"name,optional"`
+		Tags   []string         `parquet:"tags"`
+		List   []int32          `parquet:"list,list"`
+		Attrs  map[string]int64 `parquet:"attrs"`
+		In     inner            `parquet:"in"`
+		Opt    *inner           `parquet:"opt,optional"`
+		TS     time.Time        `parquet:"ts,timestamp(microsecond)"`
+		U      uint32           `parquet:"u"`
+		Small  int8             `parquet:"small"`
+		Ratio  float32          `parquet:"ratio"`
+		Flag   bool             `parquet:"flag"`
+		Inners []inner          `parquet:"inners"`
+	}
+	ts := time.Date(2026, 12, 1, 7, 0, 0, 5000, time.UTC)
+	p := filepath.Join(t.TempDir(), "g.parquet")
+	f, _ := os.Create(p)
+	w := parquet.NewGenericWriter[row](f, parquet.MaxRowsPerRowGroup(7))
+	n := "n"
+	var rows []row
+	for i := range 30 {
+		r := row{ID: int64(i), Tags: []string{"a", "b"}[:i%3%2+i%3/2], List: []int32{int32(i)}, Attrs: map[string]int64{"k": int64(i)},
+			In: inner{A: int32(-i), B: []byte{byte(i)}}, TS: ts, U: 4_000_000_000, Small: -3, Ratio: 0.5, Flag: i%2 == 0,
+			Inners: []inner{{A: 1}, {A: 2, B: []byte("z")}}[:i%3]}
+		if i%2 == 0 {
+			r.Name = &n
+			r.Opt = &inner{A: 9}
+		}
+		rows = append(rows, r)
+	}
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got := readAll(t, p, ParquetFile())
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows, want %d", len(got), len(rows))
+	}
+	for i, r := range rows {
+		want := map[string]any{
+			"id": r.ID, "name": nil, "tags": []any{}, "list": []any{int64(r.List[0])}, "attrs": map[string]any{"k": int64(i)},
+			"in": map[string]any{"a": int64(r.In.A), "b": r.In.B}, "opt": nil, "ts": ts, "u": int64(4_000_000_000),
+			"small": int64(-3), "ratio": 0.5, "flag": r.Flag, "inners": []any{},
+		}
+		for _, tag := range r.Tags {
+			want["tags"] = append(want["tags"].([]any), tag)
+		}
+		for _, in := range r.Inners {
+			b := in.B
+			if b == nil {
+				b = []byte{}
+			}
+			want["inners"] = append(want["inners"].([]any), map[string]any{"a": int64(in.A), "b": b})
+		}
+		if r.Name != nil {
+			want["name"] = "n"
+			want["opt"] = map[string]any{"a": int64(9), "b": []byte{}}
+		}
+		if canon(got[i]) != canon(want) {
+			t.Fatalf("row %d:\n%s\nwant\n%s", i, canon(got[i]), canon(want))
+		}
+	}
+}
