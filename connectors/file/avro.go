@@ -57,8 +57,9 @@ const maxAvroBlock = 1 << 30
 // of a record in [Position] is its block's, 0 for the first block). A
 // corrupt block fails the reader with a [*RecordError] naming the file and
 // the block's offset. A container file compressed as a whole (.gz, .zst)
-// is read as a stream, but a reader cannot resume inside it (the header
-// would be gone): block codecs are the way to compress them.
+// is read as a stream: its position is 0 and the number of records read,
+// so a reader resumes by reading it again from the start and skipping
+// them (block codecs are the better way to compress).
 func AvroFile(readerSchema string) Format[map[string]any] {
 	f := &avroFile{}
 	if readerSchema != "" {
@@ -87,9 +88,16 @@ func (f *avroFile) NewReader(r io.Reader, offset int64) (RecordReader[map[string
 		return nil, f.err
 	}
 	if offset != 0 {
-		return nil, fmt.Errorf("file: Avro container file: resuming at offset %d needs the file's header: the file must not be compressed as a whole", offset)
+		return nil, fmt.Errorf("file: Avro container file: a stream cannot resume at offset %d (the header is before it)", offset)
 	}
-	return f.open(bufio.NewReaderSize(r, defaultReadBuffer))
+	ar, err := f.open(bufio.NewReaderSize(r, defaultReadBuffer))
+	if err != nil {
+		return nil, err
+	}
+	// Every record reports offset 0: the source counts the records read,
+	// and resumes by reading the stream again and skipping them.
+	ar.stream = true
+	return ar, nil
 }
 
 // NewReaderAt reads the header at the start of r, then resumes at offset
@@ -116,7 +124,7 @@ func (f *avroFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (RecordR
 		ar.origin, ar.off = at, at
 	}
 	for range skip {
-		if _, _, err := ar.Read(); err != nil {
+		if _, _, err := ar.Read(); err != nil && !errors.Is(err, ErrMalformed) {
 			return nil, fmt.Errorf("file: Avro container file: skip %d records of the block at offset %d: %w", skip, offset, err)
 		}
 	}
@@ -253,6 +261,9 @@ type avroReader struct {
 	// reader that started at the file's start: its records report
 	// offset 0, the position that reads the header again.
 	atStart bool
+	// stream is true for a reader of a stream (a file compressed as a
+	// whole): every record reports offset 0.
+	stream bool
 }
 
 // pos is the file offset of the next byte of in.
@@ -275,7 +286,10 @@ func (a *avroReader) Read() (map[string]any, int64, error) {
 	}
 	a.left--
 	next := a.off
-	if a.left == 0 {
+	switch {
+	case a.stream:
+		next = 0
+	case a.left == 0:
 		next = a.pos()
 	}
 	m := v.(map[string]any)

@@ -621,9 +621,9 @@ func checkCorrupt(t *testing.T, dir, path string, format Format[map[string]any],
 	t.Logf("%v", err)
 }
 
-// TestFileFormatsCompressedWhole reads a gzipped Avro container file from
-// its start (the stream path); a gzipped Parquet file is refused with an
-// error that says why.
+// TestFileFormatsCompressedWhole reads a gzipped Avro container file as a
+// stream, also resuming inside it (position 0 and the records read); a
+// gzipped Parquet file is refused with an error that says why.
 func TestFileFormatsCompressedWhole(t *testing.T) {
 	dir := t.TempDir()
 	lines := testLines("z", 50)
@@ -631,6 +631,44 @@ func TestFileFormatsCompressedWhole(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	_ = os.WriteFile(p+".gz", gzipBytes(t, b), 0o644)
 	_ = os.Remove(p)
+	// Resume inside the gzipped file: position 0 and a count.
+	cfg := defaultSourceConfig()
+	for _, k := range []int{0, 1, 17, 49, 50} {
+		sr := newSplitReader(AvroFile(""), &cfg, new(metrics.Counter))
+		o, err := sr.open(Split{Path: p + ".gz", End: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for range k {
+			v, next, err := o.rr.Read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.advance(next)
+			got = append(got, v["line"].(string))
+		}
+		pos := Split{Path: p + ".gz", End: -1, Offset: o.off, Skip: o.skip}
+		o.close()
+		if o, err = sr.open(pos); err != nil {
+			t.Fatalf("resume at %+v: %v", pos, err)
+		}
+		for range 100 {
+			v, next, err := o.rr.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.advance(next)
+			got = append(got, v["line"].(string))
+		}
+		o.close()
+		if !slices.Equal(got, lines) || pos.Offset != 0 || pos.Skip != int64(k) {
+			t.Fatalf("resumed after %d records at %+v: got %d records", k, pos, len(got))
+		}
+	}
 	got := readBack(t, dir, AvroFile(""), func(m map[string]any) string { return m["line"].(string) })
 	want := slices.Clone(lines)
 	slices.Sort(want)
