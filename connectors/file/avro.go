@@ -239,6 +239,12 @@ func readAvroBytes(in *countReader, max int64) ([]byte, error) {
 	if n < 0 || n > max {
 		return nil, fmt.Errorf("length %d out of range", n)
 	}
+	if n > 1<<20 {
+		// A corrupt length must not allocate it before the data is there.
+		var buf bytes.Buffer
+		_, err := io.CopyN(&buf, in, n)
+		return buf.Bytes(), err
+	}
 	b := make([]byte, n)
 	_, err = io.ReadFull(in, b)
 	return b, err
@@ -327,12 +333,21 @@ func (a *avroReader) nextBlock() error {
 	if err != nil {
 		return corrupt("byte size: %v", unexpected(err))
 	}
-	if count < 0 || size < 0 || size > maxAvroBlock {
+	if count < 0 || size < 0 || size > maxAvroBlock || count > size+maxAvroItems {
 		return corrupt("record count %d, byte size %d", count, size)
 	}
-	a.raw = slices.Grow(a.raw[:0], int(size))[:size]
-	if _, err := io.ReadFull(a.in, a.raw); err != nil {
-		return corrupt("%d bytes of data: %v", size, unexpected(err))
+	if size <= 1<<20 {
+		a.raw = slices.Grow(a.raw[:0], int(size))[:size]
+		if _, err := io.ReadFull(a.in, a.raw); err != nil {
+			return corrupt("%d bytes of data: %v", size, unexpected(err))
+		}
+	} else {
+		// A corrupt size must not allocate it before the data is there.
+		buf := bytes.NewBuffer(a.raw[:0])
+		if _, err := io.CopyN(buf, a.in, size); err != nil {
+			return corrupt("%d bytes of data: %v", size, unexpected(err))
+		}
+		a.raw = buf.Bytes()
 	}
 	var sync [16]byte
 	if _, err := io.ReadFull(a.in, sync[:]); err != nil {
@@ -376,6 +391,14 @@ func (a *avroReader) decompress(raw []byte) ([]byte, error) {
 	case "snappy":
 		if len(raw) < 4 {
 			return nil, errors.New("shorter than its checksum")
+		}
+		n, err := snappy.DecodedLen(raw[:len(raw)-4])
+		if err != nil {
+			return nil, err
+		}
+		if n > maxAvroBlock || n > 32*len(raw)+1024 {
+			// Snappy expands at most about 21 times.
+			return nil, fmt.Errorf("%d compressed bytes claim %d decompressed", len(raw), n)
 		}
 		out, err := snappy.Decode(nil, raw[:len(raw)-4])
 		if err != nil {

@@ -51,6 +51,10 @@ func deref(s avro.Schema) avro.Schema {
 	return s
 }
 
+// maxAvroItems bounds the items of one array or map a reader accepts, so
+// that a corrupt count of zero-size items cannot loop for ever.
+const maxAvroItems = 1 << 24
+
 // decodeAvro reads one value of schema s from r into the value contract.
 func decodeAvro(r *avro.Reader, s avro.Schema) any {
 	s = deref(s)
@@ -83,6 +87,11 @@ func decodeAvro(r *avro.Reader, s avro.Schema) any {
 	case avro.Bytes:
 		b := r.ReadBytes()
 		if d, ok := logicalOf(s).(*avro.DecimalLogicalSchema); ok {
+			if len(b) > decimalBytes(d.Precision())+1 {
+				// Also keeps a corrupt length from a costly conversion.
+				r.ReportError("decode", fmt.Sprintf("a decimal(%d,%d) of %d bytes", d.Precision(), d.Scale(), len(b)))
+				return nil
+			}
 			return decimalNumber(b, d.Scale())
 		}
 		return b
@@ -106,10 +115,14 @@ func decodeAvro(r *avro.Reader, s avro.Schema) any {
 	case avro.Array:
 		items := s.(*avro.ArraySchema).Items()
 		arr := []any{}
-		for range 1 << 30 {
+		for total := int64(0); ; {
 			n, _ := r.ReadBlockHeader()
 			if n == 0 || r.Error != nil {
 				break
+			}
+			if total += n; n < 0 || total > maxAvroItems {
+				r.ReportError("decode", fmt.Sprintf("array of more than %d items", maxAvroItems))
+				return nil
 			}
 			for range n {
 				arr = append(arr, decodeAvro(r, items))
@@ -122,10 +135,14 @@ func decodeAvro(r *avro.Reader, s avro.Schema) any {
 	case avro.Map:
 		values := s.(*avro.MapSchema).Values()
 		m := map[string]any{}
-		for range 1 << 30 {
+		for total := int64(0); ; {
 			n, _ := r.ReadBlockHeader()
 			if n == 0 || r.Error != nil {
 				break
+			}
+			if total += n; n < 0 || total > maxAvroItems {
+				r.ReportError("decode", fmt.Sprintf("map of more than %d entries", maxAvroItems))
+				return nil
 			}
 			for range n {
 				k := r.ReadString()

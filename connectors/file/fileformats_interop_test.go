@@ -225,3 +225,46 @@ func TestFileFormatsNested(t *testing.T) {
 		})
 	}
 }
+
+// FuzzFileFormatsRead reads arbitrary bytes (seeded with real files and
+// damaged copies) with AvroFile and ParquetFile: reading ends with
+// io.EOF or an error, never a panic or an endless loop. The seeds are
+// large; fuzz with -fuzzminimizetime 1x, or minimizing them takes the
+// whole run.
+func FuzzFileFormatsRead(f *testing.F) {
+	lines := testLines("z", 30)
+	for _, bulk := range []BulkFormat[map[string]any]{AvroBulk(eventSchema, AvroBlockSize(500), AvroCodec("null")), AvroBulk(eventSchema), ParquetBulk(eventSchema)} {
+		var buf bytes.Buffer
+		w, err := bulk.NewWriter(&buf)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range lines {
+			if err := w.Write(eventOf(l)); err != nil {
+				f.Fatal(err)
+			}
+		}
+		if err := w.Finish(); err != nil {
+			f.Fatal(err)
+		}
+		b := buf.Bytes()
+		f.Add(bytes.Clone(b))
+		f.Add(bytes.Clone(b[:len(b)/2]))
+		c := bytes.Clone(b)
+		c[len(c)/2] ^= 0xff
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, format := range []Format[map[string]any]{AvroFile(""), ParquetFile()} {
+			rr, err := format.(RandomAccessFormat[map[string]any]).NewReaderAt(bytes.NewReader(data), int64(len(data)), 0, 0)
+			if err != nil {
+				continue
+			}
+			for range len(data) + 2 {
+				if _, _, err := rr.Read(); err != nil {
+					break
+				}
+			}
+		}
+	})
+}

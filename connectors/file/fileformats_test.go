@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -593,6 +595,53 @@ func TestFileFormatsCorruptFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkCorrupt(t, dir, p, ParquetFile(), "not a readable Parquet file")
+	})
+	t.Run("parquet-footer-length", func(t *testing.T) {
+		// A footer length beyond the file: refused before parquet-go
+		// allocates it (it allocated 4 GiB).
+		dir := t.TempDir()
+		p := writeEvents(t, dir, "x.parquet", ParquetBulk(eventSchema), lines)
+		b, _ := os.ReadFile(p)
+		binary.LittleEndian.PutUint32(b[len(b)-8:], 0xfffffff0)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		_, err := ParquetFile().(RandomAccessFormat[map[string]any]).NewReaderAt(bytes.NewReader(b), int64(len(b)), 0, 0)
+		runtime.ReadMemStats(&m1)
+		if err == nil || !strings.Contains(err.Error(), "a footer of 4294967280 bytes") {
+			t.Fatalf("error %v", err)
+		}
+		if a := m1.TotalAlloc - m0.TotalAlloc; a > 64<<20 {
+			t.Fatalf("allocated %d MiB", a>>20)
+		}
+		checkCorrupt(t, dir, p, ParquetFile(), "a footer of")
+	})
+	t.Run("avro-decimal-length", func(t *testing.T) {
+		// A decimal's length far beyond its precision is corrupt (its
+		// conversion to text took half a second).
+		schema := `{"type":"record","name":"D","fields":[{"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}}]}`
+		dir := t.TempDir()
+		p := filepath.Join(dir, "d.avro")
+		f, _ := os.Create(p)
+		w, _ := AvroBulk(schema, AvroCodec("null")).NewWriter(f)
+		if err := w.Write(map[string]any{"d": json.Number("1.25")}); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Finish()
+		f.Close()
+		// Rewrite the block: one record whose bytes are 1000 long.
+		b, _ := os.ReadFile(p)
+		hdrEnd := bytes.LastIndex(b[:len(b)-16], b[len(b)-16:])
+		rec := appendBytes(nil, bytes.Repeat([]byte{0x7f}, 1000))
+		blk := appendLong(appendLong(nil, 1), int64(len(rec)))
+		blk = append(append(blk, rec...), b[len(b)-16:]...)
+		b = append(b[:hdrEnd+16], blk...)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		checkCorrupt(t, dir, p, AvroFile(""), "a decimal(9,2) of 1000 bytes")
 	})
 	t.Run("parquet-garbage", func(t *testing.T) {
 		dir := t.TempDir()

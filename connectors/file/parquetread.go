@@ -54,6 +54,21 @@ func (parquetFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (_ Recor
 			err = fmt.Errorf("file: corrupt Parquet file (%d bytes): %v", size, p)
 		}
 	}()
+	// parquet-go allocates the footer's length before checking it
+	// against the file's size.
+	var tail [8]byte
+	if size < 12 {
+		return nil, fmt.Errorf("file: not a Parquet file: %d bytes", size)
+	}
+	if _, err := r.ReadAt(tail[:], size-8); err != nil {
+		return nil, fmt.Errorf("file: Parquet footer: %w", err)
+	}
+	if string(tail[4:]) != "PAR1" {
+		return nil, fmt.Errorf("file: not a readable Parquet file (%d bytes): no PAR1 magic at its end", size)
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
+		return nil, fmt.Errorf("file: not a readable Parquet file (%d bytes): a footer of %d bytes", size, n)
+	}
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("file: not a readable Parquet file (%d bytes): %w", size, err)
