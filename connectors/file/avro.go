@@ -34,7 +34,8 @@ const maxAvroBlock = 1 << 30
 // record of the file's schema (which must be a record schema) is read as
 // a map[string]any in the value contract of CLI pipelines:
 //
-//	boolean → bool; int, long → int64; float, double → float64;
+//	boolean → bool; int, long → int64; float, double → float64 (a float
+//	  as the float64 of its shortest decimal form: 0.1, not 0.10000000149011612);
 //	string, enum, uuid → string; bytes, fixed → []byte;
 //	null → nil; a union → the value of its branch;
 //	array → []any; map, record → map[string]any;

@@ -79,7 +79,7 @@ func decodeAvro(r *avro.Reader, s avro.Schema) any {
 		}
 		return i
 	case avro.Float:
-		return float64(r.ReadFloat())
+		return float32to64(r.ReadFloat())
 	case avro.Double:
 		return r.ReadDouble()
 	case avro.String:
@@ -814,4 +814,18 @@ func avroDefault(f *avro.Field) (any, error) {
 	r := avro.NewReader(nil, 0).Reset(b)
 	v := decodeAvro(r, t)
 	return v, r.Error
+}
+
+// float32to64 widens f to the float64 nearest its shortest decimal form,
+// so that a float 0.1 reads as 0.1, not 0.10000000149011612 (narrowed
+// back, it is f again).
+func float32to64(f float32) float64 {
+	if math.IsInf(float64(f), 0) || math.IsNaN(float64(f)) {
+		return float64(f)
+	}
+	d, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	if err != nil {
+		return float64(f)
+	}
+	return d
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -267,4 +268,35 @@ func FuzzFileFormatsRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFloatReadsShortest reads Avro float and Parquet FLOAT values as the
+// float64 of their shortest decimal form: 0.1, not 0.10000000149011612.
+func TestFloatReadsShortest(t *testing.T) {
+	schema := `{"type":"record","name":"F","fields":[{"name":"f","type":"float"}]}`
+	for _, c := range []struct {
+		bulk BulkFormat[map[string]any]
+		read Format[map[string]any]
+	}{{AvroBulk(schema), AvroFile("")}, {ParquetBulk(schema), ParquetFile()}} {
+		p := filepath.Join(t.TempDir(), "f")
+		f, _ := os.Create(p)
+		w, err := c.bulk.NewWriter(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []float64{0.1, 1e-7, 3.4028234663852886e+38, -2.5} {
+			if err := w.Write(map[string]any{"f": v}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = w.Finish()
+		f.Close()
+		var got []float64
+		for _, m := range readAll(t, p, c.read) {
+			got = append(got, m["f"].(float64))
+		}
+		if want := []float64{0.1, 1e-7, 3.4028235e+38, -2.5}; !slices.Equal(got, want) {
+			t.Errorf("%T: read %v, want %v", c.read, got, want)
+		}
+	}
 }

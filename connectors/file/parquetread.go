@@ -21,7 +21,7 @@ import (
 //
 //	BOOLEAN → bool; INT32, INT64 (also INT(8…64) annotations) → int64
 //	  (UINT64 above math.MaxInt64 → json.Number);
-//	FLOAT, DOUBLE → float64; STRING, ENUM, JSON → string; UUID → string;
+//	FLOAT, DOUBLE → float64 (FLOAT as in [AvroFile]); STRING, ENUM, JSON → string; UUID → string;
 //	other BYTE_ARRAY and FIXED_LEN_BYTE_ARRAY → []byte;
 //	DECIMAL → json.Number, exact; DATE, TIMESTAMP, INT96 → time.Time (UTC);
 //	TIME → int64 (in its unit); LIST and repeated fields → []any;
@@ -403,7 +403,7 @@ func pqLeafValue(n parquet.Node, v parquet.Value) (any, error) {
 		day := int64(binary.LittleEndian.Uint32(b[8:]))
 		return time.Unix((day-2440588)*86400, nanos).UTC(), nil
 	case parquet.Float:
-		return float64(v.Float()), nil
+		return float32to64(v.Float()), nil
 	case parquet.Double:
 		return v.Double(), nil
 	case parquet.ByteArray, parquet.FixedLenByteArray:
