@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -132,6 +133,56 @@ func TestBulkFormatsKillRestore(t *testing.T) {
 				got[f] = c.lines(t, filepath.Join(out, f))
 			}
 			checkExactlyOnce(t, inputs, got, true)
+		})
+	}
+}
+
+// TestBulkFormatsCompacted writes small Avro and Parquet part files under
+// injected failures with compaction by RecordWiseCompactor: the compacted
+// files are valid (read by the independent readers) and hold every input
+// line once.
+func TestBulkFormatsCompacted(t *testing.T) {
+	for i, c := range []struct {
+		name   string
+		bulk   BulkFormat[map[string]any]
+		read   Format[map[string]any]
+		suffix string
+		lines  func(*testing.T, string) []string
+	}{
+		{"avro", AvroBulk(eventSchema), AvroFile(""), ".avro", ocfLines},
+		{"parquet", ParquetBulk(eventSchema), ParquetFile(), ".parquet", parquetLines},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, out := t.TempDir(), t.TempDir()
+			inputs := writeInput(t, in, 4, 500)
+			sk, err := NewBulkSink(out, c.bulk, PartSuffix(c.suffix), WithBuckets(BasePathBuckets[map[string]any]()),
+				Compact(CompactStrategy{SizeThreshold: 1 << 20, CheckpointsBeforeCompaction: 3, Compactor: RecordWiseCompactor(c.read, c.bulk)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := faultinject.RandomPlan(int64(80+i), 4, faultinject.Kinds(), 2, 800, 6)
+			env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(10*time.Millisecond),
+				stream.Restart(restart.FixedDelay(6, 0)), stream.Logger(stream.DiscardLogger()))
+			lines := stream.FromSource(env, faultinject.WrapSource(NewSource(TextLines(), []string{in}, ReadBatchSize(20)), plan), watermark.None[string](), "lines")
+			stream.SinkTo(stream.Map(lines, eventOf), faultinject.WrapSink(sk, plan), "out")
+			res, err := env.Execute(t.Context(), "compact-"+c.name)
+			if err != nil {
+				t.Fatalf("job: %v (fired %v)", err, plan.Fired())
+			}
+			files := finishedFiles(t, out)
+			got := map[string][]string{}
+			compacted := 0
+			for _, f := range files {
+				if strings.Contains(f, "-compacted-") {
+					compacted++
+				}
+				got[f] = c.lines(t, filepath.Join(out, f))
+			}
+			checkExactlyOnce(t, inputs, got, true)
+			if compacted == 0 {
+				t.Errorf("no compacted file among %v", files)
+			}
+			t.Logf("%d files (%d compacted), %d checkpoints, fired %v", len(files), compacted, res.Checkpoints.Completed, plan.Fired())
 		})
 	}
 }
