@@ -49,7 +49,7 @@ const maxAvroBlock = 1 << 30
 // fails with an error naming it and the file), int and long become float
 // or double where the reader asks for them, and string and bytes
 // interchange. A file whose schema cannot be resolved against it fails
-// when it is opened.
+// when it is opened. An invalid reader schema is reported by Err.
 //
 // Codecs null, deflate, snappy and zstandard are read. Files are not
 // splittable; a reader resumes at the start of the block that holds the
@@ -61,8 +61,8 @@ const maxAvroBlock = 1 << 30
 // is read as a stream: its position is 0 and the number of records read,
 // so a reader resumes by reading it again from the start and skipping
 // them (block codecs are the better way to compress).
-func AvroFile(readerSchema string) Format[map[string]any] {
-	f := &avroFile{}
+func AvroFile(readerSchema string) *AvroFileFormat {
+	f := &AvroFileFormat{}
 	if readerSchema != "" {
 		s, err := parseAvroSchema(readerSchema)
 		if err != nil {
@@ -75,16 +75,24 @@ func AvroFile(readerSchema string) Format[map[string]any] {
 	return f
 }
 
-type avroFile struct {
+// AvroFileFormat is the format [AvroFile] returns.
+type AvroFileFormat struct {
 	reader avro.Schema
 	err    error
 }
 
-func (*avroFile) Splittable() bool { return false }
+var _ RandomAccessFormat[map[string]any] = (*AvroFileFormat)(nil)
+
+// Err reports an invalid reader schema (wrapping [ErrInvalidConfig]);
+// NewReader and NewReaderAt return it too.
+func (f *AvroFileFormat) Err() error { return f.err }
+
+// Splittable is false: a container file is read by one split.
+func (*AvroFileFormat) Splittable() bool { return false }
 
 // NewReader reads a container file from its start (offset 0) as a stream;
 // the source uses NewReaderAt for uncompressed files.
-func (f *avroFile) NewReader(r io.Reader, offset int64) (RecordReader[map[string]any], error) {
+func (f *AvroFileFormat) NewReader(r io.Reader, offset int64) (RecordReader[map[string]any], error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -103,7 +111,7 @@ func (f *avroFile) NewReader(r io.Reader, offset int64) (RecordReader[map[string
 
 // NewReaderAt reads the header at the start of r, then resumes at offset
 // (0 or a block's start) skipping skip records.
-func (f *avroFile) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (RecordReader[map[string]any], error) {
+func (f *AvroFileFormat) NewReaderAt(r io.ReaderAt, size, offset, skip int64) (RecordReader[map[string]any], error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -152,7 +160,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (f *avroFile) open(br *bufio.Reader) (*avroReader, error) {
+func (f *AvroFileFormat) open(br *bufio.Reader) (*avroReader, error) {
 	in := &countReader{r: br}
 	h, err := readAvroHeader(in)
 	if err != nil {
@@ -485,14 +493,14 @@ func AvroBlockSize(n int) AvroOption {
 // not written. Errors name the field path (address.zip, items[2].sku).
 //
 // Options: [AvroCodec] (default snappy), [AvroBlockSize] (default 64000).
-// An invalid schema or option fails the sink's first NewWriter with an
-// error wrapping [ErrInvalidConfig].
-func AvroBulk(schema string, opts ...AvroOption) BulkFormat[map[string]any] {
+// An invalid schema or option is reported by Err at once and fails the
+// sink's first NewWriter, with an error wrapping [ErrInvalidConfig].
+func AvroBulk(schema string, opts ...AvroOption) *AvroBulkFormat {
 	c := avroConfig{codec: "snappy", blockSize: 64000}
 	for _, o := range opts {
 		o.applyAvro(&c)
 	}
-	b := &avroBulk{cfg: c}
+	b := &AvroBulkFormat{cfg: c}
 	s, err := parseAvroSchema(schema)
 	switch {
 	case err != nil:
@@ -514,14 +522,23 @@ func AvroBulk(schema string, opts ...AvroOption) BulkFormat[map[string]any] {
 	return b
 }
 
-type avroBulk struct {
+// AvroBulkFormat is the bulk format [AvroBulk] returns.
+type AvroBulkFormat struct {
 	cfg        avroConfig
 	schema     avro.Schema
 	schemaJSON []byte
 	err        error
 }
 
-func (b *avroBulk) NewWriter(w io.Writer) (BulkWriter[map[string]any], error) {
+var _ BulkFormat[map[string]any] = (*AvroBulkFormat)(nil)
+
+// Err reports an invalid schema or option (wrapping [ErrInvalidConfig]) at
+// once; NewWriter returns it too.
+func (b *AvroBulkFormat) Err() error { return b.err }
+
+// NewWriter writes the header of a container file to w and returns a
+// writer of its records.
+func (b *AvroBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], error) {
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -545,7 +562,7 @@ func (b *avroBulk) NewWriter(w io.Writer) (BulkWriter[map[string]any], error) {
 }
 
 type avroWriter struct {
-	f     *avroBulk
+	f     *AvroBulkFormat
 	w     io.Writer
 	sync  [16]byte
 	enc   avroEncoder

@@ -498,9 +498,20 @@ func TestFileFormatsConfigErrors(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %v, want ErrInvalidConfig containing %q", err, c.want)
 		}
+		if e := c.f.(interface{ Err() error }).Err(); e == nil || e.Error() != err.Error() {
+			t.Errorf("Err() = %v, want %v", e, err)
+		}
+	}
+	for _, f := range []interface{ Err() error }{AvroBulk(eventSchema), ParquetBulk(eventSchema), AvroFile(eventSchema), AvroFile("")} {
+		if err := f.Err(); err != nil {
+			t.Errorf("%T: Err() = %v for a valid configuration", f, err)
+		}
 	}
 	if _, err := AvroFile(`{"type":"record"`).NewReader(strings.NewReader(""), 0); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("AvroFile with a bad reader schema: %v", err)
+	}
+	if err := AvroFile(`"long"`).Err(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "want a record") {
+		t.Errorf("AvroFile with a non-record reader schema: Err() = %v", err)
 	}
 }
 

@@ -89,14 +89,15 @@ func ParquetRowGroupSize(n int64) ParquetOption {
 // optional, else fails naming it.
 //
 // Options: [ParquetCompression] (default snappy), [ParquetRowGroupSize]
-// (default 128 MiB). An invalid schema or option fails the sink's first
-// NewWriter with an error wrapping [ErrInvalidConfig].
-func ParquetBulk(schema string, opts ...ParquetOption) BulkFormat[map[string]any] {
+// (default 128 MiB). An invalid schema or option is reported by Err at
+// once and fails the sink's first NewWriter, with an error wrapping
+// [ErrInvalidConfig].
+func ParquetBulk(schema string, opts ...ParquetOption) *ParquetBulkFormat {
 	c := parquetConfig{codec: &parquet.Snappy, rowGroupSize: 128 << 20}
 	for _, o := range opts {
 		o.applyParquet(&c)
 	}
-	b := &parquetBulk{cfg: c}
+	b := &ParquetBulkFormat{cfg: c}
 	s, err := parseAvroSchema(schema)
 	switch {
 	case err != nil:
@@ -121,7 +122,8 @@ func ParquetBulk(schema string, opts ...ParquetOption) BulkFormat[map[string]any
 	return b
 }
 
-type parquetBulk struct {
+// ParquetBulkFormat is the bulk format [ParquetBulk] returns.
+type ParquetBulkFormat struct {
 	cfg     parquetConfig
 	schema  *parquet.Schema
 	root    *pqNode
@@ -293,7 +295,7 @@ func decimalBytes(p int) int {
 }
 
 // assignColumns finds each leaf's column index and every node's leaves.
-func (b *parquetBulk) assignColumns(n *pqNode) error {
+func (b *ParquetBulkFormat) assignColumns(n *pqNode) error {
 	switch n.kind {
 	case pqLeaf:
 		lc, ok := b.schema.Lookup(n.path...)
@@ -324,7 +326,15 @@ func (b *parquetBulk) assignColumns(n *pqNode) error {
 	return nil
 }
 
-func (b *parquetBulk) NewWriter(w io.Writer) (BulkWriter[map[string]any], error) {
+var _ BulkFormat[map[string]any] = (*ParquetBulkFormat)(nil)
+
+// Err reports an invalid schema (one with no Parquet mapping, such as a
+// union of two types) or option, wrapping [ErrInvalidConfig], at once;
+// NewWriter returns it too.
+func (b *ParquetBulkFormat) Err() error { return b.err }
+
+// NewWriter returns a writer of one Parquet file to w.
+func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], error) {
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -333,7 +343,7 @@ func (b *parquetBulk) NewWriter(w io.Writer) (BulkWriter[map[string]any], error)
 }
 
 type parquetWriter struct {
-	f    *parquetBulk
+	f    *ParquetBulkFormat
 	w    *parquet.GenericWriter[any]
 	enc  avroEncoder
 	cols [][]parquet.Value
