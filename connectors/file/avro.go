@@ -484,7 +484,8 @@ func AvroBlockSize(n int) AvroOption {
 // string or a number of milliseconds (micros: microseconds) to timestamps;
 // time.Time, "2006-01-02" or a number of days to date; json.Number,
 // strings and numbers to decimal when exact at the scale and within the
-// precision; string and []byte to each other; a string to an enum that
+// precision; string and []byte to each other, json.Number and time.Time
+// (RFC 3339) to string; a string to an enum that
 // has it as a symbol; nil to a union's null branch, and any other value to
 // the first union branch of its own kind (a string to string, a map to a
 // record), else to the first branch it can be coerced to. A field missing

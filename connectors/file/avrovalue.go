@@ -295,6 +295,8 @@ func (e *avroEncoder) encode(dst []byte, v any, s avro.Schema, path string) ([]b
 		case json.Number:
 			dst = appendLong(dst, int64(len(x)))
 			return append(dst, x...), nil
+		case time.Time:
+			return appendBytes(dst, x.AppendFormat(nil, time.RFC3339Nano)), nil
 		}
 		return dst, e.fail(path, "%s for string", describe(v))
 	case avro.Bytes:

@@ -2,6 +2,7 @@ package file
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -297,6 +298,43 @@ func TestFloatReadsShortest(t *testing.T) {
 		}
 		if want := []float64{0.1, 1e-7, 3.4028235e+38, -2.5}; !slices.Equal(got, want) {
 			t.Errorf("%T: read %v, want %v", c.read, got, want)
+		}
+	}
+}
+
+// TestFileFormatsCoercions writes values of other kinds than the schema's
+// that convert without loss and reads them back converted.
+func TestFileFormatsCoercions(t *testing.T) {
+	schema := `{"type":"record","name":"C","fields":[
+	 {"name":"i","type":"int"},{"name":"l","type":"long"},{"name":"d","type":"double"},
+	 {"name":"s","type":"string"},{"name":"s2","type":"string"},{"name":"b","type":"bytes"},
+	 {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},
+	 {"name":"day","type":{"type":"int","logicalType":"date"}},
+	 {"name":"dec","type":{"type":"bytes","logicalType":"decimal","precision":6,"scale":3}},
+	 {"name":"def","type":"long","default":42}]}`
+	ts := time.Date(2026, 12, 1, 7, 0, 0, 1000, time.UTC)
+	in := map[string]any{"i": json.Number("7"), "l": 3.0, "d": int64(2), "s": ts, "s2": json.Number("1.50"), "b": "raw",
+		"ts": "2026-12-01T08:00:00.000001+01:00", "day": "2026-12-01", "dec": 1.5, "extra": "dropped"}
+	want := map[string]any{"i": int64(7), "l": int64(3), "d": 2.0, "s": "2026-12-01T07:00:00.000001Z", "s2": "1.50", "b": []byte("raw"),
+		"ts": ts, "day": time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), "dec": json.Number("1.500"), "def": int64(42)}
+	for _, c := range []struct {
+		bulk BulkFormat[map[string]any]
+		read Format[map[string]any]
+	}{{AvroBulk(schema), AvroFile("")}, {ParquetBulk(schema), ParquetFile()}} {
+		p := filepath.Join(t.TempDir(), "c")
+		f, _ := os.Create(p)
+		w, err := c.bulk.NewWriter(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(in); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Finish()
+		f.Close()
+		got := readAll(t, p, c.read)
+		if len(got) != 1 || canon(got[0]) != canon(want) {
+			t.Errorf("%T: read %v, want %s", c.read, got, canon(want))
 		}
 	}
 }

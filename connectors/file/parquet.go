@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -573,8 +574,13 @@ func (p *parquetWriter) leafValue(s avro.Schema, v any, path string) (parquet.Va
 		case []byte:
 			return parquet.ByteArrayValue(x), nil
 		}
-		if x, ok := v.(json.Number); ok && s.Type() == avro.String {
-			return parquet.ByteArrayValue([]byte(x)), nil
+		if s.Type() == avro.String {
+			switch x := v.(type) {
+			case json.Number:
+				return parquet.ByteArrayValue([]byte(x)), nil
+			case time.Time:
+				return parquet.ByteArrayValue(x.AppendFormat(nil, time.RFC3339Nano)), nil
+			}
 		}
 		return parquet.Value{}, e.fail(path, "%s for %s", describe(v), s.Type())
 	case avro.Fixed:
