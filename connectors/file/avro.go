@@ -489,8 +489,8 @@ func AvroBlockSize(n int) AvroOption {
 // has it as a symbol; nil to a union's null branch, and any other value to
 // the first union branch of its own kind (a string to string, a map to a
 // record), else to the first branch it can be coerced to. A field missing
-// from the record takes the schema's default, and fails naming the field
-// if there is none. Keys of the record that the schema does not have are
+// from the record takes the schema's default, or null if its type is a
+// union with null, and fails naming the field otherwise. Keys of the record that the schema does not have are
 // not written. Errors name the field path (address.zip, items[2].sku).
 //
 // Options: [AvroCodec] (default snappy), [AvroBlockSize] (default 64000).

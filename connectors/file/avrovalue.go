@@ -415,10 +415,18 @@ func (e *avroEncoder) encode(dst []byte, v any, s avro.Schema, path string) ([]b
 		for _, f := range rs.Fields() {
 			fp := fieldPath(path, f.Name())
 			fv, ok := m[f.Name()]
-			if !ok {
-				if !f.HasDefault() {
-					return dst, e.fail(fp, "missing, and the schema gives no default")
+			if !ok && !f.HasDefault() {
+				if u, isUnion := deref(f.Type()).(*avro.UnionSchema); isUnion && u.Nullable() {
+					// A missing optional field is null, as in Parquet.
+					var err error
+					if dst, err = e.encode(dst, nil, u, fp); err != nil {
+						return dst, err
+					}
+					continue
 				}
+				return dst, e.fail(fp, "missing, and the schema gives no default")
+			}
+			if !ok {
 				fv = f.Default()
 				ft := deref(f.Type())
 				if u, isUnion := ft.(*avro.UnionSchema); isUnion {

@@ -311,12 +311,12 @@ func TestFileFormatsCoercions(t *testing.T) {
 	 {"name":"ts","type":{"type":"long","logicalType":"timestamp-micros"}},
 	 {"name":"day","type":{"type":"int","logicalType":"date"}},
 	 {"name":"dec","type":{"type":"bytes","logicalType":"decimal","precision":6,"scale":3}},
-	 {"name":"def","type":"long","default":42}]}`
+	 {"name":"def","type":"long","default":42},{"name":"opt","type":["null","string"]}]}`
 	ts := time.Date(2026, 12, 1, 7, 0, 0, 1000, time.UTC)
 	in := map[string]any{"i": json.Number("7"), "l": 3.0, "d": int64(2), "s": ts, "s2": json.Number("1.50"), "b": "raw",
 		"ts": "2026-12-01T08:00:00.000001+01:00", "day": "2026-12-01", "dec": 1.5, "extra": "dropped"}
 	want := map[string]any{"i": int64(7), "l": int64(3), "d": 2.0, "s": "2026-12-01T07:00:00.000001Z", "s2": "1.50", "b": []byte("raw"),
-		"ts": ts, "day": time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), "dec": json.Number("1.500"), "def": int64(42)}
+		"ts": ts, "day": time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), "dec": json.Number("1.500"), "def": int64(42), "opt": nil}
 	for _, c := range []struct {
 		bulk BulkFormat[map[string]any]
 		read Format[map[string]any]
