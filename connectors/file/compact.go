@@ -2,6 +2,7 @@ package file
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -112,7 +113,10 @@ func (concatCompactor) Compact(dst io.Writer, srcs []CompactInput) error {
 // once, a footer, or to compress a group as a whole rather than as
 // concatenated members. Files whose name ends in .gz/.gzip or .zst/.zstd
 // are decompressed before decoding. A record that cannot be decoded fails
-// the compaction.
+// the compaction. For Avro container files and Parquet:
+// RecordWiseCompactor(AvroFile(""), AvroBulk(schema)) and
+// RecordWiseCompactor(ParquetFile(), ParquetBulk(schema)); files of a
+// [RandomAccessFormat] are read into memory (candidates are small).
 func RecordWiseCompactor[T any](decode Format[T], encode BulkFormat[T]) Compactor {
 	return recordWise[T]{decode, encode}
 }
@@ -156,8 +160,21 @@ func (c recordWise[T]) copy(bw BulkWriter[T], s CompactInput) error {
 		defer zr.Close()
 		in = zr
 	}
-	rr, err := c.decode.NewReader(in, 0)
-	if err != nil {
+	var rr RecordReader[T]
+	var err error
+	if raf, ok := c.decode.(RandomAccessFormat[T]); ok {
+		// Avro container files, Parquet: read through io.ReaderAt. A
+		// candidate is smaller than the compaction threshold, so it is
+		// read into memory.
+		b, err := io.ReadAll(in)
+		if err != nil {
+			return err
+		}
+		rr, err = raf.NewReaderAt(bytes.NewReader(b), int64(len(b)), 0, 0)
+		if err != nil {
+			return err
+		}
+	} else if rr, err = c.decode.NewReader(in, 0); err != nil {
 		return err
 	}
 	for {

@@ -6,9 +6,10 @@
 //
 // [NewSource] reads the files under one or more paths — files, directories
 // (read recursively) or glob patterns — with a [Format]: [TextLines],
-// [CSV] (optionally with a header) or [JSONLines]. Files ending in .gz or
-// .zst are decompressed. Names starting with '.' or '_' are skipped
-// ([FileFilter] changes that).
+// [CSV] (optionally with a header), [JSONLines], [AvroFile] (Avro object
+// container files, optionally through a reader schema) or [ParquetFile].
+// Files ending in .gz or .zst are decompressed. Names starting with '.' or
+// '_' are skipped ([FileFilter] changes that).
 //
 // The enumerator turns every file into a [Split]; an uncompressed file in
 // a splittable (line-based) format that is larger than [BlockSize] becomes
@@ -21,7 +22,11 @@
 // decompressed stream for compressed files) and a number of records to skip
 // after it. A checkpoint stores that position, and recovery resumes in the
 // middle of the file: by seeking, or for compressed files by decompressing
-// and discarding up to the offset.
+// and discarding up to the offset. Avro container files resume at the
+// block that holds the next record, skipping the records of the block
+// already read; Parquet files at the row number. Formats that need the
+// whole file (a header, a footer) implement [RandomAccessFormat] and read
+// through io.ReaderAt.
 //
 // By default the source is bounded: it lists its paths once and ends when
 // every file has been read. With [ContinuousDiscovery] it lists them
@@ -46,15 +51,29 @@
 // # Sink
 //
 // [NewRowSink] writes records with a [RowFormat] ([LinesFormat],
-// [CSVFormat], [JSONLinesFormat]); [NewBulkSink] with a [BulkFormat] such
-// as [GzipBulk] (a bulk format for Parquet or ORC implements the same
-// interface). Both return a sink already wrapped with
-// sink.NewStatefulTwoPhase, ready for stream.SinkTo.
+// [CSVFormat], [JSONLinesFormat]); [NewBulkSink] with a [BulkFormat]:
+// [GzipBulk], [AvroBulk] (Avro object container files) or [ParquetBulk].
+// Both return a sink already wrapped with sink.NewStatefulTwoPhase, ready
+// for stream.SinkTo.
+//
+// # Avro and Parquet
+//
+// [AvroFile], [AvroBulk], [ParquetFile] and [ParquetBulk] read and write
+// map[string]any records in the value contract of CLI pipelines (int64,
+// float64, json.Number for decimals, string, bool, nil, []byte, time.Time,
+// []any, map[string]any). Both bulk formats take an Avro record schema
+// (JSON), so one schema language describes every file format; writers
+// coerce values to it, and errors name the field path. Options and
+// defaults: [AvroCodec] (snappy), [AvroBlockSize] (64000 bytes),
+// [ParquetCompression] (snappy), [ParquetRowGroupSize] (128 MiB). README.md
+// has the type mapping tables.
 //
 // A [BucketAssigner] picks each record's directory under the base
 // directory: [DateTimeBuckets] (Go time layout, time zone, event or
 // processing time; the default is "2006-01-02--15", UTC, processing time),
-// [BasePathBuckets], or any [BucketFunc]. Bucket paths are resolved with
+// [BasePathBuckets], [HivePartitions] and [HivePartitionsOf]
+// (name=value/… from a map record's fields and times, Hive's escaping and
+// default partition), or any [BucketFunc]. Bucket paths are resolved with
 // os.Root, so no rendered value — "..", an absolute path, a symbolic link
 // — can reach outside the base directory; such a record fails the write.
 //

@@ -17,7 +17,9 @@ import (
 //
 // Formats that are not line based (Parquet, Avro container files) implement
 // the same interface: they return Splittable false, and resume through the
-// split's byte offset plus a number of records to skip (see [Split]).
+// split's byte offset plus a number of records to skip (see [Split]). Those
+// that need the whole file (a header or a footer) implement
+// [RandomAccessFormat] too.
 type Format[T any] interface {
 	// Splittable reports whether every record starts right after a '\n'
 	// (or at the start of the file), so that a large uncompressed file may
@@ -37,7 +39,26 @@ type RecordReader[T any] interface {
 	// record that cannot be decoded returns an error wrapping
 	// [ErrMalformed] together with the offset after the bad record, so
 	// that reading can go on; any other error ends the file.
+	//
+	// A format whose records cannot be resumed at one by one (records in
+	// compressed blocks or row groups) returns, while records of a block
+	// remain, the offset of the block's start: the source counts the
+	// records read since the offset last changed and resumes at that
+	// offset skipping that many records ([Split].Skip).
 	Read() (v T, next int64, err error)
+}
+
+// RandomAccessFormat is a [Format] that reads a file through io.ReaderAt:
+// Avro container files (the schema is in the header) and Parquet (the
+// footer describes the file). The source calls NewReaderAt for
+// uncompressed files and NewReader, from the start of the decompressed
+// stream, for compressed ones.
+type RandomAccessFormat[T any] interface {
+	Format[T]
+	// NewReaderAt returns a reader of the file r of size bytes that
+	// resumes at offset (0, or an offset its RecordReader returned) and
+	// skips skip records after it.
+	NewReaderAt(r io.ReaderAt, size, offset, skip int64) (RecordReader[T], error)
 }
 
 // defaultReadBuffer is the size of the buffered reader over each file.

@@ -22,6 +22,7 @@ import (
 type chunk[T any] struct {
 	vs   []T
 	next int64
+	skip int64 // records to skip after next
 	// starts is where each record of vs starts (fetchBatch with
 	// PositionAs only).
 	starts []int64
@@ -97,7 +98,8 @@ type openSplit[T any] struct {
 	dec    io.Closer // decompressor, if any
 	rr     RecordReader[T]
 	br     batchReader[T] // rr, if it reads many records per call
-	off    int64          // start of the next record
+	off    int64          // start of the next record, or of its block
+	skip   int64          // records read since off
 	closed bool
 }
 
@@ -155,7 +157,7 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[*chunk[T]]
 		c.recycle()
 		return b, err
 	}
-	c.next = cur.off
+	c.next, c.skip = cur.off, cur.skip
 	id := cur.id
 	c.recs[0] = c
 	c.groups[0] = readerbase.SplitRecords[*chunk[T]]{SplitID: id, Records: c.recs[:]}
@@ -227,9 +229,20 @@ func (r *splitReader[T]) fetchRecords(cur *openSplit[T], c *chunk[T]) (done bool
 		default:
 			return false, &RecordError{File: cur.sp.Path, Offset: cur.off, Err: err}
 		}
-		cur.off = next
+		cur.advance(next)
 	}
 	return false, nil
+}
+
+// advance moves the split's position past a record that returned next:
+// records of a block report the block's start until its last one, so a
+// position that did not move counts one more record to skip.
+func (o *openSplit[T]) advance(next int64) {
+	if next == o.off {
+		o.skip++
+		return
+	}
+	o.off, o.skip = next, 0
 }
 
 // logSkipped logs a skipped record with its position: the first one at
@@ -258,6 +271,18 @@ func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
 	fail := func(err error) (*openSplit[T], error) {
 		o.close()
 		return nil, &RecordError{File: sp.Path, Offset: o.off, Err: err}
+	}
+	if raf, ok := r.format.(RandomAccessFormat[T]); ok && compressionOf(sp.Path) == uncompressed {
+		st, err := f.Stat()
+		if err != nil {
+			return fail(err)
+		}
+		rr, err := raf.NewReaderAt(f, st.Size(), sp.Offset, sp.Skip)
+		if err != nil {
+			return fail(err)
+		}
+		o.rr, o.skip = rr, sp.Skip
+		return o, nil
 	}
 	var in io.Reader
 	switch compressionOf(sp.Path) {
@@ -312,7 +337,7 @@ func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
 		if err != nil && !errors.Is(err, ErrMalformed) {
 			return fail(fmt.Errorf("skip %d records: %w", sp.Skip, err))
 		}
-		o.off = next
+		o.advance(next)
 	}
 	return o, nil
 }

@@ -121,6 +121,6 @@ func emit[T any](c *chunk[T], out source.Output[T], st *Split) error {
 	for _, v := range c.vs {
 		out.Collect(v)
 	}
-	st.Offset, st.Skip = c.next, 0
+	st.Offset, st.Skip = c.next, c.skip
 	return nil
 }

@@ -1,0 +1,151 @@
+package file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+)
+
+// benchRecordSchema is a small record: five fields, about 40 bytes of
+// values.
+const benchRecordSchema = `{"type":"record","name":"Click","fields":[
+ {"name":"id","type":"long"},
+ {"name":"user","type":"string"},
+ {"name":"score","type":"double"},
+ {"name":"ok","type":"boolean"},
+ {"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}}]}`
+
+func benchRecord(i int) map[string]any {
+	return map[string]any{
+		"id":    int64(i),
+		"user":  fmt.Sprintf("user-%04d", i%9973),
+		"score": float64(i%1000) / 8,
+		"ok":    i%3 == 0,
+		"ts":    time.UnixMilli(1_796_000_000_000 + int64(i)).UTC(),
+	}
+}
+
+// BenchmarkFileFormats writes and reads 1M small records (100k with
+// -short) with each bulk format and its source format, in memory, and
+// reports rows/s and bytes per row; JSON lines (JSONLinesFormat and
+// JSONLines[map[string]any]) are the reference in the same run.
+//
+//	go test -run '^$' -bench FileFormats -benchtime 3x ./connectors/file/
+func BenchmarkFileFormats(b *testing.B) {
+	rows := 1_000_000
+	if testing.Short() {
+		rows = 100_000
+	}
+	recs := make([]map[string]any, rows)
+	for i := range recs {
+		recs[i] = benchRecord(i)
+	}
+	type fmtCase struct {
+		name string
+		bulk BulkFormat[map[string]any]
+		read Format[map[string]any]
+	}
+	cases := []fmtCase{
+		{"avro-snappy", AvroBulk(benchRecordSchema), AvroFile("")},
+		{"avro-null", AvroBulk(benchRecordSchema, AvroCodec("null")), AvroFile("")},
+		{"avro-deflate", AvroBulk(benchRecordSchema, AvroCodec("deflate")), AvroFile("")},
+		{"avro-zstandard", AvroBulk(benchRecordSchema, AvroCodec("zstandard")), AvroFile("")},
+		{"parquet-snappy", ParquetBulk(benchRecordSchema), ParquetFile()},
+		{"parquet-zstd", ParquetBulk(benchRecordSchema, ParquetCompression("zstd")), ParquetFile()},
+		{"jsonlines", GzipBulk(JSONLinesFormat[map[string]any]()), nil},
+	}
+	for _, c := range cases {
+		var file bytes.Buffer
+		write := func() {
+			file.Reset()
+			var w BulkWriter[map[string]any]
+			var err error
+			if c.read == nil {
+				w, err = rowBulk[map[string]any]{JSONLinesFormat[map[string]any]()}.NewWriter(&file)
+			} else {
+				w, err = c.bulk.NewWriter(&file)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range recs {
+				if err := w.Write(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Finish(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(c.name+"/write", func(b *testing.B) {
+			for b.Loop() {
+				write()
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(file.Len())/float64(rows), "B/row")
+		})
+		if file.Len() == 0 {
+			write()
+		}
+		data := bytes.Clone(file.Bytes())
+		b.Run(c.name+"/read", func(b *testing.B) {
+			for b.Loop() {
+				var rr RecordReader[map[string]any]
+				var err error
+				switch f := c.read.(type) {
+				case RandomAccessFormat[map[string]any]:
+					rr, err = f.NewReaderAt(bytes.NewReader(data), int64(len(data)), 0, 0)
+				case nil:
+					rr, err = JSONLines[map[string]any]().NewReader(bytes.NewReader(data), 0)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for {
+					_, _, err := rr.Read()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				if n != rows {
+					b.Fatalf("read %d rows, want %d", n, rows)
+				}
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// rowBulk writes a row format without compression, for the JSON lines
+// reference.
+type rowBulk[T any] struct{ row RowFormat[T] }
+
+func (r rowBulk[T]) NewWriter(w io.Writer) (BulkWriter[T], error) {
+	return &rowBulkWriter[T]{row: r.row, w: w}, nil
+}
+
+type rowBulkWriter[T any] struct {
+	row RowFormat[T]
+	w   io.Writer
+	buf []byte
+}
+
+func (r *rowBulkWriter[T]) Write(v T) error {
+	var err error
+	r.buf, err = r.row.AppendRecord(r.buf[:0], v)
+	if err != nil {
+		return err
+	}
+	_, err = r.w.Write(r.buf)
+	return err
+}
+
+func (r *rowBulkWriter[T]) Finish() error { return nil }

@@ -1,0 +1,603 @@
+package file
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/parquet-go/parquet-go"
+	pqcompress "github.com/parquet-go/parquet-go/compress"
+)
+
+// ParquetOption configures [ParquetBulk].
+type ParquetOption interface{ applyParquet(*parquetConfig) }
+
+type parquetOptionFunc func(*parquetConfig)
+
+func (f parquetOptionFunc) applyParquet(c *parquetConfig) { f(c) }
+
+type parquetConfig struct {
+	codec        pqcompress.Codec
+	rowGroupSize int64
+	errs         []error
+}
+
+// ParquetCompression sets the page compression of [ParquetBulk]:
+// "uncompressed", "snappy", "gzip", "zstd" or "lz4" (LZ4_RAW); the default
+// is "snappy", the default of Flink's and Spark's parquet writers.
+func ParquetCompression(name string) ParquetOption {
+	return parquetOptionFunc(func(c *parquetConfig) {
+		switch name {
+		case "uncompressed", "none":
+			c.codec = &parquet.Uncompressed
+		case "snappy":
+			c.codec = &parquet.Snappy
+		case "gzip":
+			c.codec = &parquet.Gzip
+		case "zstd":
+			c.codec = &parquet.Zstd
+		case "lz4":
+			c.codec = &parquet.Lz4Raw
+		default:
+			c.errs = append(c.errs, fmt.Errorf("%w: ParquetCompression %q: want uncompressed, snappy, gzip, zstd or lz4", ErrInvalidConfig, name))
+		}
+	})
+}
+
+// ParquetRowGroupSize sets the size of the values (uncompressed, as
+// written) at which [ParquetBulk] ends a row group (default 128 MiB,
+// parquet-java's parquet.block.size). A part file's last row group ends
+// when the file is finished. The writer holds a row group's pages in
+// memory until it ends.
+func ParquetRowGroupSize(n int64) ParquetOption {
+	return parquetOptionFunc(func(c *parquetConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("%w: ParquetRowGroupSize %d, must be at least 1", ErrInvalidConfig, n))
+			return
+		}
+		c.rowGroupSize = n
+	})
+}
+
+// ParquetBulk is the bulk format of Parquet files for map[string]any
+// records in the value contract (see [AvroFile]); every part file is one
+// Parquet file. Give the sink PartSuffix(".parquet").
+//
+// The schema is an Avro record schema (JSON), so that one schema language
+// describes every format. Avro types map to Parquet types as Flink's and
+// parquet-avro's writers map them:
+//
+//	boolean → BOOLEAN                   int → INT32; long → INT64
+//	float → FLOAT; double → DOUBLE      string, enum, uuid → BYTE_ARRAY (STRING)
+//	bytes → BYTE_ARRAY                  fixed(n) → FIXED_LEN_BYTE_ARRAY(n)
+//	timestamp-millis/micros → INT64 TIMESTAMP(MILLIS/MICROS, UTC); local- ones too
+//	date → INT32 DATE                   time-millis → INT32 TIME(MILLIS); time-micros → INT64 TIME(MICROS)
+//	decimal(p,s) → DECIMAL(p,s): INT32 for p ≤ 9, INT64 for p ≤ 18, else FIXED_LEN_BYTE_ARRAY
+//	["null", T] → optional T            array → LIST; map → MAP (string keys)
+//	record → group
+//
+// Other unions are not supported (an error naming the field). Columns of
+// a group are ordered by name (parquet-go's rule). Values are coerced
+// as [AvroBulk] coerces them, with errors naming the field; a missing
+// field takes the schema's default, or is null if the column is
+// optional, else fails naming it.
+//
+// Options: [ParquetCompression] (default snappy), [ParquetRowGroupSize]
+// (default 128 MiB). An invalid schema or option is reported by Err at
+// once and fails the sink's first NewWriter, with an error wrapping
+// [ErrInvalidConfig].
+func ParquetBulk(schema string, opts ...ParquetOption) *ParquetBulkFormat {
+	c := parquetConfig{codec: &parquet.Snappy, rowGroupSize: 128 << 20}
+	for _, o := range opts {
+		o.applyParquet(&c)
+	}
+	b := &ParquetBulkFormat{cfg: c}
+	s, err := parseAvroSchema(schema)
+	switch {
+	case err != nil:
+		c.errs = append(c.errs, fmt.Errorf("%w: ParquetBulk schema: %w", ErrInvalidConfig, err))
+	case s.Type() != avro.Record:
+		c.errs = append(c.errs, fmt.Errorf("%w: ParquetBulk schema is %s, want a record", ErrInvalidConfig, s.Type()))
+	default:
+		rs := s.(*avro.RecordSchema)
+		root, group, err := pqGroupOf(rs, nil, 0)
+		if err != nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: ParquetBulk schema: %w", ErrInvalidConfig, err))
+			break
+		}
+		b.schema = parquet.NewSchema(rs.Name(), group)
+		b.root = root
+		if err := b.assignColumns(root); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: ParquetBulk schema: %w", ErrInvalidConfig, err))
+		}
+		b.numCols = len(b.schema.Columns())
+	}
+	b.err = errors.Join(c.errs...)
+	return b
+}
+
+// ParquetBulkFormat is the bulk format [ParquetBulk] returns.
+type ParquetBulkFormat struct {
+	cfg     parquetConfig
+	schema  *parquet.Schema
+	root    *pqNode
+	numCols int
+	err     error
+}
+
+type pqKind int
+
+const (
+	pqLeaf pqKind = iota
+	pqGroup
+	pqList
+	pqMap
+)
+
+// pqNode is a column or group of the Parquet schema made from an Avro
+// schema, with what the shredder needs.
+type pqNode struct {
+	name     string
+	path     []string // Parquet path of a leaf
+	kind     pqKind
+	optional bool
+	avro     avro.Schema // leaf: the Avro type (null branch removed)
+	field    *avro.Field // the record field, for its default
+	col      int         // leaf column index
+	fields   []*pqNode   // group
+	elem     *pqNode     // list element, map value
+	key      *pqNode     // map key
+	leaves   []int       // every leaf column under the node
+}
+
+// pqGroupOf maps a record to a group node.
+func pqGroupOf(rs *avro.RecordSchema, path []string, depth int) (*pqNode, parquet.Group, error) {
+	if depth > 32 {
+		return nil, nil, fmt.Errorf("record %s: nested more than 32 levels (a recursive type?)", rs.FullName())
+	}
+	g := parquet.Group{}
+	n := &pqNode{kind: pqGroup}
+	for _, f := range rs.Fields() {
+		child, node, err := pqNodeOf(f.Type(), append(path[:len(path):len(path)], f.Name()), depth+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		child.name, child.field = f.Name(), f
+		g[f.Name()] = node
+		n.fields = append(n.fields, child)
+	}
+	return n, g, nil
+}
+
+func pqNodeOf(s avro.Schema, path []string, depth int) (*pqNode, parquet.Node, error) {
+	name := strings.Join(path, ".")
+	s = deref(s)
+	optional := false
+	if u, ok := s.(*avro.UnionSchema); ok {
+		var other []avro.Schema
+		for _, t := range u.Types() {
+			if t.Type() == avro.Null {
+				optional = true
+			} else {
+				other = append(other, t)
+			}
+		}
+		if len(other) != 1 {
+			return nil, nil, fmt.Errorf("field %s: a union other than [\"null\", T] has no Parquet type", name)
+		}
+		s = deref(other[0])
+	}
+	n := &pqNode{optional: optional, avro: s, path: path}
+	var node parquet.Node
+	switch s.Type() {
+	case avro.Record, avro.Error:
+		g, group, err := pqGroupOf(s.(*avro.RecordSchema), path, depth)
+		if err != nil {
+			return nil, nil, err
+		}
+		g.optional, g.path = optional, path
+		n, node = g, group
+	case avro.Array:
+		elem, en, err := pqNodeOf(s.(*avro.ArraySchema).Items(), append(path[:len(path):len(path)], "list", "element"), depth+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		n.kind, n.elem = pqList, elem
+		if !elem.optional {
+			en = parquet.Required(en)
+		}
+		node = parquet.List(en)
+	case avro.Map:
+		val, vn, err := pqNodeOf(s.(*avro.MapSchema).Values(), append(path[:len(path):len(path)], "key_value", "value"), depth+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !val.optional {
+			vn = parquet.Required(vn)
+		}
+		key := &pqNode{kind: pqLeaf, avro: avro.NewPrimitiveSchema(avro.String, nil), path: append(path[:len(path):len(path)], "key_value", "key")}
+		n.kind, n.elem, n.key = pqMap, val, key
+		node = parquet.Map(parquet.String(), vn)
+	default:
+		ln, err := pqLeafOf(s, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		node = ln
+	}
+	if optional {
+		node = parquet.Optional(node)
+	}
+	return n, node, nil
+}
+
+func pqLeafOf(s avro.Schema, name string) (parquet.Node, error) {
+	lt := logicalTypeOf(s)
+	if d, ok := logicalOf(s).(*avro.DecimalLogicalSchema); ok {
+		p := d.Precision()
+		switch {
+		case p <= 9:
+			return parquet.Decimal(d.Scale(), p, parquet.Int32Type), nil
+		case p <= 18:
+			return parquet.Decimal(d.Scale(), p, parquet.Int64Type), nil
+		}
+		return parquet.Decimal(d.Scale(), p, parquet.FixedLenByteArrayType(decimalBytes(p))), nil
+	}
+	switch s.Type() {
+	case avro.Boolean:
+		return parquet.Leaf(parquet.BooleanType), nil
+	case avro.Int:
+		switch lt {
+		case avro.Date:
+			return parquet.Date(), nil
+		case avro.TimeMillis:
+			return parquet.Time(parquet.Millisecond), nil
+		}
+		return parquet.Int(32), nil
+	case avro.Long:
+		switch lt {
+		case avro.TimestampMillis:
+			return parquet.Timestamp(parquet.Millisecond), nil
+		case avro.TimestampMicros:
+			return parquet.Timestamp(parquet.Microsecond), nil
+		case avro.LocalTimestampMillis:
+			return parquet.TimestampAdjusted(parquet.Millisecond, false), nil
+		case avro.LocalTimestampMicros:
+			return parquet.TimestampAdjusted(parquet.Microsecond, false), nil
+		case avro.TimeMicros:
+			return parquet.Time(parquet.Microsecond), nil
+		}
+		return parquet.Int(64), nil
+	case avro.Float:
+		return parquet.Leaf(parquet.FloatType), nil
+	case avro.Double:
+		return parquet.Leaf(parquet.DoubleType), nil
+	case avro.String, avro.Enum:
+		return parquet.String(), nil
+	case avro.Bytes:
+		return parquet.Leaf(parquet.ByteArrayType), nil
+	case avro.Fixed:
+		return parquet.Leaf(parquet.FixedLenByteArrayType(s.(*avro.FixedSchema).Size())), nil
+	}
+	return nil, fmt.Errorf("field %s: Avro type %s has no Parquet type", name, s.Type())
+}
+
+// decimalBytes is the size of the smallest two's complement integer that
+// holds every decimal of precision p.
+func decimalBytes(p int) int {
+	return int(math.Ceil((float64(p)*math.Log2(10) + 1) / 8))
+}
+
+// assignColumns finds each leaf's column index and every node's leaves.
+func (b *ParquetBulkFormat) assignColumns(n *pqNode) error {
+	switch n.kind {
+	case pqLeaf:
+		lc, ok := b.schema.Lookup(n.path...)
+		if !ok {
+			return fmt.Errorf("column %s not found", strings.Join(n.path, "."))
+		}
+		n.col = lc.ColumnIndex
+		n.leaves = []int{n.col}
+		return nil
+	case pqGroup:
+		for _, f := range n.fields {
+			if err := b.assignColumns(f); err != nil {
+				return err
+			}
+			n.leaves = append(n.leaves, f.leaves...)
+		}
+		return nil
+	case pqMap:
+		if err := b.assignColumns(n.key); err != nil {
+			return err
+		}
+		n.leaves = append(n.leaves, n.key.leaves...)
+	}
+	if err := b.assignColumns(n.elem); err != nil {
+		return err
+	}
+	n.leaves = append(n.leaves, n.elem.leaves...)
+	return nil
+}
+
+var _ BulkFormat[map[string]any] = (*ParquetBulkFormat)(nil)
+
+// Err reports an invalid schema (one with no Parquet mapping, such as a
+// union of two types) or option, wrapping [ErrInvalidConfig], at once;
+// NewWriter returns it too.
+func (b *ParquetBulkFormat) Err() error { return b.err }
+
+// NewWriter returns a writer of one Parquet file to w.
+func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
+	return &parquetWriter{f: b, w: pw, cols: make([][]parquet.Value, b.numCols), rows: make([]parquet.Row, 1)}, nil
+}
+
+type parquetWriter struct {
+	f    *ParquetBulkFormat
+	w    *parquet.GenericWriter[any]
+	enc  avroEncoder
+	cols [][]parquet.Value
+	rows []parquet.Row
+	size int64 // bytes of values in the open row group
+}
+
+func (p *parquetWriter) Write(v map[string]any) error {
+	for i := range p.cols {
+		p.cols[i] = p.cols[i][:0]
+	}
+	if err := p.shred(p.f.root, v, 0, 0, 0, ""); err != nil {
+		return fmt.Errorf("file: Parquet record: %w", err)
+	}
+	row := p.rows[0][:0]
+	for _, c := range p.cols {
+		row = append(row, c...)
+	}
+	p.rows[0] = row
+	if _, err := p.w.WriteRows(p.rows); err != nil {
+		return fmt.Errorf("file: Parquet write: %w", err)
+	}
+	for _, v := range row {
+		p.size += int64(valueSize(v))
+	}
+	if p.size >= p.f.cfg.rowGroupSize {
+		p.size = 0
+		if err := p.w.Flush(); err != nil {
+			return fmt.Errorf("file: Parquet row group: %w", err)
+		}
+	}
+	return nil
+}
+
+func valueSize(v parquet.Value) int {
+	switch v.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return len(v.ByteArray()) + 4
+	case parquet.Int64, parquet.Double:
+		return 8
+	case parquet.Int96:
+		return 12
+	case parquet.Boolean:
+		return 1
+	}
+	return 4
+}
+
+func (p *parquetWriter) Finish() error {
+	if err := p.w.Close(); err != nil {
+		return fmt.Errorf("file: Parquet close: %w", err)
+	}
+	return nil
+}
+
+// nulls appends a null with levels rep, def to every leaf under n.
+func (p *parquetWriter) nulls(n *pqNode, rep, def int) {
+	for _, c := range n.leaves {
+		p.cols[c] = append(p.cols[c], parquet.NullValue().Level(rep, def, c))
+	}
+}
+
+// shred appends the values of v at node n (Dremel's record shredding):
+// rep is the repetition level of its first value, def the definition
+// level of its parent, depth the number of repeated ancestors.
+func (p *parquetWriter) shred(n *pqNode, v any, rep, def, depth int, path string) error {
+	if v == nil {
+		if n.optional {
+			p.nulls(n, rep, def)
+			return nil
+		}
+		return p.enc.fail(path, "null for a required column")
+	}
+	if n.optional {
+		def++
+	}
+	switch n.kind {
+	case pqGroup:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return p.enc.fail(path, "%s for a record", describe(v))
+		}
+		for _, f := range n.fields {
+			fp := fieldPath(path, f.name)
+			fv, ok := m[f.name]
+			if !ok && f.field != nil && f.field.HasDefault() {
+				d, err := avroDefault(f.field)
+				if err != nil {
+					return p.enc.fail(fp, "default: %v", err)
+				}
+				fv, ok = d, true
+			}
+			if !ok && !f.optional {
+				return p.enc.fail(fp, "missing, and the schema gives no default")
+			}
+			if err := p.shred(f, fv, rep, def, depth, fp); err != nil {
+				return err
+			}
+		}
+		return nil
+	case pqList:
+		list, ok := v.([]any)
+		if !ok {
+			return p.enc.fail(path, "%s for an array", describe(v))
+		}
+		if len(list) == 0 {
+			p.nulls(n, rep, def)
+			return nil
+		}
+		for i, e := range list {
+			r := rep
+			if i > 0 {
+				r = depth + 1
+			}
+			if err := p.shred(n.elem, e, r, def+1, depth+1, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case pqMap:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return p.enc.fail(path, "%s for a map", describe(v))
+		}
+		if len(m) == 0 {
+			p.nulls(n, rep, def)
+			return nil
+		}
+		for i, k := range slices.Sorted(maps.Keys(m)) {
+			e := m[k]
+			r := rep
+			if i > 0 {
+				r = depth + 1
+			}
+			if err := p.shred(n.key, k, r, def+1, depth+1, path); err != nil {
+				return err
+			}
+			if err := p.shred(n.elem, e, r, def+1, depth+1, fmt.Sprintf("%s[%q]", path, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	pv, err := p.leafValue(n.avro, v, path)
+	if err != nil {
+		return err
+	}
+	p.cols[n.col] = append(p.cols[n.col], pv.Level(rep, def, n.col))
+	return nil
+}
+
+// leafValue coerces v to the physical value of an Avro primitive.
+func (p *parquetWriter) leafValue(s avro.Schema, v any, path string) (parquet.Value, error) {
+	e := &p.enc
+	if d, ok := logicalOf(s).(*avro.DecimalLogicalSchema); ok {
+		n, err := e.unscaled(v, path, d)
+		if err != nil {
+			return parquet.Value{}, err
+		}
+		switch prec := d.Precision(); {
+		case prec <= 9:
+			return parquet.Int32Value(int32(n.Int64())), nil
+		case prec <= 18:
+			return parquet.Int64Value(n.Int64()), nil
+		default:
+			return parquet.FixedLenByteArrayValue(twosComplement(n, decimalBytes(prec))), nil
+		}
+	}
+	lt := logicalTypeOf(s)
+	switch s.Type() {
+	case avro.Boolean:
+		b, ok := v.(bool)
+		if !ok {
+			return parquet.Value{}, e.fail(path, "%s for boolean", describe(v))
+		}
+		return parquet.BooleanValue(b), nil
+	case avro.Int:
+		var i int64
+		var err error
+		if lt == avro.Date {
+			i, err = e.days(v, path)
+		} else {
+			i, err = e.integer(v, path, "int")
+		}
+		if err != nil {
+			return parquet.Value{}, err
+		}
+		if i < math.MinInt32 || i > math.MaxInt32 {
+			return parquet.Value{}, e.fail(path, "%d does not fit an int (INT32)", i)
+		}
+		return parquet.Int32Value(int32(i)), nil
+	case avro.Long:
+		var i int64
+		var err error
+		switch lt {
+		case avro.TimestampMillis, avro.LocalTimestampMillis, avro.TimestampMicros, avro.LocalTimestampMicros:
+			i, err = e.timestamp(v, path, lt == avro.TimestampMicros || lt == avro.LocalTimestampMicros)
+		default:
+			i, err = e.integer(v, path, "long")
+		}
+		if err != nil {
+			return parquet.Value{}, err
+		}
+		return parquet.Int64Value(i), nil
+	case avro.Float:
+		f, err := e.float(v, path, "float")
+		return parquet.FloatValue(float32(f)), err
+	case avro.Double:
+		f, err := e.float(v, path, "double")
+		return parquet.DoubleValue(f), err
+	case avro.Enum:
+		es := s.(*avro.EnumSchema)
+		sym, ok := v.(string)
+		if !ok {
+			return parquet.Value{}, e.fail(path, "%s for enum %s", describe(v), es.FullName())
+		}
+		for _, x := range es.Symbols() {
+			if x == sym {
+				return parquet.ByteArrayValue([]byte(sym)), nil
+			}
+		}
+		return parquet.Value{}, e.fail(path, "%q is not a symbol of enum %s %v", sym, es.FullName(), es.Symbols())
+	case avro.String, avro.Bytes:
+		switch x := v.(type) {
+		case string:
+			return parquet.ByteArrayValue([]byte(x)), nil
+		case []byte:
+			return parquet.ByteArrayValue(x), nil
+		}
+		if s.Type() == avro.String {
+			switch x := v.(type) {
+			case json.Number:
+				return parquet.ByteArrayValue([]byte(x)), nil
+			case time.Time:
+				return parquet.ByteArrayValue(x.AppendFormat(nil, time.RFC3339Nano)), nil
+			}
+		}
+		return parquet.Value{}, e.fail(path, "%s for %s", describe(v), s.Type())
+	case avro.Fixed:
+		size := s.(*avro.FixedSchema).Size()
+		var b []byte
+		switch x := v.(type) {
+		case []byte:
+			b = x
+		case string:
+			b = []byte(x)
+		default:
+			return parquet.Value{}, e.fail(path, "%s for fixed(%d)", describe(v), size)
+		}
+		if len(b) != size {
+			return parquet.Value{}, e.fail(path, "%d bytes for fixed(%d)", len(b), size)
+		}
+		return parquet.FixedLenByteArrayValue(b), nil
+	}
+	return parquet.Value{}, e.fail(path, "unsupported type %s", s.Type())
+}
