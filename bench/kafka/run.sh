@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs the Kafka → Kafka exactly-once benchmark (bench/kafka/README.md).
+#
+#   bench/kafka/run.sh                                   # defaults: 2M × 100 B, 3 rounds, p 1,2
+#   bench/kafka/run.sh -records 200000 -rounds 1         # a quick check
+#   bench/kafka/run.sh -contenders loop-raw,sluice-json,flink
+#
+# Arguments go to the driver (bench/kafka/driver; `go run ./bench/kafka/driver -h`).
+# It builds the sluice CLI (CGO_ENABLED=0, as released), the loop and the
+# driver into $BENCH_WORK/bin (BENCH_WORK default: a new temporary
+# directory), builds the Flink job when the contender flink is asked for
+# and its jar is missing, and uses the broker named by
+# SLUICE_KAFKA_BROKERS (with SLUICE_KAFKA_RUN for its pid, so that the
+# broker's CPU is measured), or starts one with scripts/kafka.sh and
+# stops it at the end. BENCH_PROFILE=1 builds sluice from
+# bench/kafka/sluiceprof and writes CPU profiles to $BENCH_WORK/profiles.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+work=${BENCH_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")}
+mkdir -p "$work/bin"
+echo "run.sh: building into $work/bin" >&2
+if [[ "${BENCH_PROFILE:-}" == 1 ]]; then
+  CGO_ENABLED=0 go build -o "$work/bin/sluice" ./bench/kafka/sluiceprof
+  mkdir -p "$work/profiles"
+  set -- -profile "$work/profiles" "$@"
+else
+  CGO_ENABLED=0 go build -o "$work/bin/sluice" ./cmd/sluice
+fi
+go build -o "$work/bin/loop" ./bench/kafka/loop
+go build -o "$work/bin/driver" ./bench/kafka/driver
+
+if [[ " $* " == *flink* && ! -f bench/kafka/flink/target/sluice-bench-flink.jar ]]; then
+  echo "run.sh: building the Flink job (mvn package)" >&2
+  mvn -B -q -f bench/kafka/flink/pom.xml package -DskipTests >&2
+fi
+
+if [[ -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
+  export SLUICE_KAFKA_RUN
+  SLUICE_KAFKA_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench-kafka.XXXXXX")
+  trap 'scripts/kafka.sh stop' EXIT
+  eval "$(scripts/kafka.sh start | grep '^SLUICE_KAFKA_BROKERS=')"
+  export SLUICE_KAFKA_BROKERS
+fi
+
+"$work/bin/driver" -work "$work" -sluice "$work/bin/sluice" -loop "$work/bin/loop" "$@"
