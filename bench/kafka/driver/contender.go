@@ -33,6 +33,11 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 		if _, err := os.Stat(o.flinkJar); err != nil {
 			return contender{}, fmt.Errorf("contender flink: %w (build it: mvn -f bench/kafka/flink/pom.xml package)", err)
 		}
+		abs, err := filepath.Abs(o.flinkJar) // the job runs in its run's directory
+		if err != nil {
+			return contender{}, err
+		}
+		o.flinkJar = abs
 		return contender{name: name, kind: "flink"}, nil
 	}
 	path := filepath.Join(pipelines, name+".yaml")
