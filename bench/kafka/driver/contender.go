@@ -127,7 +127,12 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 
 	brokerBefore, berr := procCPU(o.brokerPID, tick)
 	start := time.Now()
-	err = cmd.Run()
+	err = cmd.Start()
+	if err == nil {
+		hwm := watchHWM(cmd.Process.Pid)
+		err = cmd.Wait()
+		r.rssMB = hwm.stop()
+	}
 	r.wall = time.Since(start)
 	brokerAfter, berr2 := procCPU(o.brokerPID, tick)
 	if berr == nil && berr2 == nil && o.brokerPID != 0 {
@@ -137,8 +142,11 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 	}
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			// Not ru_maxrss: Go starts a child with vfork semantics
+			// (CLONE_VM), and Linux keeps the high-water mark of the mm
+			// it shared with the driver across exec, so ru_maxrss is at
+			// least the driver's own peak RSS. See watchHWM.
 			r.cpu = tv(ru.Utime) + tv(ru.Stime)
-			r.rssMB = float64(ru.Maxrss) / 1024 // KiB on Linux
 		}
 	}
 	if err != nil {
@@ -162,6 +170,61 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 	}
 	r.steady = steadyRate(rb.appendMS)
 	return r
+}
+
+// hwmWatch samples a process's peak resident set size.
+type hwmWatch struct {
+	done chan struct{}
+	max  chan float64
+}
+
+// watchHWM samples VmHWM of /proc/<pid>/status, the peak RSS of the
+// process's own memory since its exec, every 20 ms until stop. The last
+// sample is at most 20 ms before the process exits; VmHWM only grows, so
+// it misses at most the growth of those last milliseconds.
+func watchHWM(pid int) *hwmWatch {
+	w := &hwmWatch{done: make(chan struct{}), max: make(chan float64, 1)}
+	go func() {
+		var peak float64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, err := vmHWM(pid); err == nil && v > peak {
+				peak = v
+			}
+			select {
+			case <-w.done:
+				w.max <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the sampling and returns the peak in MiB.
+func (w *hwmWatch) stop() float64 {
+	close(w.done)
+	return <-w.max
+}
+
+// vmHWM returns VmHWM of process pid in MiB.
+func vmHWM(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest) // "12345 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseFloat(f[0], 64)
+				return kb / 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

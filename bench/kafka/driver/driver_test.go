@@ -71,6 +71,9 @@ func TestProcCPU(t *testing.T) {
 	if _, err := procCPU(os.Getpid(), clockTick()); err != nil {
 		t.Fatal(err)
 	}
+	if v, err := vmHWM(os.Getpid()); err != nil || v <= 0 {
+		t.Fatalf("VmHWM of the test: %v, %v", v, err)
+	}
 	if _, err := procCPU(0, 100); err == nil {
 		t.Fatal("pid 0: no error")
 	}
