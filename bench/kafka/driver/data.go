@@ -15,11 +15,24 @@ func value(dst []byte, i, size int) []byte {
 	dst = strconv.AppendInt(dst, int64(i), 10)
 	dst = append(dst, `,"pad":"`...)
 	tail := `","user":"user-` + strconv.Itoa(i%10) + `"}`
+	// The padding is pseudo-random letters and digits, so that batches
+	// compress about as real text does (lz4 would shrink a run of one
+	// letter to nothing, and the fetched batches would swell in memory).
+	x := uint64(i)*0x9E3779B97F4A7C15 + 1
 	for len(dst)+len(tail) < size {
-		dst = append(dst, 'x')
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		dst = append(dst, padChars[x%uint64(len(padChars))])
 	}
 	return append(dst, tail...)
 }
+
+const padChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// inputVersion names the input's values in its topic name; change it when
+// value changes, so that a topic with older values is not reused.
+const inputVersion = "v2"
 
 // hash is 64-bit FNV-1a: the output is checked as a multiset of value
 // hashes, not as a copy of the values.

@@ -64,7 +64,7 @@ func ensureInput(ctx context.Context, k *kafka, o *options, out io.Writer) (stri
 	if o.tsAge > 0 {
 		age = "-old"
 	}
-	topic := fmt.Sprintf("bench-in-%dx%d-p%d%s", o.records, o.valueSize, o.partitions, age)
+	topic := fmt.Sprintf("bench-in-%s-%dx%d-p%d%s", inputVersion, o.records, o.valueSize, o.partitions, age)
 	n, exists, err := k.total(ctx, topic)
 	if err != nil {
 		return "", fmt.Errorf("input topic %s: %w", topic, err)
