@@ -28,9 +28,9 @@ func (r result) wallRate() float64 { return float64(r.records) / r.wall.Seconds(
 
 func (r result) line() string {
 	if r.err != nil {
-		return fmt.Sprintf("round %d %-14s p=%d FAILED after %v: %v", r.round, r.c.name, r.p, r.wall.Round(time.Millisecond), r.err)
+		return fmt.Sprintf("round %d %-18s p=%d FAILED after %v: %v", r.round, r.c.name, r.p, r.wall.Round(time.Millisecond), r.err)
 	}
-	return fmt.Sprintf("round %d %-14s p=%d wall %6.2fs (%8.0f records/s)  steady %8.0f records/s  CPU %6.2fs (%5.2f s/M)  broker CPU %s  peak RSS %4.0f MiB  verified",
+	return fmt.Sprintf("round %d %-18s p=%d wall %6.2fs (%8.0f records/s)  steady %8.0f records/s  CPU %6.2fs (%5.2f s/M)  broker CPU %s  peak RSS %4.0f MiB  verified",
 		r.round, r.c.name, r.p, r.wall.Seconds(), r.wallRate(), r.steady, r.cpu, r.perM(r.cpu), r.brokerString(), r.rssMB)
 }
 
