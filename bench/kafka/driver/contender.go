@@ -24,7 +24,7 @@ type contender struct {
 
 func resolve(name, pipelines string, o *options) (contender, error) {
 	switch name {
-	case "loop-raw", "loop-json":
+	case "loop-raw", "loop-json", "loop-avro":
 		if o.loop == "" {
 			return contender{}, fmt.Errorf("contender %s needs -loop", name)
 		}
@@ -63,6 +63,9 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 	case "loop":
 		args := []string{"-brokers", brokers, "-in", in, "-out", out, "-p", strconv.Itoa(p), "-codec", c.codec,
 			"-offsets-dir", dir}
+		if c.codec == "avro" {
+			args = append(args, "-schema-registry", o.registry)
+		}
 		if o.profile != "" {
 			args = append(args, "-cpuprofile", filepath.Join(o.profile, filepath.Base(dir)+".cpu.pprof"))
 		}
@@ -75,6 +78,9 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 		cmd = exec.CommandContext(ctx, o.sluice, "run", "--progress", "off", "--log-level", "warn", c.pipeline)
 		cmd.Env = append(os.Environ(), "BROKERS="+brokers, "IN="+in, "OUT="+out, "P="+strconv.Itoa(p),
 			"CKDIR="+filepath.Join(dir, "checkpoints"))
+		if o.format == "avro" {
+			cmd.Env = append(cmd.Env, "SCHEMA_REGISTRY="+o.registry, "AVRO_SCHEMA_FILE="+o.avroSchemaFile)
+		}
 		if o.profile != "" {
 			cmd.Env = append(cmd.Env, "SLUICE_CPUPROFILE="+filepath.Join(o.profile, filepath.Base(dir)+".cpu.pprof"))
 		}
@@ -153,7 +159,7 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 		r.err = fmt.Errorf("%s: %w; last lines of %s:\n%s", c.name, err, logPath, tail(logPath, 15))
 		return r
 	}
-	rb, err := k.readOutput(ctx, out, len(want), o.readTimeout)
+	rb, err := k.readOutput(ctx, out, o.format, len(want), o.readTimeout)
 	if err != nil {
 		r.err = err
 		return r
@@ -163,6 +169,9 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 	case missing > 0 || extra > 0:
 		r.err = fmt.Errorf("output of %s is not the input: %d records read, %d missing, %d extra (duplicates or changed values)",
 			c.name, len(rb.hashes), missing, extra)
+		return r
+	case rb.badHeader > 0:
+		r.err = fmt.Errorf("output topic %s: %d values without the Avro wire format's header", out, rb.badHeader)
 		return r
 	case rb.wrongTSTyp > 0:
 		r.err = fmt.Errorf("output topic %s: %d records without LogAppendTime timestamps", out, rb.wrongTSTyp)

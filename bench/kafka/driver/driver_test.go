@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
+
+	"github.com/hamba/avro/v2"
 )
 
 // The verification compares hashes of output values with the input's, so
@@ -32,7 +36,7 @@ func TestValueIsCanonicalJSON(t *testing.T) {
 }
 
 func TestDiffFindsMissingAndDuplicates(t *testing.T) {
-	want := expectedHashes(1000, 100)
+	want := expectedHashes(1000, 100, "json")
 	if m, e := diff(want, slices.Clone(want)); m != 0 || e != 0 {
 		t.Fatalf("equal sets: missing %d extra %d", m, e)
 	}
@@ -46,7 +50,7 @@ func TestDiffFindsMissingAndDuplicates(t *testing.T) {
 	if m, e := diff(want, nil); m != len(want) || e != 0 {
 		t.Fatalf("empty output: missing %d extra %d", m, e)
 	}
-	if got := expectedHashes(100000, 100); len(slices.Compact(slices.Clone(got))) != len(got) {
+	if got := expectedHashes(100000, 100, "json"); len(slices.Compact(slices.Clone(got))) != len(got) {
 		t.Fatal("two input values hash alike: the multiset check would be blind to a swap")
 	}
 }
@@ -76,5 +80,37 @@ func TestProcCPU(t *testing.T) {
 	}
 	if _, err := procCPU(0, 100); err == nil {
 		t.Fatal("pid 0: no error")
+	}
+}
+
+// The Avro input must survive a decode and encode (as the loop and sluice
+// do it) byte for byte, and keep its size.
+func TestAvroValueRoundTrip(t *testing.T) {
+	s, err := avro.Parse(avroSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, 63, 64, 12345, 1_999_999, 123_456_789} {
+		v := avroValue(nil, i, 100, 4242)
+		if len(v) < 99 || len(v) > 101 {
+			t.Fatalf("avroValue(%d) has %d bytes, want about 100", i, len(v))
+		}
+		if v[0] != 0 || binary.BigEndian.Uint32(v[1:5]) != 4242 {
+			t.Fatalf("avroValue(%d): header % x", i, v[:5])
+		}
+		var m map[string]any
+		if err := avro.Unmarshal(s, v[avroHeader:], &m); err != nil {
+			t.Fatalf("avroValue(%d): %v", i, err)
+		}
+		if m["id"] != int64(i) || m["user"] != "user-"+strconv.Itoa(i%10) || m["amount"] != int64(i*37%1000) {
+			t.Fatalf("avroValue(%d) decodes to %v", i, m)
+		}
+		again, err := avro.Marshal(s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(again) != string(v[avroHeader:]) {
+			t.Fatalf("avroValue(%d) changes in an Avro round trip", i)
+		}
 	}
 }

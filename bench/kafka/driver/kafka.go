@@ -65,6 +65,17 @@ func ensureInput(ctx context.Context, k *kafka, o *options, out io.Writer) (stri
 		age = "-old"
 	}
 	topic := fmt.Sprintf("bench-in-%s-%dx%d-p%d%s", inputVersion, o.records, o.valueSize, o.partitions, age)
+	schemaID := 0
+	if o.format == "avro" {
+		// The schema id is part of the values and so of the topic's name:
+		// a topic written under another registry's id is not reused.
+		id, err := registerAvro(ctx, o.registry, "bench-in-"+inputVersion+"-avro-value")
+		if err != nil {
+			return "", err
+		}
+		schemaID = id
+		topic = fmt.Sprintf("bench-in-%s-avro%d-%dx%d-p%d%s", inputVersion, id, o.records, o.valueSize, o.partitions, age)
+	}
 	n, exists, err := k.total(ctx, topic)
 	if err != nil {
 		return "", fmt.Errorf("input topic %s: %w", topic, err)
@@ -105,7 +116,13 @@ func ensureInput(ctx context.Context, k *kafka, o *options, out io.Writer) (stri
 		if e := perr.Load(); e != nil {
 			return "", fmt.Errorf("producing the input: %w", *e)
 		}
-		r := &kgo.Record{Value: value(make([]byte, 0, o.valueSize), i, o.valueSize), Partition: int32(i % o.partitions)}
+		v := make([]byte, 0, o.valueSize+1)
+		if o.format == "avro" {
+			v = avroValue(v, i, o.valueSize, schemaID)
+		} else {
+			v = value(v, i, o.valueSize)
+		}
+		r := &kgo.Record{Value: v, Partition: int32(i % o.partitions)}
 		if o.tsAge > 0 {
 			r.Timestamp = ts
 		}
@@ -167,6 +184,7 @@ type readBack struct {
 	hashes     []uint64 // sorted
 	appendMS   []int64  // broker append times (LogAppendTime), sorted
 	wrongTSTyp int      // records whose timestamp is not LogAppendTime
+	badHeader  int      // Avro: values without the wire format's header
 }
 
 // readOutput reads every committed record of topic. It stops once it has
@@ -174,7 +192,7 @@ type readBack struct {
 // marker (end offset - 2 is the last data record of a committed
 // transaction), or when nothing came for idle (then extra records would
 // have been seen; missing ones are reported by the caller), or at timeout.
-func (k *kafka) readOutput(ctx context.Context, topic string, want int, timeout time.Duration) (*readBack, error) {
+func (k *kafka) readOutput(ctx context.Context, topic, format string, want int, timeout time.Duration) (*readBack, error) {
 	ends, err := k.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -239,7 +257,15 @@ func (k *kafka) readOutput(ctx context.Context, topic string, want int, timeout 
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			lastRecord = time.Now()
-			rb.hashes = append(rb.hashes, hash(r.Value))
+			v := r.Value
+			if format == "avro" {
+				if len(v) < avroHeader || v[0] != 0 {
+					rb.badHeader++
+				} else {
+					v = v[avroHeader:]
+				}
+			}
+			rb.hashes = append(rb.hashes, hash(v))
 			rb.appendMS = append(rb.appendMS, r.Timestamp.UnixMilli())
 			if r.Attrs.TimestampType() != 1 {
 				rb.wrongTSTyp++

@@ -46,6 +46,10 @@ type options struct {
 	runTimeout  time.Duration
 	readTimeout time.Duration
 	profile     string
+
+	format         string // of the input: json or avro
+	registry       string // schema registry URL (avro)
+	avroSchemaFile string
 }
 
 func main() {
@@ -85,6 +89,8 @@ func mainErr() error {
 	fs.BoolVar(&o.keep, "keep", false, "keep the output topics (default: deleted after verification)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 10*time.Minute, "a contender still running after this is killed and its run fails")
 	fs.DurationVar(&o.readTimeout, "read-timeout", 5*time.Minute, "bound on reading back one output")
+	fs.StringVar(&o.format, "format", "json", "the input's values: json (canonical JSON objects) or avro (the Confluent wire format, schema registered at -schema-registry); pick contenders that read it (loop-avro, an Avro pipeline)")
+	fs.StringVar(&o.registry, "schema-registry", os.Getenv("SLUICE_SCHEMA_REGISTRY"), "schema registry URL (Confluent-compatible API) for -format avro (default $SLUICE_SCHEMA_REGISTRY); pipelines get it as SCHEMA_REGISTRY and the schema file as AVRO_SCHEMA_FILE")
 	fs.StringVar(&o.profile, "profile", "", "write CPU profiles to this directory: loop with -cpuprofile, sluice with SLUICE_CPUPROFILE (needs -sluice built from bench/kafka/sluiceprof)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return usageErr{err}
@@ -102,6 +108,12 @@ func mainErr() error {
 	}
 	if o.records < 1 || o.valueSize < 64 || o.partitions < 1 || o.rounds < 1 || len(o.ps) == 0 {
 		return usageErr{errors.New("-records, -partitions, -rounds must be positive, -value-size at least 64, -p not empty")}
+	}
+	switch {
+	case o.format != "json" && o.format != "avro":
+		return usageErr{fmt.Errorf("-format: want json or avro, got %q", o.format)}
+	case o.format == "avro" && o.registry == "":
+		return usageErr{errors.New("-format avro needs -schema-registry (or SLUICE_SCHEMA_REGISTRY)")}
 	}
 	for _, name := range splitList(*cs) {
 		c, err := resolve(name, *pipelines, &o)
@@ -129,6 +141,13 @@ func mainErr() error {
 	}
 	if err := os.MkdirAll(o.work, 0o755); err != nil {
 		return err
+	}
+	if o.format == "avro" {
+		path, err := writeAvroSchema(o.work)
+		if err != nil {
+			return err
+		}
+		o.avroSchemaFile = path
 	}
 	if o.results == "" {
 		o.results = filepath.Join(o.work, "results.txt")
@@ -158,8 +177,8 @@ func bench(ctx context.Context, o *options, out io.Writer) error {
 	}
 	defer k.close()
 	tick := clockTick()
-	fmt.Fprintf(out, "sluice Kafka → Kafka benchmark: %d records × %d bytes in %d partitions; rounds %d; p %v; contenders %s\n",
-		o.records, o.valueSize, o.partitions, o.rounds, o.ps, names(o.contenders))
+	fmt.Fprintf(out, "sluice Kafka → Kafka benchmark: %d %s records × %d bytes in %d partitions; rounds %d; p %v; contenders %s\n",
+		o.records, o.format, o.valueSize, o.partitions, o.rounds, o.ps, names(o.contenders))
 	fmt.Fprintf(out, "work dir %s; load average at start: %s\n", o.work, loadavg())
 	if o.brokerPID == 0 {
 		fmt.Fprintln(out, "broker pid unknown (set SLUICE_KAFKA_RUN or -broker-pid): broker CPU not measured")
@@ -168,7 +187,7 @@ func bench(ctx context.Context, o *options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	want := expectedHashes(o.records, o.valueSize)
+	want := expectedHashes(o.records, o.valueSize, o.format)
 
 	csvf, err := os.Create(o.csv)
 	if err != nil {

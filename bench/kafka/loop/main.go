@@ -20,6 +20,10 @@
 // and encodes it again (the cost of a record that is read); the output is
 // byte for byte the input when the input is canonical JSON (keys sorted,
 // compact, no characters encoding/json escapes, integers below 2^53).
+// -codec avro does the same with github.com/hamba/avro/v2 for values in
+// the Confluent wire format (magic byte 0, schema id, Avro binary): the
+// schema is fetched by id from -schema-registry once per id, and the
+// output keeps the input's header.
 //
 // -cpuprofile FILE and -memprofile FILE write pprof profiles of the run.
 package main
@@ -55,6 +59,7 @@ type config struct {
 	offsetsDir  string
 	linger      time.Duration
 	compression string
+	registry    string
 }
 
 func main() {
@@ -63,7 +68,8 @@ func main() {
 	flag.StringVar(&c.in, "in", "", "input topic (required)")
 	flag.StringVar(&c.out, "out", "", "output topic (required; must have at least the input's partitions)")
 	flag.IntVar(&c.workers, "p", 1, "workers: clients, each with its share of the input partitions")
-	flag.StringVar(&c.codec, "codec", "raw", "raw: values passed through; json: each value decoded into map[string]any and encoded again with encoding/json")
+	flag.StringVar(&c.codec, "codec", "raw", "raw: values passed through; json: each value decoded into map[string]any and encoded again with encoding/json; avro: the same with hamba/avro (Confluent wire format, needs -schema-registry)")
+	flag.StringVar(&c.registry, "schema-registry", os.Getenv("SLUICE_SCHEMA_REGISTRY"), "schema registry URL for -codec avro (default $SLUICE_SCHEMA_REGISTRY)")
 	flag.DurationVar(&c.txnInterval, "txn-interval", time.Second, "how often each worker commits its transaction")
 	flag.StringVar(&c.txnPrefix, "txn-prefix", "", "transactional id prefix (default bench-loop-<pid>-<unix ms>); worker i uses <prefix>-<i>")
 	flag.StringVar(&c.offsetsDir, "offsets-dir", "", "directory for the committed offsets of each worker (default: a new temporary directory, removed at the end)")
@@ -141,8 +147,10 @@ func (c *config) check() error {
 		return errors.New("-in and -out are required")
 	case c.workers < 1:
 		return fmt.Errorf("-p must be at least 1, got %d", c.workers)
-	case c.codec != "raw" && c.codec != "json":
-		return fmt.Errorf("-codec: want raw or json, got %q", c.codec)
+	case c.codec != "raw" && c.codec != "json" && c.codec != "avro":
+		return fmt.Errorf("-codec: want raw, json or avro, got %q", c.codec)
+	case c.codec == "avro" && c.registry == "":
+		return errors.New("-codec avro needs -schema-registry (or SLUICE_SCHEMA_REGISTRY)")
 	case c.txnInterval <= 0:
 		return fmt.Errorf("-txn-interval must be positive, got %v", c.txnInterval)
 	}
@@ -214,6 +222,15 @@ func run(ctx context.Context, c config) (int64, error) {
 		}
 		wg.Go(func() {
 			w := &worker{c: c, id: i, ends: shares[i], codec: codec}
+			if c.codec == "avro" {
+				ac, err := newAvroCodec(c.registry)
+				if err != nil {
+					errs[i] = err
+					cancel()
+					return
+				}
+				w.avro = ac
+			}
 			n, err := w.run(ctx)
 			total.Add(n)
 			if err != nil {
@@ -233,6 +250,7 @@ type worker struct {
 	codec kgo.CompressionCodec
 
 	produceErr atomic.Pointer[error]
+	avro       *avroCodec // -codec avro
 }
 
 func (w *worker) run(ctx context.Context) (int64, error) {
@@ -292,8 +310,14 @@ func (w *worker) run(ctx context.Context) (int64, error) {
 				if r.Offset >= end {
 					continue
 				}
-				if w.c.codec == "json" {
-					v, err := recode(r.Value)
+				if w.c.codec != "raw" {
+					var v []byte
+					var err error
+					if w.avro != nil {
+						v, err = w.avro.recode(ctx, r.Value)
+					} else {
+						v, err = recode(r.Value)
+					}
 					if err != nil {
 						err = fmt.Errorf("%s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
 						w.produceErr.CompareAndSwap(nil, &err)
