@@ -119,6 +119,11 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 		}()
 	}
 
+	if err := k.waitTopic(ctx, out, o.partitions); err != nil {
+		r.err = err
+		return r
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, o.runTimeout)
 	defer cancel()
 	cmd := c.command(rctx, o, in, out, p, dir)

@@ -168,6 +168,34 @@ func (k *kafka) createTopic(ctx context.Context, topic string, partitions int, c
 	return nil
 }
 
+// waitTopic waits (bounded) until every partition of a topic just
+// created has an end offset: a new topic can be missing from a broker's
+// metadata for a moment after CreateTopics returned.
+func (k *kafka) waitTopic(ctx context.Context, topic string, partitions int) error {
+	var last error
+	for range 40 {
+		ends, err := k.adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		n := 0
+		if err == nil {
+			ends.Each(func(kadm.ListedOffset) { n++ })
+			if n == partitions {
+				return nil
+			}
+			err = fmt.Errorf("%d of %d partitions listed", n, partitions)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("topic %s not ready after 10s: %w", topic, last)
+}
+
 func (k *kafka) deleteTopic(ctx context.Context, topic string) error {
 	resp, err := k.adm.DeleteTopics(ctx, topic)
 	if err == nil {
