@@ -9,8 +9,8 @@
 # Arguments go to the driver (bench/kafka/driver; `go run ./bench/kafka/driver -h`).
 # It builds the sluice CLI (CGO_ENABLED=0, as released), the loop and the
 # driver into $BENCH_WORK/bin (BENCH_WORK default: a new temporary
-# directory), builds the Flink job when the contender flink is asked for
-# and its jar is missing, and uses the broker named by
+# directory), builds the Flink job when a flink contender is asked for
+# and its jar is missing or older than its sources, and uses the broker named by
 # SLUICE_KAFKA_BROKERS (with SLUICE_KAFKA_RUN for its pid, so that the
 # broker's CPU is measured), or starts one with scripts/kafka.sh and
 # stops it at the end; for -format avro likewise SLUICE_SCHEMA_REGISTRY or
@@ -32,7 +32,8 @@ fi
 go build -o "$work/bin/loop" ./bench/kafka/loop
 go build -o "$work/bin/driver" ./bench/kafka/driver
 
-if [[ " $* " == *flink* && ! -f bench/kafka/flink/target/sluice-bench-flink.jar ]]; then
+jar=bench/kafka/flink/target/sluice-bench-flink.jar
+if [[ " $* " == *flink* ]] && [[ ! -f $jar || -n $(find bench/kafka/flink/pom.xml bench/kafka/flink/src -newer "$jar" -type f) ]]; then
   echo "run.sh: building the Flink job (mvn package)" >&2
   mvn -B -q -f bench/kafka/flink/pom.xml package -DskipTests >&2
 fi

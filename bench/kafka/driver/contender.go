@@ -20,16 +20,33 @@ type contender struct {
 	kind     string // loop, sluice, flink
 	codec    string // loop: raw or json
 	pipeline string // sluice: the pipeline file
+	binary   string // sluice: the binary (-sluice, or the one after @)
 }
 
+// resolve finds the contender of a -contenders item: loop-raw, loop-json,
+// loop-avro, flink, flink-json, or the name of a pipeline file, optionally
+// with @PATH, a sluice binary of its own (before/after comparisons of two
+// builds in one run; the contender is then named NAME@<file name>).
 func resolve(name, pipelines string, o *options) (contender, error) {
+	if base, bin, ok := strings.Cut(name, "@"); ok {
+		if _, err := os.Stat(bin); err != nil {
+			return contender{}, fmt.Errorf("contender %s: %w", name, err)
+		}
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			return contender{}, err
+		}
+		c, err := resolvePipeline(base, pipelines, abs)
+		c.name = base + "@" + filepath.Base(bin)
+		return c, err
+	}
 	switch name {
 	case "loop-raw", "loop-json", "loop-avro":
 		if o.loop == "" {
 			return contender{}, fmt.Errorf("contender %s needs -loop", name)
 		}
 		return contender{name: name, kind: "loop", codec: strings.TrimPrefix(name, "loop-")}, nil
-	case "flink":
+	case "flink", "flink-json":
 		if _, err := os.Stat(o.flinkJar); err != nil {
 			return contender{}, fmt.Errorf("contender flink: %w (build it: mvn -f bench/kafka/flink/pom.xml package)", err)
 		}
@@ -38,20 +55,28 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 			return contender{}, err
 		}
 		o.flinkJar = abs
-		return contender{name: name, kind: "flink"}, nil
+		codec := "raw"
+		if name == "flink-json" {
+			codec = "json"
+		}
+		return contender{name: name, kind: "flink", codec: codec}, nil
 	}
+	if o.sluice == "" {
+		return contender{}, fmt.Errorf("contender %s needs -sluice (or NAME@PATH)", name)
+	}
+	return resolvePipeline(name, pipelines, o.sluice)
+}
+
+func resolvePipeline(name, pipelines, binary string) (contender, error) {
 	path := filepath.Join(pipelines, name+".yaml")
 	if _, err := os.Stat(path); err != nil {
 		return contender{}, fmt.Errorf("contender %s: no pipeline file: %w", name, err)
-	}
-	if o.sluice == "" {
-		return contender{}, fmt.Errorf("contender %s needs -sluice", name)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return contender{}, err
 	}
-	return contender{name: name, kind: "sluice", pipeline: abs}, nil
+	return contender{name: name, kind: "sluice", pipeline: abs, binary: binary}, nil
 }
 
 // command returns the process that copies in to out at parallelism p.
@@ -72,10 +97,10 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 		cmd = exec.CommandContext(ctx, o.loop, args...)
 	case "flink":
 		cmd = exec.CommandContext(ctx, o.java, "-Xmx1g", "-jar", o.flinkJar,
-			"--brokers", brokers, "--in", in, "--out", out, "--parallelism", strconv.Itoa(p),
+			"--brokers", brokers, "--in", in, "--out", out, "--parallelism", strconv.Itoa(p), "--codec", c.codec,
 			"--checkpoint-interval-ms", "1000", "--checkpoint-dir", "file://"+filepath.Join(dir, "checkpoints"))
 	default:
-		cmd = exec.CommandContext(ctx, o.sluice, "run", "--progress", "off", "--log-level", "warn", c.pipeline)
+		cmd = exec.CommandContext(ctx, c.binary, "run", "--progress", "off", "--log-level", "warn", c.pipeline)
 		cmd.Env = append(os.Environ(), "BROKERS="+brokers, "IN="+in, "OUT="+out, "P="+strconv.Itoa(p),
 			"CKDIR="+filepath.Join(dir, "checkpoints"))
 		if o.format == "avro" {
@@ -96,7 +121,7 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int, in string, want []uint64, tick float64) result {
 	r := result{c: c, p: p, round: round, records: len(want)}
 	stamp := time.Now().UnixMilli()
-	out := fmt.Sprintf("bench-out-%s-p%d-r%d-%d", c.name, p, round, stamp)
+	out := fmt.Sprintf("bench-out-%s-p%d-r%d-%d", topicSafe.Replace(c.name), p, round, stamp)
 	dir := filepath.Join(o.work, fmt.Sprintf("%s-p%d-r%d", c.name, p, round))
 	if err := os.RemoveAll(dir); err != nil {
 		r.err = err
@@ -240,6 +265,9 @@ func vmHWM(pid int) (float64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
 }
+
+// topicSafe maps a contender's name into Kafka's topic characters.
+var topicSafe = strings.NewReplacer("@", "_at_", "/", "_")
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 

@@ -4,6 +4,7 @@ import java.util.HashMap;
 import java.util.Map;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.serialization.SerializationSchema;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.Configuration;
@@ -14,6 +15,8 @@ import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
 import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -23,7 +26,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * offsets, bounded at the latest offsets at start) to KafkaSink
  * EXACTLY_ONCE, a checkpoint every --checkpoint-interval-ms, on a local
  * MiniCluster of --parallelism slots. The producer keeps Flink's and the
- * Kafka client's defaults (as a Flink user gets them).
+ * Kafka client's defaults (as a Flink user gets them). With --codec json
+ * each value is parsed into a Map with Jackson and written again (the
+ * JSON work of a job that reads its values).
  */
 public final class KafkaCopy {
     public static void main(String[] argv) throws Exception {
@@ -64,8 +69,32 @@ public final class KafkaCopy {
                 .setTransactionalIdPrefix("bench-flink-" + ProcessHandle.current().pid() + "-" + System.currentTimeMillis())
                 .setProperty("transaction.timeout.ms", "600000")
                 .build();
-        env.fromSource(source, WatermarkStrategy.noWatermarks(), "in").sinkTo(sink);
+        DataStream<byte[]> values = env.fromSource(source, WatermarkStrategy.noWatermarks(), "in");
+        String codec = a.getOrDefault("codec", "raw");
+        switch (codec) {
+            case "raw":
+                break;
+            case "json":
+                values = values.map(new JsonRecode()).name("json");
+                break;
+            default:
+                throw new IllegalArgumentException("--codec: want raw or json, got " + codec);
+        }
+        values.sinkTo(sink);
         env.execute("sluice-bench-flink");
+    }
+
+    /** Parses a JSON object into a Map and writes it again. */
+    static final class JsonRecode implements MapFunction<byte[], byte[]> {
+        private transient ObjectMapper mapper;
+
+        @Override
+        public byte[] map(byte[] v) throws Exception {
+            if (mapper == null) {
+                mapper = new ObjectMapper();
+            }
+            return mapper.writeValueAsBytes(mapper.readValue(v, Map.class));
+        }
     }
 
     /** The value as it is (a class, not a lambda: Flink's lineage reads its type). */
@@ -80,7 +109,7 @@ public final class KafkaCopy {
         Map<String, String> m = new HashMap<>();
         for (int i = 0; i < argv.length; i++) {
             if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
-                throw new IllegalArgumentException("usage: --brokers B --in T --out T [--parallelism N] [--checkpoint-interval-ms MS] [--checkpoint-dir URI]; bad argument " + argv[i]);
+                throw new IllegalArgumentException("usage: --brokers B --in T --out T [--codec raw|json] [--parallelism N] [--checkpoint-interval-ms MS] [--checkpoint-dir URI]; bad argument " + argv[i]);
             }
             m.put(argv[i].substring(2), argv[++i]);
         }
