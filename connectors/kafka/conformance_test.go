@@ -67,6 +67,16 @@ func confTopic(brokers []string, partitions int32) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("create topic %s on %v: %w", name, brokers, err)
 	}
+	// Wait (bounded) until every partition is served: a busy broker lists
+	// a new topic a moment before it answers for it (CI once read
+	// UNKNOWN_TOPIC_OR_PARTITION from ListOffsets right after the create).
+	adm := kadm.NewClient(cl)
+	for i := 0; !topicReady(ctx, adm, name, int(partitions)); i++ {
+		if i == 200 {
+			return "", fmt.Errorf("topic %s on %v is not served after 10s", name, brokers)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return name, nil
 }
 

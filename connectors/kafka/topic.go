@@ -284,11 +284,14 @@ func (c *sinkConfig) ensureTopic(ctx context.Context, cl *kgo.Client, w *reach) 
 // not know.
 var errTopicUnknown = errors.New("unknown topic")
 
-// unknownTopicRetries is how often describeTopic asks again about a topic
-// the broker does not know (without CreateTopic), 100ms, 200ms, 400ms and
-// 800ms apart: a topic created just before the job may not have reached
-// the broker's metadata yet.
-var unknownTopicRetries = 4
+// unknownTopicGrace is how long describeTopic keeps asking about a topic
+// the broker does not know (without CreateTopic), 100ms, 200ms, 400ms, …
+// at most 1s apart: a topic created just before the job may not have
+// reached the broker's metadata yet — on a busy broker that took more than
+// the 1.5s this was once (CI: UNKNOWN_TOPIC_OR_PARTITION for a topic
+// created 2s earlier). A topic that is really missing fails the job after
+// it, without restarts.
+const unknownTopicGrace = 10 * time.Second
 
 // describeTopic returns nil when the DefaultTopic exists, errTopicUnknown
 // when the broker does not know it, or the error that stopped it. It asks
@@ -296,9 +299,9 @@ var unknownTopicRetries = 4
 // answering) until ctx ends (the setup and connect timeouts).
 func (c *sinkConfig) describeTopic(ctx context.Context, adm *kadm.Client, cl *kgo.Client, w *reach) error {
 	backoff := 100 * time.Millisecond
-	unknownLeft := unknownTopicRetries
+	unknownUntil := time.Now().Add(unknownTopicGrace)
 	if c.create != nil {
-		unknownLeft = 0 // creating it settles the question
+		unknownUntil = time.Time{} // creating it settles the question
 	}
 	for {
 		td, err := adm.ListTopics(ctx, c.topic)
@@ -314,10 +317,9 @@ func (c *sinkConfig) describeTopic(ctx context.Context, adm *kadm.Client, cl *kg
 		case err == nil:
 			return nil
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			if unknownLeft == 0 {
+			if !time.Now().Before(unknownUntil) {
 				return errTopicUnknown
 			}
-			unknownLeft--
 		case isAuthErr(err):
 			return fmt.Errorf("kafka sink: describe topic %q: %w", c.topic,
 				authzError(err, cl, c.brokers, opDescribe, resourceNames{topic: c.topic}))
