@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Runs a private single-node OpenSearch on 127.0.0.1 for the OpenSearch
+# connector's real-node tests.
+#
+#   scripts/opensearch.sh fetch    # only fetch the distribution into the cache
+#   scripts/opensearch.sh start    # fetch if needed, start, wait for health green/yellow, print SLUICE_OPENSEARCH_URL=…
+#   scripts/opensearch.sh status   # print SLUICE_OPENSEARCH_URL=… and exit 0 if running, exit 1 otherwise
+#   scripts/opensearch.sh stop     # stop the node (SIGTERM, then SIGKILL), remove its run dir
+#   scripts/opensearch.sh kill9    # kill -9 the node, keep its data (for crash tests)
+#   scripts/opensearch.sh restart  # start again on the same port and data after kill9
+#
+# The distribution is OpenSearch's integration-test zip,
+# org.opensearch.distribution.integ-test-zip:opensearch:$SLUICE_OPENSEARCH_VERSION
+# (default 2.19.6), fetched from Maven Central with `mvn dependency:copy`
+# (so MAVEN_OPTS / ~/.m2/settings.xml select the repository, as for
+# scripts/kafka.sh) and cached as a zip in $SLUICE_OPENSEARCH_CACHE (default
+# $HOME/.cache/sluice/opensearch-$VERSION). It has no plugins — no security
+# plugin, so the node speaks plain HTTP without authentication — and one
+# module (transport-netty4). Java 17 (the machine's default) runs it.
+#
+# Each start unpacks the zip into its own run dir, $SLUICE_OPENSEARCH_RUN
+# (start makes a new one with mktemp when it is unset and prints
+# SLUICE_OPENSEARCH_RUN=<dir>); config, data, logs and the PID live there;
+# status, stop, kill9 and restart need it set and touch only the node of
+# that run dir. The node binds 127.0.0.1 only (HTTP and transport on free
+# loopback ports), discovery.type=single-node, heap OPENSEARCH_HEAP
+# (default -Xms256m -Xmx512m) because the machine is shared. OpenSearch
+# refuses to run as root: when this script runs as root, the node runs as
+# the user nobody (setpriv) and the run dir is handed to it.
+#
+# Usage in a test script:
+#   export SLUICE_OPENSEARCH_RUN=$(mktemp -d)
+#   trap 'scripts/opensearch.sh stop' EXIT
+#   eval "$(scripts/opensearch.sh start | grep '^SLUICE_OPENSEARCH_URL=')"
+#   export SLUICE_OPENSEARCH_URL
+# or, by hand:  eval "$(scripts/opensearch.sh start)"; export SLUICE_OPENSEARCH_URL SLUICE_OPENSEARCH_RUN
+set -euo pipefail
+
+VERSION="${SLUICE_OPENSEARCH_VERSION:-2.19.6}"
+CACHE="${SLUICE_OPENSEARCH_CACHE:-$HOME/.cache/sluice/opensearch-$VERSION}"
+HEAP="${OPENSEARCH_HEAP:--Xms256m -Xmx512m}"
+START_TIMEOUT="${SLUICE_OPENSEARCH_START_TIMEOUT:-180}" # seconds
+RUN="${SLUICE_OPENSEARCH_RUN:-}"
+case "${1:-}" in
+  fetch) ;;
+  start)
+    if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch.XXXXXX"); fi
+    ;;
+  *)
+    [[ -n "$RUN" ]] || { echo "opensearch.sh: set SLUICE_OPENSEARCH_RUN to the run dir that start printed" >&2; exit 2; }
+    ;;
+esac
+
+log() { echo "opensearch.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+ZIP="$CACHE/opensearch-$VERSION.zip"
+
+fetch() {
+  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
+  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+  command -v java >/dev/null || die "java not found (Java 17+ is required)"
+  command -v unzip >/dev/null || die "unzip not found (apt-get install unzip)"
+  mkdir -p "$CACHE"
+  local tmp
+  tmp=$(mktemp -d)
+  log "fetching org.opensearch.distribution.integ-test-zip:opensearch:$VERSION:zip into $CACHE"
+  if ! (cd "$tmp" && mvn -B -q dependency:copy \
+      -Dartifact="org.opensearch.distribution.integ-test-zip:opensearch:$VERSION:zip" \
+      -DoutputDirectory="$tmp/out") >"$tmp/mvn.log" 2>&1; then
+    cat "$tmp/mvn.log" >&2
+    rm -rf "$tmp"
+    die "maven could not fetch opensearch integ-test-zip $VERSION"
+  fi
+  mv "$tmp/out/opensearch-$VERSION.zip" "$ZIP" || { rm -rf "$tmp"; die "opensearch-$VERSION.zip missing after the fetch"; }
+  rm -rf "$tmp"
+  unzip -tq "$ZIP" >/dev/null || die "$ZIP is not a valid zip"
+  touch "$CACHE/.complete"
+}
+
+free_port() {
+  python3 - <<'EOF'
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+EOF
+}
+
+url() { echo "http://127.0.0.1:$(cat "$RUN/port")"; }
+
+address() {
+  echo "SLUICE_OPENSEARCH_URL=$(url)"
+  echo "SLUICE_OPENSEARCH_RUN=$RUN"
+}
+
+running() {
+  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
+}
+
+# health prints the cluster health status (green, yellow, red) or nothing.
+health() {
+  curl -s -m 5 "$(url)/_cluster/health?timeout=2s" 2>/dev/null |
+    python3 -c 'import json, sys
+try:
+    print(json.load(sys.stdin)["status"])
+except Exception:
+    pass' 2>/dev/null || true
+}
+
+show_logs() {
+  tail -n 60 "$RUN/stdout.log" >&2 2>/dev/null || true
+  tail -n 60 "$RUN/logs/sluice.log" >&2 2>/dev/null || true
+}
+
+write_config() {
+  local port=$1 tport=$2 home="$RUN/opensearch-$VERSION"
+  mkdir -p "$RUN/config" "$RUN/data" "$RUN/logs" "$RUN/tmp"
+  cp -r "$home/config/." "$RUN/config/"
+  cat >"$RUN/config/opensearch.yml" <<EOF
+cluster.name: sluice
+node.name: sluice-1
+network.host: 127.0.0.1
+http.port: $port
+transport.port: $tport
+discovery.type: single-node
+path.data: $RUN/data
+path.logs: $RUN/logs
+# the machine is shared and its disk may be fuller than OpenSearch likes
+cluster.routing.allocation.disk.threshold_enabled: false
+action.auto_create_index: true
+EOF
+  # the heap comes from OPENSEARCH_JAVA_OPTS; drop the distribution's 1g
+  sed -i -e 's/^-Xms.*$//' -e 's/^-Xmx.*$//' \
+    -e "s#^-XX:HeapDumpPath=.*#-XX:HeapDumpPath=$RUN/logs#" \
+    -e "s#logs/gc.log#$RUN/logs/gc.log#" \
+    -e "s#^-XX:ErrorFile=.*#-XX:ErrorFile=$RUN/logs/hs_err_pid%p.log#" \
+    "$RUN/config/jvm.options"
+  echo "$port" >"$RUN/port"
+}
+
+launch() {
+  local home="$RUN/opensearch-$VERSION" port
+  port=$(cat "$RUN/port")
+  log "starting OpenSearch $VERSION on 127.0.0.1:$port (run dir $RUN)"
+  local asuser=()
+  if [[ $(id -u) == 0 ]]; then
+    # OpenSearch will not run as root.
+    chown -R nobody:nogroup "$RUN" 2>/dev/null || chown -R 65534:65534 "$RUN"
+    asuser=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+  fi
+  local java_home="${OPENSEARCH_JAVA_HOME:-${JAVA_HOME:-}}"
+  if [[ -z "$java_home" ]]; then
+    java_home=$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")
+  fi
+  OPENSEARCH_JAVA_HOME="$java_home" OPENSEARCH_PATH_CONF="$RUN/config" OPENSEARCH_TMPDIR="$RUN/tmp" \
+    OPENSEARCH_JAVA_OPTS="$HEAP -XX:-HeapDumpOnOutOfMemoryError" \
+    nohup "${asuser[@]}" "$home/bin/opensearch" -p "$RUN/os.pid" \
+    >"$RUN/stdout.log" 2>&1 </dev/null &
+  echo $! >"$RUN/pid"
+  local deadline=$((SECONDS + START_TIMEOUT)) status=""
+  while :; do
+    status=$(health)
+    if [[ "$status" == green || "$status" == yellow ]]; then break; fi
+    if ! running; then
+      show_logs
+      die "OpenSearch exited during start (logs in $RUN)"
+    fi
+    if ((SECONDS >= deadline)); then
+      show_logs
+      stop_node KILL
+      die "OpenSearch did not report health green/yellow on $(url) within ${START_TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+  log "OpenSearch is $status after ${SECONDS}s"
+  address
+}
+
+start() {
+  if running; then
+    log "already running"
+    address
+    return 0
+  fi
+  fetch
+  rm -rf "$RUN"
+  mkdir -p "$RUN"
+  chmod 700 "$RUN"
+  unzip -q "$ZIP" -d "$RUN" || die "could not unpack $ZIP into $RUN"
+  write_config "$(free_port)" "$(free_port)"
+  launch
+}
+
+stop_node() {
+  local sig=${1:-TERM}
+  [[ -f "$RUN/pid" ]] || return 0
+  local pid
+  pid=$(cat "$RUN/pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 60; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "node $pid ignored SIG$sig for 30s; killing"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 20; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+      done
+    fi
+  fi
+  rm -f "$RUN/pid" "$RUN/os.pid"
+}
+
+cmd="${1:-}"
+case "$cmd" in
+  fetch) fetch ;;
+  start) start ;;
+  status)
+    if running; then
+      address
+    else
+      log "not running"
+      exit 1
+    fi
+    ;;
+  stop)
+    stop_node TERM
+    rm -rf "$RUN"
+    ;;
+  kill9) stop_node KILL ;;
+  restart)
+    [[ -f "$RUN/config/opensearch.yml" ]] || die "no node to restart in $RUN (run start first)"
+    running && die "node is still running"
+    launch
+    ;;
+  *)
+    echo "usage: $0 fetch|start|status|stop|kill9|restart" >&2
+    exit 2
+    ;;
+esac
