@@ -184,7 +184,7 @@ func (c *sinkConfig) validate() error {
 }
 
 func defaultConnConfig() connConfig {
-	return connConfig{reqTimeout: time.Minute, maxTries: 8, backoffMin: 100 * time.Millisecond, backoffMax: 30 * time.Second, logger: slog.Default()}
+	return connConfig{reqTimeout: time.Minute, maxTries: 10, backoffMin: 200 * time.Millisecond, backoffMax: 30 * time.Second, logger: slog.Default()}
 }
 
 func (c *connConfig) validate(what string) error {
@@ -261,14 +261,16 @@ func MaxInFlightRequests(n int) SinkOption {
 }
 
 // MaxTries bounds the attempts of one bulk request, and of the documents
-// in it OpenSearch rejected with 429, before the job fails (default 8).
+// in it OpenSearch rejected with 429, before the job fails (default 10).
 // Retried: connection errors, timeouts, status 429, 502, 503 and 504 for
-// the request; status 429 and 5xx for single documents.
+// the request; status 429 and 5xx for single documents. The default
+// outlasts a node restart of about 40 s without failing the job.
 func MaxTries(n int) ConnOption { return func(c *connConfig) { c.maxTries = n } }
 
 // Backoff sets the wait before retry k (k = 1, 2, ...): min × 2^(k-1),
 // at most max, with jitter (a random time between half of it and all of
-// it). Default 100ms and 30s: eight tries span about 15–25 s.
+// it). Default 200ms and 30s: the nine waits of ten tries add up to
+// 40–80 s.
 func Backoff(min, max time.Duration) ConnOption {
 	return func(c *connConfig) { c.backoffMin, c.backoffMax = min, max }
 }
