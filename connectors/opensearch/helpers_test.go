@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -147,3 +148,5 @@ func (a admin) readAll(index string) ([]hit, error) {
 	}
 	return nil, fmt.Errorf("readAll %s: more than 10000 pages", index)
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
