@@ -77,13 +77,15 @@ type Action struct {
 }
 
 // validate checks what can be checked without the server; errors name
-// the action.
-func (a *Action) validate(exactlyOnce bool) error {
+// the action. checkIndex: also check the index name.
+func (a *Action) validate(exactlyOnce, checkIndex bool) error {
 	if a.Op < Index || a.Op > Delete {
 		return fmt.Errorf("unknown operation %v; allowed: Index, Create, Update, Delete", a.Op)
 	}
-	if err := ValidIndexName(a.Index); err != nil {
-		return err
+	if checkIndex {
+		if err := ValidIndexName(a.Index); err != nil {
+			return err
+		}
 	}
 	if a.ID == "" {
 		switch {

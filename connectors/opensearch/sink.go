@@ -135,6 +135,7 @@ func (s *osSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink
 		log:    s.cfg.conn.logger.With("connector", "opensearch", "subtask", ic.SubtaskIndex()),
 		m:      newWriterMetrics(ic.Metrics()),
 		sem:    make(chan struct{}, s.cfg.inFlight),
+		free:   make(chan *batch, s.cfg.inFlight+1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -174,6 +175,9 @@ type writer[T any] struct {
 	sem        chan struct{} // one token per request in flight
 	wg         sync.WaitGroup
 
+	free      chan *batch // sent batches, for their buffers
+	lastIndex string      // the last index name found valid (Write only)
+
 	errMu   sync.Mutex
 	err     error // the first failure of a sending goroutine
 	lastLog time.Time
@@ -204,12 +208,18 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 	if err != nil {
 		return fmt.Errorf("opensearch sink: the document function failed: %w", err)
 	}
-	if err := a.validate(w.s.cfg.guarantee == ExactlyOnce); err != nil {
+	if a.Index != w.lastIndex {
+		if err := ValidIndexName(a.Index); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidAction, err)
+		}
+		w.lastIndex = a.Index
+	}
+	if err := a.validate(w.s.cfg.guarantee == ExactlyOnce, false); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidAction, err)
 	}
 	w.mu.Lock()
 	if w.cur == nil {
-		w.cur = &batch{first: time.Now(), body: make([]byte, 0, min(w.s.cfg.maxBytes+w.s.cfg.maxBytes/8, 8<<20))}
+		w.cur = w.newBatch()
 	}
 	b := w.cur
 	start := len(b.body)
@@ -255,8 +265,30 @@ func (w *writer[T]) dispatch(ctx context.Context) error {
 		if err := w.send(w.ctx, b); err != nil {
 			w.fail(err)
 		}
+		w.recycle(b)
 	}()
 	return nil
+}
+
+// newBatch returns an empty batch, reusing a sent one's buffers.
+func (w *writer[T]) newBatch() *batch {
+	select {
+	case b := <-w.free:
+		b.first = time.Now()
+		return b
+	default:
+		return &batch{first: time.Now(), body: make([]byte, 0, 64<<10)}
+	}
+}
+
+// recycle keeps a sent batch's buffers for the next one.
+func (w *writer[T]) recycle(b *batch) {
+	clear(b.actions) // drop the documents
+	b.body, b.actions, b.offsets = b.body[:0], b.actions[:0], b.offsets[:0]
+	select {
+	case w.free <- b:
+	default:
+	}
 }
 
 // Flush sends what the writer holds and waits until every request it

@@ -37,7 +37,7 @@ func TestActionLines(t *testing.T) {
 		{Action{Index: "i", ID: "\x01é\xff", Doc: []byte(`{}`)}, `{"index":{"_index":"i","_id":"\u0001é\ufffd"}}` + "\n{}\n"},
 	}
 	for _, c := range cases {
-		if err := c.a.validate(false); err != nil {
+		if err := c.a.validate(false, true); err != nil {
 			t.Errorf("%+v: %v", c.a, err)
 			continue
 		}
@@ -77,12 +77,12 @@ func TestActionValidation(t *testing.T) {
 		{Action{Op: Op(9), Index: "i", ID: "1"}, false, "unknown operation"},
 	}
 	for _, c := range cases {
-		err := c.a.validate(c.exactly)
+		err := c.a.validate(c.exactly, true)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want one containing %q", c.a, err, c.want)
 		}
 	}
-	if err := (&Action{Index: "i", Doc: []byte(`{}`)}).validate(false); err != nil {
+	if err := (&Action{Index: "i", Doc: []byte(`{}`)}).validate(false, true); err != nil {
 		t.Errorf("auto id under at-least-once: %v", err)
 	}
 }
