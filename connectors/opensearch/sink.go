@@ -319,8 +319,10 @@ func (w *writer[T]) Close() error {
 		if w.s.cfg.interval > 0 {
 			close(w.stop)
 		}
-		<-w.done
+		// Cancel first: the ticker may wait in dispatch for a slot that a
+		// request stuck on the node holds.
 		w.cancel(errors.New("opensearch sink: writer closed"))
+		<-w.done
 		w.wg.Wait()
 		w.cl.close()
 	})

@@ -588,3 +588,58 @@ func TestDocumentFunctionErrors(t *testing.T) {
 		t.Errorf("Write = %v, want ErrInvalidAction naming the index", err)
 	}
 }
+
+// TestCloseDoesNotWaitForStuckRequests: with a request stuck on the node
+// and the interval ticker waiting for a request slot, Close cancels the
+// request and returns instead of waiting for the node.
+func TestCloseDoesNotWaitForStuckRequests(t *testing.T) {
+	release := make(chan struct{})
+	got := make(chan struct{}, 16)
+	f := &fakeNode{bulk: func(int, string) (int, string) {
+		got <- struct{}{}
+		<-release
+		return 200, ""
+	}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	defer close(release) // before srv.Close, which waits for the handlers
+	s, err := NewSink([]string{srv.URL}, intDoc("i"), FlushInterval(10*time.Millisecond), Logger(discardLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.CreateWriter(t.Context(), &fakes.InitContext{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(t.Context(), 1, sink.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	<-got // the first request is in flight and stays there
+	if err := w.Write(t.Context(), 2, sink.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	wr := w.(*writer[int])
+	// Wait (bounded) until the ticker took the second batch and waits for the slot.
+	for i := 0; ; i++ {
+		wr.mu.Lock()
+		taken := wr.cur == nil
+		wr.mu.Unlock()
+		if taken {
+			break
+		}
+		if i > 2000 {
+			t.Fatal("the ticker did not take the batch within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close still waits for the stuck request after 20 s")
+	}
+}
