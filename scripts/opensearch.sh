@@ -60,7 +60,6 @@ fetch() {
   if [[ -f "$CACHE/.complete" ]]; then return 0; fi
   command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
   command -v java >/dev/null || die "java not found (Java 17+ is required)"
-  command -v unzip >/dev/null || die "unzip not found (apt-get install unzip)"
   mkdir -p "$CACHE"
   local tmp
   tmp=$(mktemp -d)
@@ -74,7 +73,7 @@ fetch() {
   fi
   mv "$tmp/out/opensearch-$VERSION.zip" "$ZIP" || { rm -rf "$tmp"; die "opensearch-$VERSION.zip missing after the fetch"; }
   rm -rf "$tmp"
-  unzip -tq "$ZIP" >/dev/null || die "$ZIP is not a valid zip"
+  python3 -m zipfile -t "$ZIP" >/dev/null || die "$ZIP is not a valid zip"
   touch "$CACHE/.complete"
 }
 
@@ -101,12 +100,24 @@ running() {
 
 # health prints the cluster health status (green, yellow, red) or nothing.
 health() {
-  curl -s -m 5 "$(url)/_cluster/health?timeout=2s" 2>/dev/null |
-    python3 -c 'import json, sys
+  python3 - "$(url)/_cluster/health?timeout=2s" <<'EOF' 2>/dev/null || true
+import json, sys, urllib.request
 try:
-    print(json.load(sys.stdin)["status"])
+    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+        print(json.load(r)["status"])
 except Exception:
-    pass' 2>/dev/null || true
+    pass
+EOF
+}
+
+# unpack ZIP DIR: unzip, or Python's zipfile (which drops the executable
+# bits: put them back on the launchers).
+unpack() {
+  if command -v unzip >/dev/null; then
+    unzip -q "$1" -d "$2"
+  else
+    python3 -m zipfile -e "$1" "$2" && chmod +x "$2/opensearch-$VERSION/bin/"*
+  fi
 }
 
 show_logs() {
@@ -188,7 +199,7 @@ start() {
   rm -rf "$RUN"
   mkdir -p "$RUN"
   chmod 700 "$RUN"
-  unzip -q "$ZIP" -d "$RUN" || die "could not unpack $ZIP into $RUN"
+  unpack "$ZIP" "$RUN" || die "could not unpack $ZIP into $RUN"
   write_config "$(free_port)" "$(free_port)"
   launch
 }
