@@ -251,6 +251,10 @@ func (w *writer[T]) dispatch(ctx context.Context) error {
 	if b == nil {
 		return nil
 	}
+	if len(b.actions) == 0 { // the only action did not encode
+		w.recycle(b)
+		return nil
+	}
 	select {
 	case w.sem <- struct{}{}:
 	case <-ctx.Done():

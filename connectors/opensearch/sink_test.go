@@ -643,3 +643,23 @@ func TestCloseDoesNotWaitForStuckRequests(t *testing.T) {
 		t.Fatal("Close still waits for the stuck request after 20 s")
 	}
 }
+
+// TestBadDocumentSendsNothing: a document that is not valid JSON fails
+// Write naming it, and the empty batch it leaves is not sent.
+func TestBadDocumentSendsNothing(t *testing.T) {
+	f := &fakeNode{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	w, _ := newWriter(t, srv.URL, func(v int, _ sink.Meta) (Action, error) {
+		return Action{Index: "i", ID: fmt.Sprint(v), Doc: []byte("{\n\"a\": }")}, nil
+	})
+	if err := w.Write(t.Context(), 3, sink.Meta{}); err == nil || !errors.Is(err, ErrInvalidAction) || !strings.Contains(err.Error(), `id "3"`) {
+		t.Errorf("Write = %v, want ErrInvalidAction naming id 3", err)
+	}
+	if err := w.Flush(t.Context(), false); err != nil {
+		t.Errorf("Flush = %v", err)
+	}
+	if n := len(f.bulkBodies()); n != 0 {
+		t.Errorf("%d bulk requests sent, want none", n)
+	}
+}
