@@ -9,12 +9,30 @@
 #   scripts/opensearch.sh kill9    # kill -9 the node, keep its data (for crash tests)
 #   scripts/opensearch.sh restart  # start again on the same port and data after kill9
 #
+# A second, secured node for the TLS and authentication tests runs beside
+# it, with its own run dir ($SLUICE_OPENSEARCH_SECURE_RUN), ports and pid:
+#
+#   scripts/opensearch.sh start-secure   # print SLUICE_OPENSEARCH_SECURE=<run dir>/client.json
+#   scripts/opensearch.sh status-secure  # the same, exit 1 if not running
+#   scripts/opensearch.sh stop-secure    # stop it, remove its run dir
+#
+# The integration-test zip has no security plugin, and the plugin on Maven
+# Central (org.opensearch.plugin:opensearch-security) must match the
+# node's version exactly and is not published for 2.19.6; so the secured
+# node is $SLUICE_OPENSEARCH_SECURE_VERSION (default 2.19.4) with
+# opensearch-security 2.19.4.0 installed and its demo configuration: TLS
+# on HTTP with the plugin's demo certificates (the server certificate
+# names 127.0.0.1 and localhost), basic authentication, the internal user
+# "admin" with a random password per start. client.json (mode 0600):
+#   {"url": "https://127.0.0.1:<port>", "ca_file": "<run dir>/…/root-ca.pem",
+#    "user": "admin", "password": "…"}
+#
 # The distribution is OpenSearch's integration-test zip,
 # org.opensearch.distribution.integ-test-zip:opensearch:$SLUICE_OPENSEARCH_VERSION
 # (default 2.19.6), fetched from Maven Central with `mvn dependency:copy`
 # (so MAVEN_OPTS / ~/.m2/settings.xml select the repository, as for
 # scripts/kafka.sh) and cached as a zip in $SLUICE_OPENSEARCH_CACHE (default
-# $HOME/.cache/sluice/opensearch-$VERSION). It has no plugins — no security
+# $HOME/.cache/sluice/opensearch). It has no plugins — no security
 # plugin, so the node speaks plain HTTP without authentication — and one
 # module (transport-netty4). Java 17 (the machine's default) runs it.
 #
@@ -36,18 +54,31 @@
 # or, by hand:  eval "$(scripts/opensearch.sh start)"; export SLUICE_OPENSEARCH_URL SLUICE_OPENSEARCH_RUN
 set -euo pipefail
 
-VERSION="${SLUICE_OPENSEARCH_VERSION:-2.19.6}"
-CACHE="${SLUICE_OPENSEARCH_CACHE:-$HOME/.cache/sluice/opensearch-$VERSION}"
+SECURE=0
+case "${1:-}" in
+  *-secure) SECURE=1 ;;
+esac
+if ((SECURE)); then
+  # The security plugin on Maven Central must match the node's version
+  # exactly, and is not published for every release (2.19.4.0: yes;
+  # 2.19.5.0, 2.19.6.0: no).
+  VERSION="${SLUICE_OPENSEARCH_SECURE_VERSION:-2.19.4}"
+  RUNVAR=SLUICE_OPENSEARCH_SECURE_RUN
+else
+  VERSION="${SLUICE_OPENSEARCH_VERSION:-2.19.6}"
+  RUNVAR=SLUICE_OPENSEARCH_RUN
+fi
+CACHE="${SLUICE_OPENSEARCH_CACHE:-$HOME/.cache/sluice/opensearch}"
 HEAP="${OPENSEARCH_HEAP:--Xms256m -Xmx512m}"
 START_TIMEOUT="${SLUICE_OPENSEARCH_START_TIMEOUT:-180}" # seconds
-RUN="${SLUICE_OPENSEARCH_RUN:-}"
+RUN="${!RUNVAR:-}"
 case "${1:-}" in
-  fetch) ;;
-  start)
+  fetch | fetch-secure) ;;
+  start | start-secure)
     if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch.XXXXXX"); fi
     ;;
   *)
-    [[ -n "$RUN" ]] || { echo "opensearch.sh: set SLUICE_OPENSEARCH_RUN to the run dir that start printed" >&2; exit 2; }
+    [[ -n "$RUN" ]] || { echo "opensearch.sh: set $RUNVAR to the run dir that start printed" >&2; exit 2; }
     ;;
 esac
 
@@ -55,26 +86,35 @@ log() { echo "opensearch.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 ZIP="$CACHE/opensearch-$VERSION.zip"
+SECZIP="$CACHE/opensearch-security-$VERSION.0.zip"
+
+# mvn_copy GROUP:ARTIFACT:VERSION:zip DEST: one artifact from Maven Central.
+mvn_copy() {
+  local tmp
+  tmp=$(mktemp -d)
+  log "fetching $1 into $CACHE"
+  if ! (cd "$tmp" && mvn -B -q dependency:copy -Dartifact="$1" -DoutputDirectory="$tmp/out") >"$tmp/mvn.log" 2>&1; then
+    cat "$tmp/mvn.log" >&2
+    rm -rf "$tmp"
+    die "maven could not fetch $1"
+  fi
+  mv "$tmp"/out/*.zip "$2" || { rm -rf "$tmp"; die "$1: no zip after the fetch"; }
+  rm -rf "$tmp"
+  python3 -m zipfile -t "$2" >/dev/null || die "$2 is not a valid zip"
+}
 
 fetch() {
-  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
   command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
   command -v java >/dev/null || die "java not found (Java 17+ is required)"
   mkdir -p "$CACHE"
-  local tmp
-  tmp=$(mktemp -d)
-  log "fetching org.opensearch.distribution.integ-test-zip:opensearch:$VERSION:zip into $CACHE"
-  if ! (cd "$tmp" && mvn -B -q dependency:copy \
-      -Dartifact="org.opensearch.distribution.integ-test-zip:opensearch:$VERSION:zip" \
-      -DoutputDirectory="$tmp/out") >"$tmp/mvn.log" 2>&1; then
-    cat "$tmp/mvn.log" >&2
-    rm -rf "$tmp"
-    die "maven could not fetch opensearch integ-test-zip $VERSION"
+  if [[ ! -f "$CACHE/.complete-$VERSION" ]]; then
+    mvn_copy "org.opensearch.distribution.integ-test-zip:opensearch:$VERSION:zip" "$ZIP"
+    touch "$CACHE/.complete-$VERSION"
   fi
-  mv "$tmp/out/opensearch-$VERSION.zip" "$ZIP" || { rm -rf "$tmp"; die "opensearch-$VERSION.zip missing after the fetch"; }
-  rm -rf "$tmp"
-  python3 -m zipfile -t "$ZIP" >/dev/null || die "$ZIP is not a valid zip"
-  touch "$CACHE/.complete"
+  if ((SECURE)) && [[ ! -f "$CACHE/.complete-security-$VERSION" ]]; then
+    mvn_copy "org.opensearch.plugin:opensearch-security:$VERSION.0:zip" "$SECZIP"
+    touch "$CACHE/.complete-security-$VERSION"
+  fi
 }
 
 free_port() {
@@ -87,11 +127,31 @@ s.close()
 EOF
 }
 
-url() { echo "http://127.0.0.1:$(cat "$RUN/port")"; }
+CONF="$RUN/opensearch-$VERSION/config"
+
+url() {
+  if ((SECURE)); then
+    echo "https://127.0.0.1:$(cat "$RUN/port")"
+  else
+    echo "http://127.0.0.1:$(cat "$RUN/port")"
+  fi
+}
 
 address() {
-  echo "SLUICE_OPENSEARCH_URL=$(url)"
-  echo "SLUICE_OPENSEARCH_RUN=$RUN"
+  if ((SECURE)); then
+    echo "SLUICE_OPENSEARCH_SECURE=$RUN/client.json"
+  else
+    echo "SLUICE_OPENSEARCH_URL=$(url)"
+  fi
+  echo "$RUNVAR=$RUN"
+}
+
+java_home() {
+  local h="${OPENSEARCH_JAVA_HOME:-${JAVA_HOME:-}}"
+  if [[ -z "$h" ]]; then
+    h=$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")
+  fi
+  echo "$h"
 }
 
 running() {
@@ -100,10 +160,16 @@ running() {
 
 # health prints the cluster health status (green, yellow, red) or nothing.
 health() {
-  python3 - "$(url)/_cluster/health?timeout=2s" <<'EOF' 2>/dev/null || true
-import json, sys, urllib.request
+  python3 - "$(url)/_cluster/health?timeout=2s" "$RUN/client.json" <<'EOF' 2>/dev/null || true
+import base64, json, os, ssl, sys, urllib.request
 try:
-    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+    req, ctx = urllib.request.Request(sys.argv[1]), None
+    if sys.argv[1].startswith("https:"):
+        c = json.load(open(sys.argv[2]))
+        ctx = ssl.create_default_context(cafile=c["ca_file"])
+        tok = base64.b64encode((c["user"] + ":" + c["password"]).encode()).decode()
+        req.add_header("Authorization", "Basic " + tok)
+    with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
         print(json.load(r)["status"])
 except Exception:
     pass
@@ -126,10 +192,9 @@ show_logs() {
 }
 
 write_config() {
-  local port=$1 tport=$2 home="$RUN/opensearch-$VERSION"
-  mkdir -p "$RUN/config" "$RUN/data" "$RUN/logs" "$RUN/tmp"
-  cp -r "$home/config/." "$RUN/config/"
-  cat >"$RUN/config/opensearch.yml" <<EOF
+  local port=$1 tport=$2
+  mkdir -p "$RUN/data" "$RUN/logs" "$RUN/tmp"
+  cat >"$CONF/opensearch.yml" <<EOF
 cluster.name: sluice
 node.name: sluice-1
 network.host: 127.0.0.1
@@ -147,8 +212,31 @@ EOF
     -e "s#^-XX:HeapDumpPath=.*#-XX:HeapDumpPath=$RUN/logs#" \
     -e "s#logs/gc.log#$RUN/logs/gc.log#" \
     -e "s#^-XX:ErrorFile=.*#-XX:ErrorFile=$RUN/logs/hs_err_pid%p.log#" \
-    "$RUN/config/jvm.options"
+    "$CONF/jvm.options"
   echo "$port" >"$RUN/port"
+  if ((SECURE)); then secure_config "$port"; fi
+}
+
+# secure_config PORT: the security plugin with its demo configuration
+# (TLS on HTTP and transport with the plugin's demo certificates, whose
+# server certificate names 127.0.0.1 and localhost; the internal user
+# "admin" with a random password), and client.json (mode 0600) with what
+# a client needs: {"url", "ca_file", "user", "password"}.
+secure_config() {
+  local home="$RUN/opensearch-$VERSION" pw
+  pw="Sx-$(python3 -c 'import secrets, string; print("".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(24)))')-9q"
+  OPENSEARCH_JAVA_HOME="$(java_home)" OPENSEARCH_PATH_CONF="$CONF" \
+    "$home/bin/opensearch-plugin" install --batch "file://$SECZIP" >"$RUN/plugin.log" 2>&1 ||
+    { cat "$RUN/plugin.log" >&2; die "could not install the security plugin"; }
+  OPENSEARCH_JAVA_HOME="$(java_home)" OPENSEARCH_INITIAL_ADMIN_PASSWORD="$pw" \
+    bash "$home/plugins/opensearch-security/tools/install_demo_configuration.sh" -y -i -s >"$RUN/demo.log" 2>&1 ||
+    { cat "$RUN/demo.log" >&2; die "the security plugin's demo configuration failed"; }
+  (
+    umask 077
+    cat >"$RUN/client.json" <<EOF
+{"url": "https://127.0.0.1:$1", "ca_file": "$CONF/root-ca.pem", "user": "admin", "password": "$pw"}
+EOF
+  )
 }
 
 launch() {
@@ -161,11 +249,7 @@ launch() {
     chown -R nobody:nogroup "$RUN" 2>/dev/null || chown -R 65534:65534 "$RUN"
     asuser=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
   fi
-  local java_home="${OPENSEARCH_JAVA_HOME:-${JAVA_HOME:-}}"
-  if [[ -z "$java_home" ]]; then
-    java_home=$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")
-  fi
-  OPENSEARCH_JAVA_HOME="$java_home" OPENSEARCH_PATH_CONF="$RUN/config" OPENSEARCH_TMPDIR="$RUN/tmp" \
+  OPENSEARCH_JAVA_HOME="$(java_home)" OPENSEARCH_PATH_CONF="$CONF" OPENSEARCH_TMPDIR="$RUN/tmp" \
     OPENSEARCH_JAVA_OPTS="$HEAP -XX:-HeapDumpOnOutOfMemoryError" \
     nohup "${asuser[@]}" "$home/bin/opensearch" -p "$RUN/os.pid" \
     >"$RUN/stdout.log" 2>&1 </dev/null &
@@ -230,9 +314,9 @@ stop_node() {
 
 cmd="${1:-}"
 case "$cmd" in
-  fetch) fetch ;;
-  start) start ;;
-  status)
+  fetch | fetch-secure) fetch ;;
+  start | start-secure) start ;;
+  status | status-secure)
     if running; then
       address
     else
@@ -240,18 +324,18 @@ case "$cmd" in
       exit 1
     fi
     ;;
-  stop)
+  stop | stop-secure)
     stop_node TERM
     rm -rf "$RUN"
     ;;
   kill9) stop_node KILL ;;
   restart)
-    [[ -f "$RUN/config/opensearch.yml" ]] || die "no node to restart in $RUN (run start first)"
+    [[ -f "$CONF/opensearch.yml" ]] || die "no node to restart in $RUN (run start first)"
     running && die "node is still running"
     launch
     ;;
   *)
-    echo "usage: $0 fetch|start|status|stop|kill9|restart" >&2
+    echo "usage: $0 fetch|start|status|stop|kill9|restart|fetch-secure|start-secure|status-secure|stop-secure" >&2
     exit 2
     ;;
 esac
