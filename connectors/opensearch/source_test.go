@@ -321,3 +321,52 @@ func TestSourceErrors(t *testing.T) {
 		t.Errorf("Fetch after the point in time was deleted: %v", err)
 	}
 }
+
+// TestSourceQueryAndFields: Query restricts the hits, SourceFields their
+// _source, and SourceFields() with no field drops it.
+func TestSourceQueryAndFields(t *testing.T) {
+	base := nodeURL(t)
+	a := admin{base: base}
+	index := uniqueIndex("query")
+	ids := make([]string, 100)
+	for i := range ids {
+		ids[i] = fmt.Sprint(i)
+	}
+	if err := a.bulkLoad(index, ids, func(i int) string { return fmt.Sprintf(`{"i":%d,"even":%v,"pad":"x"}`, i, i%2 == 0) }); err != nil {
+		t.Fatal(err)
+	}
+	defer a.deleteIndex(index)
+	read := func(opts ...SourceOption) []Hit {
+		src, err := NewSource(t.Context(), []string{base}, index, append(opts, Slices(2), PageSize(7))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close(context.Background())
+		out := &collect{}
+		env := stream.New(stream.Parallelism(2), stream.Logger(stream.DiscardLogger()))
+		stream.SinkTo(stream.FromSource(env, src, watermark.None[Hit](), "os"), out, "mem")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if _, err := env.Execute(ctx, "read"); err != nil {
+			t.Fatal(err)
+		}
+		return out.hits
+	}
+	hits := read(Query(json.RawMessage(`{"term":{"even":true}}`)), SourceFields("i"))
+	if len(hits) != 50 {
+		t.Errorf("%d hits, want the 50 even documents", len(hits))
+	}
+	for _, h := range hits {
+		var d map[string]any
+		if err := json.Unmarshal(h.Source, &d); err != nil || len(d) != 1 || d["i"] == nil {
+			t.Errorf("hit %s: source %s, want only i", h.ID, h.Source)
+			break
+		}
+	}
+	for _, h := range read(SourceFields()) {
+		if h.Source != nil {
+			t.Errorf("hit %s has source %s, want none", h.ID, h.Source)
+			break
+		}
+	}
+}
