@@ -208,7 +208,7 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 	if err != nil {
 		return fmt.Errorf("opensearch sink: the document function failed: %w", err)
 	}
-	if a.Index != w.lastIndex {
+	if a.Index != w.lastIndex || a.Index == "" {
 		if err := ValidIndexName(a.Index); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidAction, err)
 		}

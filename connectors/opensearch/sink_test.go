@@ -663,3 +663,17 @@ func TestBadDocumentSendsNothing(t *testing.T) {
 		t.Errorf("%d bulk requests sent, want none", n)
 	}
 }
+
+// TestEmptyIndexRefused: an action without an index fails Write, also as
+// the writer's first action.
+func TestEmptyIndexRefused(t *testing.T) {
+	f := &fakeNode{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	w, _ := newWriter(t, srv.URL, func(v int, _ sink.Meta) (Action, error) {
+		return Action{ID: fmt.Sprint(v), Doc: []byte(`{}`)}, nil
+	})
+	if err := w.Write(t.Context(), 1, sink.Meta{}); err == nil || !errors.Is(err, ErrInvalidAction) || !strings.Contains(err.Error(), "index name is empty") {
+		t.Errorf("Write = %v, want ErrInvalidAction: index name is empty", err)
+	}
+}
