@@ -8,6 +8,7 @@ require (
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/klauspost/compress v1.20.4
+	github.com/opensearch-project/opensearch-go/v4 v4.8.1
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/prometheus/common v0.74.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3

@@ -113,6 +113,37 @@ if [[ -z "$short" && -z "${SLUICE_POSTGRES_URL:-}" ]]; then
   echo "SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN"
 fi
 
+# The OpenSearch connector's real-node tests run against OpenSearch's
+# integration-test distribution (Maven Central, cached), one node on
+# 127.0.0.1 in a run dir of its own, and its TLS and authentication tests
+# against a second node with the security plugin; both stopped on exit.
+if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_URL:-}" ]]; then
+  echo "== OpenSearch node"
+  need_java
+  SLUICE_OPENSEARCH_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch.XXXXXX")
+  export SLUICE_OPENSEARCH_RUN
+  cleanup+=("SLUICE_OPENSEARCH_RUN=$SLUICE_OPENSEARCH_RUN scripts/opensearch.sh stop")
+  osurl=$(scripts/opensearch.sh start | grep '^SLUICE_OPENSEARCH_URL=') || {
+    echo "the OpenSearch node did not start; see scripts/opensearch.sh output above" >&2
+    exit 1
+  }
+  export "${osurl?}"
+  echo "$osurl"
+fi
+if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_SECURE:-}" ]]; then
+  echo "== OpenSearch node with TLS and basic authentication"
+  need_java
+  SLUICE_OPENSEARCH_SECURE_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch-secure.XXXXXX")
+  export SLUICE_OPENSEARCH_SECURE_RUN
+  cleanup+=("SLUICE_OPENSEARCH_SECURE_RUN=$SLUICE_OPENSEARCH_SECURE_RUN scripts/opensearch.sh stop-secure")
+  ossecure=$(scripts/opensearch.sh start-secure | grep '^SLUICE_OPENSEARCH_SECURE=') || {
+    echo "the secured OpenSearch node did not start; see scripts/opensearch.sh output above" >&2
+    exit 1
+  }
+  export "${ossecure?}"
+  echo "$ossecure"
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)
