@@ -40,6 +40,9 @@ type RowError struct {
 	// Record is the record's position: the number of records the writer
 	// got before it in this attempt (0-based).
 	Record int64
+	// Position is where the job read the record (RecordPosition), ""
+	// when not known.
+	Position string
 	// Timestamp is the record's event time in ms since the epoch, when
 	// it has one (HasTimestamp).
 	Timestamp    int64
@@ -53,6 +56,9 @@ type RowError struct {
 func (e *RowError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "postgres sink: table %s rejected record %d of subtask %d", e.Table, e.Record, e.Subtask)
+	if e.Position != "" {
+		fmt.Fprintf(&b, " (%s)", e.Position)
+	}
 	if e.HasTimestamp {
 		fmt.Fprintf(&b, " (event time %s)", time.UnixMilli(e.Timestamp).UTC().Format(time.RFC3339Nano))
 	}
