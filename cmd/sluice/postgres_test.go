@@ -379,8 +379,8 @@ sink:
 `
 
 // TestPostgresErrors runs pipelines that fail through the binary: each
-// exits 1 with an error naming what is wrong and where, and never the
-// password.
+// exits 1 at once (no restart: the same error would come back) with an
+// error naming what is wrong and where, and never the password.
 func TestPostgresErrors(t *testing.T) {
 	u := pgURL(t)
 	pu, err := url.Parse(u)
@@ -428,6 +428,9 @@ func TestPostgresErrors(t *testing.T) {
 				if !strings.Contains(r.stderr, w) {
 					t.Errorf("stderr does not name %q:\n%s", w, r.stderr)
 				}
+			}
+			if strings.Contains(r.stderr, "restarting from") || !strings.Contains(r.stderr, "failed without restarting") {
+				t.Errorf("the job restarted: a restart cannot fix this error\n%s", r.stderr)
 			}
 			for _, secret := range []string{good, "not-the-Passw0rd"} {
 				if strings.Contains(r.stderr, secret) {

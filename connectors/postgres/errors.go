@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sluice-io/sluice/restart"
 )
 
 var (
@@ -79,6 +80,32 @@ func (e *RowError) Error() string {
 
 // Unwrap returns ErrRowRejected and the cause.
 func (e *RowError) Unwrap() []error { return []error{ErrRowRejected, e.Err} }
+
+// Is reports a RowError as restart.ErrUnrecoverable: restored from its
+// checkpoint, the job would meet the same row again.
+func (e *RowError) Is(target error) bool { return target == restart.ErrUnrecoverable }
+
+// unrecoverable is an error that reports itself as
+// restart.ErrUnrecoverable without changing its message: a setting or a
+// schema a restart cannot change (a wrong password, a missing table or
+// column, max_prepared_transactions).
+type unrecoverable struct{ error }
+
+func (u unrecoverable) Unwrap() error        { return u.error }
+func (u unrecoverable) Is(target error) bool { return target == restart.ErrUnrecoverable }
+
+// markUnrecoverable marks err as restart.ErrUnrecoverable when it is one
+// a restart cannot fix.
+func markUnrecoverable(err error) error {
+	if err == nil || errors.Is(err, restart.ErrUnrecoverable) {
+		return err
+	}
+	if isAuthError(err) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrColumnNotFound) ||
+		errors.Is(err, ErrPreparedTransactionsDisabled) || errors.Is(err, ErrInvalidConfig) {
+		return unrecoverable{err}
+	}
+	return err
+}
 
 // renderRow renders values for an error message, at most about 300 bytes.
 func renderRow(cols []column, values []any) string {

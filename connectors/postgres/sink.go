@@ -176,7 +176,7 @@ type plainSink[T any] struct{ s *pgSink[T] }
 func (p plainSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
 	w, err := p.s.newWriter(ctx, ic)
 	if err != nil {
-		return nil, err
+		return nil, markUnrecoverable(err)
 	}
 	return w, nil
 }
@@ -187,7 +187,7 @@ func (p plainSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (si
 func (s *pgSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.CommittingWriter[T, committable], error) {
 	w, err := s.newWriter(ctx, ic)
 	if err != nil {
-		return nil, err
+		return nil, markUnrecoverable(err)
 	}
 	return w, nil
 }
@@ -455,7 +455,7 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 	}
 	vals, err := w.rowOf(v)
 	if err != nil {
-		return fmt.Errorf("postgres sink: table %s: record %d of subtask %d%s: %w", w.t.name, w.n, w.sub, w.at(v), err)
+		return markUnrecoverable(fmt.Errorf("postgres sink: table %s: record %d of subtask %d%s: %w", w.t.name, w.n, w.sub, w.at(v), err))
 	}
 	if len(vals) != len(w.t.cols) {
 		return fmt.Errorf("postgres sink: table %s: record %d of subtask %d: the row mapper returned %d values for %d columns %q", w.t.name, w.n, w.sub, len(vals), len(w.t.cols), w.t.columnNames())
