@@ -100,7 +100,7 @@ func markUnrecoverable(err error) error {
 	if err == nil || errors.Is(err, restart.ErrUnrecoverable) {
 		return err
 	}
-	if isAuthError(err) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrColumnNotFound) ||
+	if isAuthError(err) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrColumnNotFound) || errors.Is(err, ErrRowRejected) ||
 		errors.Is(err, ErrPreparedTransactionsDisabled) || errors.Is(err, ErrInvalidConfig) {
 		return unrecoverable{err}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/sink/leftover"
@@ -45,7 +46,7 @@ type pgSink[T any] struct {
 	cfg      sinkConfig
 	connCfg  *pgx.ConnConfig
 	table    string
-	bind     func(t *table) (func(T) ([]any, error), error)
+	bind     func(t *table, m *pgtype.Map) (func(T) ([]any, error), error)
 	prepared *tracker
 	pos      func(T) string // RecordPosition; nil = none
 }
@@ -80,7 +81,7 @@ func newRowSink[T any](url, tableName string, rows func(T) ([]any, error), opts 
 	if len(s.cfg.columns) == 0 {
 		return nil, fmt.Errorf("%w: Columns: required with NewSink (the columns of the row mapper's values, in order)", ErrInvalidConfig)
 	}
-	s.bind = func(*table) (func(T) ([]any, error), error) { return rows, nil }
+	s.bind = func(*table, *pgtype.Map) (func(T) ([]any, error), error) { return rows, nil }
 	return s, nil
 }
 
@@ -105,7 +106,21 @@ func NewFieldsSink[T any](url, tableName string, fields func(T) (map[string]any,
 	if err != nil {
 		return nil, err
 	}
-	s.bind = func(t *table) (func(T) ([]any, error), error) {
+	s.bind = func(t *table, tm *pgtype.Map) (func(T) ([]any, error), error) {
+		// Append writes with COPY in the binary format, into which pgx
+		// cannot encode a Go string for timestamptz, date, uuid,
+		// numeric, … (Upsert's statements send such a string as text,
+		// for the server to parse.) With Append a string for one of them
+		// is parsed here: the type's text form as PostgreSQL writes it,
+		// or, for timestamps, RFC 3339.
+		fromText := make([]pgtype.Codec, len(t.cols))
+		for i, c := range t.cols {
+			if s.cfg.mode == Append && tm.PlanEncode(c.oid, pgtype.BinaryFormatCode, "") == nil {
+				if typ, ok := tm.TypeForOID(c.oid); ok {
+					fromText[i] = typ.Codec
+				}
+			}
+		}
 		return func(v T) ([]any, error) {
 			m, err := fields(v)
 			if err != nil {
@@ -115,6 +130,17 @@ func NewFieldsSink[T any](url, tableName string, fields func(T) (map[string]any,
 			n := 0
 			for i, c := range t.cols {
 				if v, ok := m[c.name]; ok {
+					if str, ok := v.(string); ok && fromText[i] != nil {
+						pv, err := fromText[i].DecodeValue(tm, c.oid, pgtype.TextFormatCode, []byte(str))
+						if err != nil {
+							ts, terr := time.Parse(time.RFC3339Nano, str)
+							if terr != nil || (c.oid != pgtype.TimestamptzOID && c.oid != pgtype.TimestampOID) {
+								return nil, fmt.Errorf("%w: column %q (%s): %w", ErrRowRejected, c.name, c.typ, err)
+							}
+							pv = ts
+						}
+						v = pv
+					}
 					vals[i] = v
 					n++
 				}
@@ -323,7 +349,7 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	w.rowOf, err = s.bind(w.t)
+	w.rowOf, err = s.bind(w.t, w.conn.TypeMap())
 	if err != nil {
 		return nil, err
 	}
