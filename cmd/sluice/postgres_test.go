@@ -560,3 +560,25 @@ sink:
 		}
 	}
 }
+
+// TestPostgresRejectedKafkaRecord: a Kafka record the table rejects fails
+// the job naming its topic, partition and offset.
+func TestPostgresRejectedKafkaRecord(t *testing.T) {
+	u := pgURL(t)
+	brokers := kafkaBrokers(t)
+	topic := kafkaTopic(t, brokers, nil)
+	ks := []string{"a", "a", "a"}
+	vs := []map[string]any{{"k": 1, "v": 1}, {"k": 2, "v": 2}, {"k": 3, "v": nil}}
+	produceJSON(t, brokers, topic, ks, vs)
+	table := pgTable(t, "kreject", "k bigint PRIMARY KEY, v bigint NOT NULL, note text")
+	file := writePipeline(t, t.TempDir(), strings.Replace(kafkaToPostgresUpsert, `  - map: '{"k": k, "v": v * 2, "note": "seen " + string(v)}'`, `  - map: '{"k": k, "v": v}'`, 1))
+	r := run(t, []string{"BROKERS=" + brokers, "TOPIC=" + topic, "PG_URL=" + u, "TABLE=" + table}, "run", "--progress", "off", file)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	for _, w := range []string{"table public.${TABLE} rejected record", `(topic "${TOPIC}" partition `, " offset 2)", `column "v"`, "SQLSTATE 23502"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr does not name %q:\n%s", w, r.stderr)
+		}
+	}
+}
