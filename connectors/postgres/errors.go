@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sluice-io/sluice/restart"
 )
 
 var (
@@ -40,6 +41,9 @@ type RowError struct {
 	// Record is the record's position: the number of records the writer
 	// got before it in this attempt (0-based).
 	Record int64
+	// Position is where the job read the record (RecordPosition), ""
+	// when not known.
+	Position string
 	// Timestamp is the record's event time in ms since the epoch, when
 	// it has one (HasTimestamp).
 	Timestamp    int64
@@ -53,6 +57,9 @@ type RowError struct {
 func (e *RowError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "postgres sink: table %s rejected record %d of subtask %d", e.Table, e.Record, e.Subtask)
+	if e.Position != "" {
+		fmt.Fprintf(&b, " (%s)", e.Position)
+	}
 	if e.HasTimestamp {
 		fmt.Fprintf(&b, " (event time %s)", time.UnixMilli(e.Timestamp).UTC().Format(time.RFC3339Nano))
 	}
@@ -73,6 +80,32 @@ func (e *RowError) Error() string {
 
 // Unwrap returns ErrRowRejected and the cause.
 func (e *RowError) Unwrap() []error { return []error{ErrRowRejected, e.Err} }
+
+// Is reports a RowError as restart.ErrUnrecoverable: restored from its
+// checkpoint, the job would meet the same row again.
+func (e *RowError) Is(target error) bool { return target == restart.ErrUnrecoverable }
+
+// unrecoverable is an error that reports itself as
+// restart.ErrUnrecoverable without changing its message: a setting or a
+// schema a restart cannot change (a wrong password, a missing table or
+// column, max_prepared_transactions).
+type unrecoverable struct{ error }
+
+func (u unrecoverable) Unwrap() error        { return u.error }
+func (u unrecoverable) Is(target error) bool { return target == restart.ErrUnrecoverable }
+
+// markUnrecoverable marks err as restart.ErrUnrecoverable when it is one
+// a restart cannot fix.
+func markUnrecoverable(err error) error {
+	if err == nil || errors.Is(err, restart.ErrUnrecoverable) {
+		return err
+	}
+	if isAuthError(err) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrColumnNotFound) || errors.Is(err, ErrRowRejected) ||
+		errors.Is(err, ErrPreparedTransactionsDisabled) || errors.Is(err, ErrInvalidConfig) {
+		return unrecoverable{err}
+	}
+	return err
+}
 
 // renderRow renders values for an error message, at most about 300 bytes.
 func renderRow(cols []column, values []any) string {

@@ -76,6 +76,8 @@ type sinkConfig struct {
 	gidPrefix    string
 	setupTimeout time.Duration
 	logger       *slog.Logger
+	password     *string
+	position     any // func(T) string of the sink's T: RecordPosition
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -185,4 +187,21 @@ func Logger(l *slog.Logger) SinkOption {
 			c.logger = l
 		}
 	})
+}
+
+// Password sets the password the sink connects with, overriding one in
+// the connection string (and PGPASSWORD, ~/.pgpass). Default: the
+// connection string's.
+func Password(p string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.password = &p })
+}
+
+// RecordPosition sets how a record's position in the job's input is
+// described for errors about it (a [RowError]'s Position, a record whose
+// fields are not the table's): for example `topic "orders" partition 1
+// offset 42`. T must be the sink's record type. It is called only for a
+// record in error; the writer keeps each buffered row's record until the
+// row is sent. Default: none (errors give the writer's record count).
+func RecordPosition[T any](describe func(T) string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.position = describe })
 }

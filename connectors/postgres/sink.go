@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/sink/leftover"
@@ -45,8 +46,9 @@ type pgSink[T any] struct {
 	cfg      sinkConfig
 	connCfg  *pgx.ConnConfig
 	table    string
-	bind     func(t *table) (func(T) ([]any, error), error)
+	bind     func(t *table, m *pgtype.Map) (func(T) ([]any, error), error)
 	prepared *tracker
+	pos      func(T) string // RecordPosition; nil = none
 }
 
 // NewSink returns a sink of rows into table (a name as PostgreSQL parses
@@ -79,7 +81,7 @@ func newRowSink[T any](url, tableName string, rows func(T) ([]any, error), opts 
 	if len(s.cfg.columns) == 0 {
 		return nil, fmt.Errorf("%w: Columns: required with NewSink (the columns of the row mapper's values, in order)", ErrInvalidConfig)
 	}
-	s.bind = func(*table) (func(T) ([]any, error), error) { return rows, nil }
+	s.bind = func(*table, *pgtype.Map) (func(T) ([]any, error), error) { return rows, nil }
 	return s, nil
 }
 
@@ -89,16 +91,56 @@ func newRowSink[T any](url, tableName string, rows func(T) ([]any, error), opts 
 // error naming it. The columns are [Columns], by default every column of
 // the table that can be written. Otherwise like [NewSink].
 func NewMapSink(url, tableName string, opts ...SinkOption) (sink.Sink[map[string]any], error) {
-	s, err := newSink[map[string]any](url, tableName, opts)
+	return NewFieldsSink(url, tableName, func(m map[string]any) (map[string]any, error) { return m, nil }, opts...)
+}
+
+// NewFieldsSink is [NewMapSink] for records of any type: fields returns a
+// record's column → value map (it may return the same map for every
+// record: the sink does not keep it). An error of fields fails the job,
+// naming the record.
+func NewFieldsSink[T any](url, tableName string, fields func(T) (map[string]any, error), opts ...SinkOption) (sink.Sink[T], error) {
+	if fields == nil {
+		return nil, fmt.Errorf("%w: NewFieldsSink: fields is nil", ErrInvalidConfig)
+	}
+	s, err := newSink[T](url, tableName, opts)
 	if err != nil {
 		return nil, err
 	}
-	s.bind = func(t *table) (func(map[string]any) ([]any, error), error) {
-		return func(m map[string]any) ([]any, error) {
+	s.bind = func(t *table, tm *pgtype.Map) (func(T) ([]any, error), error) {
+		// Append writes with COPY in the binary format, into which pgx
+		// cannot encode a Go string for timestamptz, date, uuid,
+		// numeric, … (Upsert's statements send such a string as text,
+		// for the server to parse.) With Append a string for one of them
+		// is parsed here: the type's text form as PostgreSQL writes it,
+		// or, for timestamps, RFC 3339.
+		fromText := make([]pgtype.Codec, len(t.cols))
+		for i, c := range t.cols {
+			if s.cfg.mode == Append && tm.PlanEncode(c.oid, pgtype.BinaryFormatCode, "") == nil {
+				if typ, ok := tm.TypeForOID(c.oid); ok {
+					fromText[i] = typ.Codec
+				}
+			}
+		}
+		return func(v T) ([]any, error) {
+			m, err := fields(v)
+			if err != nil {
+				return nil, err
+			}
 			vals := make([]any, len(t.cols))
 			n := 0
 			for i, c := range t.cols {
 				if v, ok := m[c.name]; ok {
+					if str, ok := v.(string); ok && fromText[i] != nil {
+						pv, err := fromText[i].DecodeValue(tm, c.oid, pgtype.TextFormatCode, []byte(str))
+						if err != nil {
+							ts, terr := time.Parse(time.RFC3339Nano, str)
+							if terr != nil || (c.oid != pgtype.TimestamptzOID && c.oid != pgtype.TimestampOID) {
+								return nil, fmt.Errorf("%w: column %q (%s): %w", ErrRowRejected, c.name, c.typ, err)
+							}
+							pv = ts
+						}
+						v = pv
+					}
 					vals[i] = v
 					n++
 				}
@@ -134,7 +176,18 @@ func newSink[T any](url, tableName string, opts []SinkOption) (*pgSink[T], error
 	if cc.RuntimeParams["application_name"] == "" {
 		cc.RuntimeParams["application_name"] = "sluice"
 	}
-	return &pgSink[T]{cfg: cfg, connCfg: cc, table: tableName, prepared: newTracker()}, nil
+	if cfg.password != nil {
+		cc.Password = *cfg.password
+	}
+	s := &pgSink[T]{cfg: cfg, connCfg: cc, table: tableName, prepared: newTracker()}
+	if cfg.position != nil {
+		fn, ok := cfg.position.(func(T) string)
+		if !ok {
+			return nil, fmt.Errorf("%w: RecordPosition: describes a %T, but the sink's records are %T", ErrInvalidConfig, cfg.position, *new(T))
+		}
+		s.pos = fn
+	}
+	return s, nil
 }
 
 func (s *pgSink[T]) wrap() sink.Sink[T] {
@@ -149,7 +202,7 @@ type plainSink[T any] struct{ s *pgSink[T] }
 func (p plainSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
 	w, err := p.s.newWriter(ctx, ic)
 	if err != nil {
-		return nil, err
+		return nil, markUnrecoverable(err)
 	}
 	return w, nil
 }
@@ -160,7 +213,7 @@ func (p plainSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (si
 func (s *pgSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.CommittingWriter[T, committable], error) {
 	w, err := s.newWriter(ctx, ic)
 	if err != nil {
-		return nil, err
+		return nil, markUnrecoverable(err)
 	}
 	return w, nil
 }
@@ -245,6 +298,7 @@ type writer[T any] struct {
 
 	rows  [][]any
 	metas []rowMeta
+	recs  []T   // with RecordPosition: the records of rows
 	n     int64 // records got in this attempt
 	inTx  bool  // exactly-once: a transaction is open
 	err   error // the writer failed: the open transaction is lost
@@ -295,7 +349,7 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	w.rowOf, err = s.bind(w.t)
+	w.rowOf, err = s.bind(w.t, w.conn.TypeMap())
 	if err != nil {
 		return nil, err
 	}
@@ -427,13 +481,16 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 	}
 	vals, err := w.rowOf(v)
 	if err != nil {
-		return fmt.Errorf("postgres sink: table %s: record %d of subtask %d: %w", w.t.name, w.n, w.sub, err)
+		return markUnrecoverable(fmt.Errorf("postgres sink: table %s: record %d of subtask %d%s: %w", w.t.name, w.n, w.sub, w.at(v), err))
 	}
 	if len(vals) != len(w.t.cols) {
 		return fmt.Errorf("postgres sink: table %s: record %d of subtask %d: the row mapper returned %d values for %d columns %q", w.t.name, w.n, w.sub, len(vals), len(w.t.cols), w.t.columnNames())
 	}
 	w.rows = append(w.rows, vals)
 	w.metas = append(w.metas, rowMeta{rec: w.n, ts: m.Timestamp, hasTS: m.HasTimestamp})
+	if w.s.pos != nil {
+		w.recs = append(w.recs, v)
+	}
 	w.n++
 	if len(w.rows) >= w.s.cfg.batchSize && !(w.s.cfg.guarantee == ExactlyOnce && w.s.cfg.mode == Upsert) {
 		return w.send(ctx)
@@ -472,8 +529,20 @@ func (w *writer[T]) send(ctx context.Context) error {
 		return w.fail(err)
 	}
 	clear(w.rows)
-	w.rows, w.metas = w.rows[:0], w.metas[:0]
+	clear(w.recs)
+	w.rows, w.metas, w.recs = w.rows[:0], w.metas[:0], w.recs[:0]
 	return nil
+}
+
+// at is " (<position>)" of a record with RecordPosition, else "".
+func (w *writer[T]) at(v T) string {
+	if w.s.pos == nil {
+		return ""
+	}
+	if p := w.s.pos(v); p != "" {
+		return " (" + p + ")"
+	}
+	return ""
 }
 
 // fail marks the writer failed (its transaction, if any, is lost).
@@ -561,8 +630,12 @@ func (w *writer[T]) rowError(i int, col, constraint, code string, err error) err
 		// syntax"): name the column whose value does not encode.
 		col, _ = w.badColumn(w.rows[i])
 	}
+	var pos string
+	if w.s.pos != nil && i < len(w.recs) {
+		pos = w.s.pos(w.recs[i])
+	}
 	return &RowError{Table: w.t.name, Column: col, Constraint: constraint, Code: code, Subtask: w.sub,
-		Record: m.rec, Timestamp: m.ts, HasTimestamp: m.hasTS, Values: renderRow(w.t.cols, w.rows[i]), Err: err}
+		Record: m.rec, Position: pos, Timestamp: m.ts, HasTimestamp: m.hasTS, Values: renderRow(w.t.cols, w.rows[i]), Err: err}
 }
 
 // rowSource hands the buffered rows to CopyFrom and remembers the last one

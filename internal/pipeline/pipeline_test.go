@@ -104,7 +104,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown source connector", "source:\n  type: kafkaa\nsink:\n  type: print\n",
 			`p.yaml:2: source.type: unknown source connector "kafkaa" (known: datagen, file, kafka)`},
 		{"unknown sink connector", "source:\n  type: datagen\nsink:\n  type: s3\n",
-			`p.yaml:4: sink.type: unknown sink connector "s3" (known: file, kafka, print)`},
+			`p.yaml:4: sink.type: unknown sink connector "s3" (known: file, kafka, postgres, print)`},
 		{"unknown option", "source:\n  type: datagen\n  options:\n    cuont: 10\nsink:\n  type: print\n",
 			`p.yaml:4: source.options.cuont: unknown field for source datagen (allowed: count, splits, rate)`},
 		{"unknown top-level field", base + "paralelism: 2\n",
