@@ -3,6 +3,9 @@ package registry
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +266,61 @@ func TestFormatOptions(t *testing.T) {
 	_, err := newCodec(NewOptions(nil), format.Value, "nope", "format")
 	if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != "format" || !strings.Contains(err.Error(), "json, json-schema, protobuf, raw, string") {
 		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// TestFormatConfigSides: every format.RegistryConfig field and
+// ProtoMessage has an option; the subject, writer schema and Protobuf
+// message of keys are the key.* options, never the values' (before, a key
+// codec registered the value's schema under the value's subject).
+func TestFormatConfigSides(t *testing.T) {
+	dir := t.TempDir()
+	vf, kf := filepath.Join(dir, "v.avsc"), filepath.Join(dir, "k.avsc")
+	if err := os.WriteFile(vf, []byte(`"long"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kf, []byte(`"string"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions(map[string]any{
+		"schema-registry.url": []string{"http://127.0.0.1:1"}, "schema-registry.subject": "vs", "schema-registry.schema-file": vf,
+		"key.schema-registry.subject": "ks", "key.schema-registry.schema-file": kf,
+		"protobuf.message": "V", "key.protobuf.message": "K",
+		"schema-registry.tls.cert-file": "c.pem", "schema-registry.tls.key-file": "k.pem", "schema-registry.tls.insecure-skip-verify": true,
+		"schema-registry.auto-register": true, "schema-registry.username": "u", "schema-registry.password": "p",
+		"schema-registry.tls.ca-file": "ca.pem", "schema-registry.subject-strategy": "record",
+	})
+	v, err := formatConfig(o, format.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := formatConfig(o, format.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := format.RegistryConfig{URLs: []string{"http://127.0.0.1:1"}, SubjectStrategy: "record", Subject: "vs", Schema: `"long"`,
+		AutoRegister: true, Username: "u", Password: "p", CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", InsecureSkipVerify: true}
+	if !reflect.DeepEqual(*v.Registry, want) || v.ProtoMessage != "V" {
+		t.Errorf("value side: %+v %q, want %+v V", *v.Registry, v.ProtoMessage, want)
+	}
+	want.Subject, want.Schema = "ks", `"string"`
+	if !reflect.DeepEqual(*k.Registry, want) || k.ProtoMessage != "K" {
+		t.Errorf("key side: %+v %q, want %+v K", *k.Registry, k.ProtoMessage, want)
+	}
+	// Only the value's subject and schema set: keys use the strategy and
+	// the latest version of their own subject.
+	o = NewOptions(map[string]any{"schema-registry.url": []string{"http://127.0.0.1:1"}, "schema-registry.subject": "vs", "schema-registry.schema": `"long"`})
+	if k, _ = formatConfig(o, format.Key); k.Registry.Subject != "" || k.Registry.Schema != "" {
+		t.Errorf("key side took the value's subject %q or schema %q", k.Registry.Subject, k.Registry.Schema)
+	}
+	for m, want := range map[*map[string]any]string{
+		{"key.schema-registry.schema": "x", "key.schema-registry.schema-file": "y"}: "key.schema-registry.schema-file",
+		{"schema-registry.tls.cert-file": "c.pem"}:                                  "schema-registry.tls.cert-file",
+		{"schema-registry.tls.key-file": "k.pem"}:                                   "schema-registry.tls.key-file",
+	} {
+		err := validateFormats(NewOptions(*m))
+		if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != want {
+			t.Errorf("%v: got %v, want an *OptionError at %s", *m, err, want)
+		}
 	}
 }
