@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/format"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 func codec(t testing.TB, name string) format.Codec {
@@ -51,7 +52,7 @@ func TestRecordRawPathAllocs(t *testing.T) {
 			r.Timestamp().UnixMilli() != 1000 || !r.Pos().Known() || r.Decoded() {
 			t.Fatal("metadata lost")
 		}
-		if err := kafkaSerialize(raw, "out", false, r, &out); err != nil {
+		if err := kafkaSerialize(raw, "raw", "out", false, r, &out); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -204,7 +205,7 @@ func TestSinkExpressions(t *testing.T) {
 		t.Fatalf("%s: %v", opt, err)
 	}
 	var kr2 kgo.Record
-	if err := kafkaSerialize(codec(t, "json"), "out", true, out, &kr2); err != nil {
+	if err := kafkaSerialize(codec(t, "json"), "json", "out", true, out, &kr2); err != nil {
 		t.Fatal(err)
 	}
 	hs := map[string]string{}
@@ -322,5 +323,50 @@ func TestFormatConfigSides(t *testing.T) {
 		if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != want {
 			t.Errorf("%v: got %v, want an *OptionError at %s", *m, err, want)
 		}
+	}
+}
+
+// TestKafkaSinkStepEncodes: with a schema-registry format the Kafka
+// sink's step encodes the value, so a value the schema cannot hold is the
+// step's *SinkExprError naming the option, the field and the record's
+// position (before, the sink's writer failed without a position, and the
+// job restarted for nothing); the sink writes the step's bytes; a
+// registry that does not answer is left to the sink (no error from the
+// step, which would dead-letter every record).
+func TestKafkaSinkStepEncodes(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	schema := `{"type":"record","name":"U","fields":[{"name":"id","type":"long"}]}`
+	o := NewOptions(map[string]any{"topic": "out", "format": "avro", "schema-registry.url": []string{reg.URL()},
+		"schema-registry.schema": schema, "schema-registry.auto-register": true})
+	step, reads, err := kafkaSinkStep("users", o)
+	if err != nil || step == nil || !reads {
+		t.Fatalf("step %v, reads %v, err %v", step != nil, reads, err)
+	}
+	rec := &kgo.Record{Topic: "in", Partition: 1, Offset: 7}
+	bad := KafkaRecord(rec, nil).WithValue(map[string]any{"id": "one"})
+	_, err = step(bad)
+	se, ok := errors.AsType[*SinkExprError](err)
+	if !ok || se.Option != "format" || !strings.Contains(err.Error(), "field id") || !strings.Contains(err.Error(), `topic "in" partition 1 offset 7`) {
+		t.Fatalf("bad value: %v", err)
+	}
+	good, err := step(KafkaRecord(rec, nil).WithValue(map[string]any{"id": int64(3)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := preEncodedFor(good, "avro", "out")
+	if !ok || len(b) != 6 || b[0] != 0 || b[5] != 6 {
+		t.Fatalf("step's bytes % x (%v)", b, ok)
+	}
+	var kr kgo.Record
+	if err := kafkaSerialize(codec(t, "json"), "avro", "out", false, good, &kr); err != nil || !bytes.Equal(kr.Value, b) {
+		t.Fatalf("sink wrote % x (%v), want the step's % x", kr.Value, err, b)
+	}
+	o = NewOptions(map[string]any{"topic": "out", "format": "avro", "schema-registry.url": []string{"http://127.0.0.1:1"},
+		"schema-registry.schema": schema, "schema-registry.auto-register": true})
+	step, _, _ = kafkaSinkStep("users", o)
+	r := NewRecord(map[string]any{"id": int64(3)})
+	if out, err := step(r); err != nil || out.hasRaw {
+		t.Fatalf("unreachable registry: %v (bytes %v), want the record left to the sink", err, out.hasRaw)
 	}
 }
