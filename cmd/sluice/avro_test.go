@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -108,7 +109,9 @@ func schemaRegistry(t *testing.T) (brokers, url string, cl *sr.Client) {
 	t.Helper()
 	brokers = kafkaBrokers(t)
 	url = srtest.URL(t)
-	cl, err := sr.NewClient(sr.URLs(url))
+	// No idle connections are kept (goleak checks at the end).
+	tr := &http.Transport{DisableKeepAlives: true}
+	cl, err := sr.NewClient(sr.URLs(url), sr.HTTPClient(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,4 +530,30 @@ func TestJSONSchemaRoundTripThroughTheBinary(t *testing.T) {
 	}
 	got := roundTrip(t, brokers, reg, "json-schema", fmt.Sprintf("    schema-registry.schema-file: %q", schema), lines)
 	checkSameRecords(t, got, lines)
+}
+
+// TestAvroExamplesValidate: the two Avro examples are valid pipelines
+// (without a broker or a registry: validate connects to nothing, but
+// reads the schema file, and refuses one that is missing at its line).
+func TestAvroExamplesValidate(t *testing.T) {
+	schema := filepath.Join(t.TempDir(), "users.avsc")
+	if err := os.WriteFile(schema, []byte(avroV1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"IN=in", "KAFKA_BROKERS=127.0.0.1:9092", "TOPIC=users", "SCHEMA_REGISTRY=http://127.0.0.1:8081",
+		"SCHEMA_FILE=" + schema, "CHECKPOINTS=/tmp/x", "OUT=out"}
+	for file, want := range map[string]string{
+		"avro-registry.yaml": `ok: job "avro-registry": source file → sink kafka (exactly-once, parallelism 2)`,
+		"avro-to-file.yaml":  `ok: job "avro-to-file": source kafka → sink file (exactly-once, parallelism 2)`,
+	} {
+		r := run(t, env, "validate", pipelines+file)
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("validate %s: exit %d\n%s%s", file, r.code, r.stdout, r.stderr)
+		}
+	}
+	env[len(env)-3] = "SCHEMA_FILE=" + schema + ".missing"
+	r := run(t, env, "validate", pipelines+"avro-registry.yaml")
+	if r.code != 2 || !strings.Contains(r.stderr, "avro-registry.yaml:38: sink: schema-registry.schema-file: open ${SCHEMA_FILE}: no such file") {
+		t.Errorf("validate with a missing schema file: exit %d\n%s", r.code, r.stderr)
+	}
 }
