@@ -557,3 +557,107 @@ func TestAvroExamplesValidate(t *testing.T) {
 		t.Errorf("validate with a missing schema file: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestAvroKeysThroughTheBinary: key.format avro on both sides. The sink's
+// key expression returns an object, encoded in Avro with the keys' own
+// schema (key.schema-registry.schema) under <topic>-key while the values
+// go under <topic>-value with theirs; the source decodes meta.key with
+// key.format avro. Checked in the topic (both subjects have one version,
+// keys and values carry their own subject's id) and in the reader's
+// output (meta.key equals the key the writer made).
+func TestAvroKeysThroughTheBinary(t *testing.T) {
+	brokers, reg, srcl := schemaRegistry(t)
+	topic := kafkaTopic(t, brokers, nil)
+	work := t.TempDir()
+	in, out := filepath.Join(work, "in.jsonl"), filepath.Join(work, "out")
+	const n = 300
+	var lines []string
+	for i := range n {
+		lines = append(lines, userLine(i, false))
+	}
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keySchema := `{"type": "record", "name": "UserKey", "namespace": "com.example", "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}`
+	w := writeNamedPipeline(t, work, "w.yaml", fmt.Sprintf(`name: avro-keys-in
+delivery: exactly-once
+checkpoint: {interval: 100ms, dir: %q}
+source:
+  type: file
+  options: {paths: [%q]}
+sink:
+  type: kafka
+  options:
+    brokers: [%q]
+    topic: %s
+    format: avro
+    key: '{"id": id, "name": name}'
+    key.format: avro
+    schema-registry.url: [%q]
+    schema-registry.schema: '%s'
+    key.schema-registry.schema: '%s'
+    schema-registry.auto-register: true
+`, filepath.Join(work, "ck-w"), in, brokers, topic, reg, strings.ReplaceAll(avroV1, "\n", " "), keySchema))
+	if r := run(t, nil, "run", "--progress", "off", w); r.code != 0 {
+		t.Fatalf("writer: exit %d\n%s", r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ids := map[string]int{}
+	for _, side := range []string{"key", "value"} {
+		ss, err := srcl.SchemaByVersion(ctx, topic+"-"+side, -1)
+		if err != nil || ss.Version != 1 {
+			t.Fatalf("subject %s-%s: version %d (%v), want 1", topic, side, ss.Version, err)
+		}
+		ids[side] = ss.ID
+	}
+	if ids["key"] == ids["value"] {
+		t.Fatalf("keys and values have the same schema id %d", ids["key"])
+	}
+	recs := readTopic(t, brokers, topic, -1)
+	if len(recs) != n {
+		t.Fatalf("topic: %d records, want %d", len(recs), n)
+	}
+	for _, r := range recs {
+		if k, v := parseWire(t, &kgo.Record{Value: r.Key}), parseWire(t, r); k.schemaID != ids["key"] || v.schemaID != ids["value"] || k.id != v.id {
+			t.Fatalf("offset %d: key %+v, value %+v; want ids %v and the same record id", r.Offset, k, v, ids)
+		}
+	}
+
+	rd := writeNamedPipeline(t, work, "r.yaml", fmt.Sprintf(`name: avro-keys-out
+checkpoint: {interval: 100ms, dir: %q}
+source:
+  type: kafka
+  options:
+    brokers: [%q]
+    topics: [%s]
+    scan.bounded.mode: latest-offset
+    format: avro
+    key.format: avro
+    schema-registry.url: [%q]
+transforms:
+  - map: '{"id": id, "key": meta.key}'
+sink:
+  type: file
+  options: {path: %q}
+`, filepath.Join(work, "ck-r"), brokers, topic, reg, out))
+	if r := run(t, nil, "run", "--progress", "off", rd); r.code != 0 {
+		t.Fatalf("reader: exit %d\n%s", r.code, r.stderr)
+	}
+	seen := map[int64]bool{}
+	eachCommittedLine(t, out, func(file, line string) {
+		got := decodeExact(t, line)
+		id, err := got["id"].(json.Number).Int64()
+		if err != nil || seen[id] {
+			t.Fatalf("%s: %q: bad or repeated id", file, line)
+		}
+		seen[id] = true
+		want := map[string]any{"id": json.Number(strconv.FormatInt(id, 10)), "name": fmt.Sprintf("user-%d", id)}
+		if !reflect.DeepEqual(got["key"], want) {
+			t.Fatalf("%s: record %d: meta.key %v, want %v", file, id, got["key"], want)
+		}
+	})
+	if len(seen) != n {
+		t.Fatalf("output: %d of %d records", len(seen), n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/format"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
@@ -368,5 +370,30 @@ func TestKafkaSinkStepEncodes(t *testing.T) {
 	r := NewRecord(map[string]any{"id": int64(3)})
 	if out, err := step(r); err != nil || out.hasRaw {
 		t.Fatalf("unreachable registry: %v (bytes %v), want the record left to the sink", err, out.hasRaw)
+	}
+}
+
+// TestKafkaSinkKeySubject: a key expression's value is encoded in
+// key.format under the sink topic's key subject, <topic>-key (before, the
+// key codec got no topic: the subject was "-key").
+func TestKafkaSinkKeySubject(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	o := NewOptions(map[string]any{"topic": "users", "key": "{\"id\": id}", "key.format": "avro", "schema-registry.url": []string{reg.URL()},
+		"key.schema-registry.schema": `{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}`, "schema-registry.auto-register": true})
+	step, _, err := kafkaSinkStep("users", o)
+	if err != nil || step == nil {
+		t.Fatalf("step: %v", err)
+	}
+	if _, err := step(NewRecord(map[string]any{"id": int64(1)})); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects, err := cl.Subjects(t.Context())
+	if err != nil || !slices.Equal(subjects, []string{"users-key"}) {
+		t.Fatalf("subjects %v (%v), want [users-key]", subjects, err)
 	}
 }

@@ -32,10 +32,11 @@ var sinkExprNames = []string{"key", "headers", "partition", "timestamp"}
 // sinkExprs are a Kafka sink's compiled expressions; nil = unset.
 type sinkExprs struct {
 	key, headers, partition, timestamp *Expr
+	topic                              string // the sink's: keys are encoded for it (subject <topic>-key)
 }
 
 func compileSinkExprs(o Options) (*sinkExprs, error) {
-	var e sinkExprs
+	e := sinkExprs{topic: o.String("topic")}
 	for _, n := range sinkExprNames {
 		src := o.String(n)
 		if src == "" {
@@ -216,7 +217,7 @@ func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, erro
 		case []byte:
 			m.Key = k
 		default:
-			if m.Key, err = keyCodec.Encode(context.Background(), "", nil, v); err != nil {
+			if m.Key, err = keyCodec.Encode(context.Background(), e.topic, nil, v); err != nil {
 				return r, "key", err
 			}
 		}
