@@ -169,7 +169,7 @@ func TestAvroRoundTripSchemaChangeKill9(t *testing.T) {
 	if err := os.WriteFile(schemaFile, []byte(avroV1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const first, total = 30000, 40000
+	const first, total = 100000, 120000
 	input := writeLines(t, filepath.Join(in, "part-1.jsonl"), 0, first, false)
 
 	common := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "SCHEMA_REGISTRY=" + reg, "CHECKPOINT_INTERVAL=100ms"}
@@ -184,7 +184,10 @@ func TestAvroRoundTripSchemaChangeKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.wait(t)
-	t.Logf("writer killed with %d of %d records committed under v1", len(readTopic(t, brokers, topic, -1)), first)
+	// Informational: records of one subtask's committed transactions can
+	// sit behind the other's open one (read_committed stops at the last
+	// stable offset) until the resumed writer aborts it.
+	t.Logf("writer killed with %d of %d records readable under v1", len(readTopic(t, brokers, topic, -1)), first)
 
 	waitRecords(t, b, out, 1) // a checkpoint of B completed
 	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
