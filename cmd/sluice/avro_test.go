@@ -537,7 +537,7 @@ func TestJSONSchemaRoundTripThroughTheBinary(t *testing.T) {
 
 // TestAvroExamplesValidate: the two Avro examples are valid pipelines
 // (without a broker or a registry: validate connects to nothing, but
-// reads the schema file, and refuses one that is missing at its line).
+// reads the schema file, and refuses one that is missing at its option's line).
 func TestAvroExamplesValidate(t *testing.T) {
 	schema := filepath.Join(t.TempDir(), "users.avsc")
 	if err := os.WriteFile(schema, []byte(avroV1), 0o644); err != nil {
@@ -556,7 +556,7 @@ func TestAvroExamplesValidate(t *testing.T) {
 	}
 	env[len(env)-3] = "SCHEMA_FILE=" + schema + ".missing"
 	r := run(t, env, "validate", pipelines+"avro-registry.yaml")
-	if r.code != 2 || !strings.Contains(r.stderr, "avro-registry.yaml:38: sink: schema-registry.schema-file: open ${SCHEMA_FILE}: no such file") {
+	if r.code != 2 || !strings.Contains(r.stderr, "avro-registry.yaml:45: sink.options.schema-registry.schema-file: open ${SCHEMA_FILE}: no such file") {
 		t.Errorf("validate with a missing schema file: exit %d\n%s", r.code, r.stderr)
 	}
 }
