@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -445,4 +446,29 @@ func BenchmarkAvro(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestErrRegistry: a failed request to the registry (nothing listening, an
+// unknown subject) wraps ErrRegistry, with the message unchanged; a value
+// the schema cannot hold does not (a caller tells the record's fault from
+// the registry's).
+func TestErrRegistry(t *testing.T) {
+	ctx := context.Background()
+	c := newCodec(t, "avro", Config{Registry: &RegistryConfig{URLs: []string{"http://127.0.0.1:1"}, Schema: userV1Small, AutoRegister: true}})
+	_, err := c.Encode(ctx, "users", nil, map[string]any{"id": int64(1)})
+	if !errors.Is(err, ErrRegistry) || !strings.Contains(err.Error(), "http://127.0.0.1:1") {
+		t.Errorf("unreachable registry: %v (want ErrRegistry, naming the URL)", err)
+	}
+	reg := srfake.New()
+	defer reg.Close()
+	c = newCodec(t, "avro", Config{Registry: registryConfig(reg, "")})
+	if _, err = c.Encode(ctx, "users", nil, map[string]any{"id": int64(1)}); !errors.Is(err, ErrRegistry) || !errors.Is(err, ErrUnknownSchema) {
+		t.Errorf("unknown subject: %v (want ErrRegistry and ErrUnknownSchema)", err)
+	}
+	rc := registryConfig(reg, userV1Small)
+	rc.AutoRegister = true
+	c = newCodec(t, "avro", Config{Registry: rc})
+	if _, err = c.Encode(ctx, "users", nil, map[string]any{"id": "one"}); err == nil || errors.Is(err, ErrRegistry) {
+		t.Errorf("a string in a long field: %v (want an error that is not ErrRegistry)", err)
+	}
 }

@@ -25,6 +25,18 @@ var ErrWireFormat = errors.New("not in the Confluent schema-registry wire format
 // the registry does not know.
 var ErrUnknownSchema = errors.New("schema not found in the registry")
 
+// ErrRegistry is wrapped by every error of a request to the schema
+// registry (unreachable, refused, an unknown id or subject), and by no
+// error of a value the schema cannot hold: callers tell the record's
+// fault (skip it, or send it to dead letters) from the registry's (retry).
+var ErrRegistry = errors.New("schema registry request failed")
+
+// registryErr reports itself as ErrRegistry without changing its message.
+type registryErr struct{ error }
+
+func (e registryErr) Unwrap() error        { return e.error }
+func (e registryErr) Is(target error) bool { return target == ErrRegistry }
+
 // Subject naming strategies (RegistryConfig.SubjectStrategy).
 const (
 	StrategyTopic       = "topic"        // <topic>-key / <topic>-value (the default)
@@ -126,11 +138,11 @@ func (r *registry[S]) fail(what string, err error) error {
 	var re *sr.ResponseError
 	if errors.As(err, &re) {
 		if re.StatusCode == http.StatusNotFound {
-			return fmt.Errorf("%s: %w (schema registry %s answered %d: %s)", what, ErrUnknownSchema, r.where, re.StatusCode, re.Error())
+			return registryErr{fmt.Errorf("%s: %w (schema registry %s answered %d: %s)", what, ErrUnknownSchema, r.where, re.StatusCode, re.Error())}
 		}
-		return fmt.Errorf("%s: schema registry %s answered %d: %w", what, r.where, re.StatusCode, err)
+		return registryErr{fmt.Errorf("%s: schema registry %s answered %d: %w", what, r.where, re.StatusCode, err)}
 	}
-	return fmt.Errorf("%s: schema registry %s: %w", what, r.where, err)
+	return registryErr{fmt.Errorf("%s: schema registry %s: %w", what, r.where, err)}
 }
 
 // subject names the subject for a topic and a record's full name (the

@@ -667,7 +667,10 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 
 	if sk, ok := p.reg.Sink(s.Sink.Type); ok && sk.Step != nil && len(p.errs) == 0 {
 		fn, reads, err := sk.Step(s.Sink.Name, s.Sink.Options)
+		oe, isOpt := errors.AsType[*registry.OptionError](err)
 		switch {
+		case isOpt && p.nodes["sink.options."+oe.Option] != nil: // at the option's line
+			p.errorf(p.nodes["sink.options."+oe.Option], "sink.options."+oe.Option, "%v", oe.Err)
 		case err != nil:
 			p.errorf(&yaml.Node{Line: s.Sink.Line}, "sink", "%v", err)
 		case fn != nil:

@@ -43,16 +43,30 @@ func formatOptions(keyDoc string) []Option {
 		{Name: "schema-registry.subject-strategy", Type: Enum, Values: []string{"topic", "record", "topic-record"}, Default: "topic",
 			Description: "subject naming: topic = <topic>-value / <topic>-key, record = the record's full name, topic-record = <topic>-<full name>"},
 		{Name: "schema-registry.subject", Type: String,
-			Description: "subject to use, instead of the strategy's (default: none)"},
+			Description: "subject of the values, instead of the strategy's (default: none)"},
 		{Name: "schema-registry.schema", Type: String,
-			Description: "writer schema (text) for encoding; default: the latest version registered under the subject"},
+			Description: "writer schema (text) of the values; default: the latest version registered under the subject"},
 		{Name: "schema-registry.schema-file", Type: String,
-			Description: "file holding the writer schema, instead of schema-registry.schema (default: none)"},
+			Description: "file holding the values' writer schema, instead of schema-registry.schema (default: none)"},
+		{Name: "key.schema-registry.subject", Type: String,
+			Description: "subject of the keys (key.format avro, protobuf, json-schema), instead of the strategy's (default: none)"},
+		{Name: "key.schema-registry.schema", Type: String,
+			Description: "writer schema (text) of the keys; default: the latest version registered under the keys' subject"},
+		{Name: "key.schema-registry.schema-file", Type: String,
+			Description: "file holding the keys' writer schema, instead of key.schema-registry.schema (default: none)"},
 		{Name: "schema-registry.auto-register", Type: Bool, Default: false,
 			Description: "register the writer schema under the subject when encoding; false: it must be registered already"},
 		{Name: "schema-registry.username", Type: String, Description: "basic-auth user of the schema registry (default: none)"},
 		{Name: "schema-registry.password", Type: String, Secret: true, Description: "basic-auth password of the schema registry (default: none); use ${VAR}"},
 		{Name: "schema-registry.tls.ca-file", Type: String, Description: "PEM file of the CAs that sign the schema registry's certificate (default: the system's)"},
+		{Name: "schema-registry.tls.cert-file", Type: String, Description: "PEM file of the client certificate for the schema registry (with schema-registry.tls.key-file; default: none)"},
+		{Name: "schema-registry.tls.key-file", Type: String, Description: "PEM file of the client certificate's private key (with schema-registry.tls.cert-file; default: none)"},
+		{Name: "schema-registry.tls.insecure-skip-verify", Type: Bool, Default: false,
+			Description: "do not verify the schema registry's certificate (testing only; default false)"},
+		{Name: "protobuf.message", Type: String,
+			Description: "protobuf: the message the values are written as (full name, or name when unique in the file); default: the first message of the schema"},
+		{Name: "key.protobuf.message", Type: String,
+			Description: "protobuf: the message the keys are written as; default: the first message of the keys' schema"},
 	}
 	return append(opts, csvOptions...)
 }
@@ -92,28 +106,46 @@ func validateFormats(o Options) error {
 			return optErr(n.opt, "%s needs a schema registry: set schema-registry.url", n.name)
 		}
 	}
-	if o.Has("schema-registry.schema") && o.Has("schema-registry.schema-file") {
-		return optErr("schema-registry.schema-file", "set either schema-registry.schema or schema-registry.schema-file, not both")
+	for _, p := range []string{"", "key."} {
+		if o.Has(p+"schema-registry.schema") && o.Has(p+"schema-registry.schema-file") {
+			return optErr(p+"schema-registry.schema-file", "set either %sschema-registry.schema or %sschema-registry.schema-file, not both", p, p)
+		}
+	}
+	if o.Has("schema-registry.tls.cert-file") != o.Has("schema-registry.tls.key-file") {
+		if o.Has("schema-registry.tls.cert-file") {
+			return optErr("schema-registry.tls.cert-file", "needs schema-registry.tls.key-file (a client certificate needs both)")
+		}
+		return optErr("schema-registry.tls.key-file", "needs schema-registry.tls.cert-file (a client certificate needs both)")
 	}
 	return nil
 }
 
 // formatConfig builds the codec configuration of one side from the
-// options.
+// options. The subject, writer schema and Protobuf message are the
+// side's own: key.schema-registry.* and key.protobuf.message for keys,
+// the options without the key. prefix for values (so a key codec never
+// registers the value's schema, nor under the value's subject).
 func formatConfig(o Options, side format.Side) (format.Config, error) {
 	c := format.Config{Side: side, CSVColumns: o.Strings("csv.columns")}
 	if s := o.String("csv.separator"); s != "" {
 		c.CSVComma, _ = utf8.DecodeRuneInString(s)
 	}
+	p := ""
+	if side == format.Key {
+		p = "key."
+	}
+	c.ProtoMessage = o.String(p + "protobuf.message")
 	if urls := o.Strings("schema-registry.url"); len(urls) > 0 {
 		rc := &format.RegistryConfig{URLs: urls, SubjectStrategy: o.String("schema-registry.subject-strategy"),
-			Subject: o.String("schema-registry.subject"), Schema: o.String("schema-registry.schema"),
+			Subject: o.String(p + "schema-registry.subject"), Schema: o.String(p + "schema-registry.schema"),
 			AutoRegister: o.Bool("schema-registry.auto-register"), Username: o.String("schema-registry.username"),
-			Password: o.String("schema-registry.password"), CAFile: o.String("schema-registry.tls.ca-file")}
-		if f := o.String("schema-registry.schema-file"); f != "" {
+			Password: o.String("schema-registry.password"), CAFile: o.String("schema-registry.tls.ca-file"),
+			CertFile: o.String("schema-registry.tls.cert-file"), KeyFile: o.String("schema-registry.tls.key-file"),
+			InsecureSkipVerify: o.Bool("schema-registry.tls.insecure-skip-verify")}
+		if f := o.String(p + "schema-registry.schema-file"); f != "" {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return c, &OptionError{Option: "schema-registry.schema-file", Err: err}
+				return c, &OptionError{Option: p + "schema-registry.schema-file", Err: err}
 			}
 			rc.Schema = string(b)
 		}

@@ -128,7 +128,7 @@ func init() {
 			}
 			topic := c.Options.String("topic")
 			ser := kafka.SerializerFunc[Record](func(r Record, kr *kgo.Record) error {
-				return kafkaSerialize(vc, topic, exprs.partition != nil, r, kr)
+				return kafkaSerialize(vc, name, topic, exprs.partition != nil, r, kr)
 			})
 			s, err := kafka.NewSink(c.Options.Strings("brokers"), ser, opts...)
 			if err != nil {
@@ -167,12 +167,16 @@ func kafkaRecords(c *Codecs, name string, decode bool) kafka.Deserializer[Record
 // kafkaSerialize sets kr from r: the value encoded with vc (or r's bytes
 // unchanged, see encodeValue), r's key, headers and timestamp, and with
 // partition r's partition.
-func kafkaSerialize(vc format.Codec, topic string, partition bool, r Record, kr *kgo.Record) error {
-	v, err := encodeValue(context.Background(), vc, topic, nil, r)
-	if err != nil {
-		return err
+func kafkaSerialize(vc format.Codec, fmtName, topic string, partition bool, r Record, kr *kgo.Record) error {
+	if b, ok := preEncodedFor(r, fmtName, topic); ok {
+		kr.Value = b // encoded by the sink's step (kafkaSinkStep)
+	} else {
+		v, err := encodeValue(context.Background(), vc, topic, nil, r)
+		if err != nil {
+			return err
+		}
+		kr.Value = v
 	}
-	kr.Value = v
 	kr.Key = r.Key()
 	kr.Headers = r.Headers()
 	kr.Timestamp = r.Timestamp()

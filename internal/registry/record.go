@@ -128,6 +128,14 @@ func (r Record) WithValue(v any) Record {
 	return r
 }
 
+// withEncoded returns r with b, the value already encoded by a sink's
+// step, as its bytes in codec c (preEncoded): the sink writes them as
+// they are. Metadata and position are kept.
+func (r Record) withEncoded(b []byte, c *Codecs) Record {
+	r.val, r.raw, r.src, r.hasRaw = undecoded, b, c, true
+	return r
+}
+
 // KeyCodec returns the codec the record's key was read with (nil = read
 // it as a string).
 func (r Record) KeyCodec() format.Codec {

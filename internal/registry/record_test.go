@@ -3,6 +3,10 @@ package registry
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,8 @@ import (
 
 	"github.com/sluice-io/sluice/internal/format"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 func codec(t testing.TB, name string) format.Codec {
@@ -48,7 +54,7 @@ func TestRecordRawPathAllocs(t *testing.T) {
 			r.Timestamp().UnixMilli() != 1000 || !r.Pos().Known() || r.Decoded() {
 			t.Fatal("metadata lost")
 		}
-		if err := kafkaSerialize(raw, "out", false, r, &out); err != nil {
+		if err := kafkaSerialize(raw, "raw", "out", false, r, &out); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -201,7 +207,7 @@ func TestSinkExpressions(t *testing.T) {
 		t.Fatalf("%s: %v", opt, err)
 	}
 	var kr2 kgo.Record
-	if err := kafkaSerialize(codec(t, "json"), "out", true, out, &kr2); err != nil {
+	if err := kafkaSerialize(codec(t, "json"), "json", "out", true, out, &kr2); err != nil {
 		t.Fatal(err)
 	}
 	hs := map[string]string{}
@@ -263,5 +269,131 @@ func TestFormatOptions(t *testing.T) {
 	_, err := newCodec(NewOptions(nil), format.Value, "nope", "format")
 	if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != "format" || !strings.Contains(err.Error(), "json, json-schema, protobuf, raw, string") {
 		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// TestFormatConfigSides: every format.RegistryConfig field and
+// ProtoMessage has an option; the subject, writer schema and Protobuf
+// message of keys are the key.* options, never the values' (before, a key
+// codec registered the value's schema under the value's subject).
+func TestFormatConfigSides(t *testing.T) {
+	dir := t.TempDir()
+	vf, kf := filepath.Join(dir, "v.avsc"), filepath.Join(dir, "k.avsc")
+	if err := os.WriteFile(vf, []byte(`"long"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kf, []byte(`"string"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions(map[string]any{
+		"schema-registry.url": []string{"http://127.0.0.1:1"}, "schema-registry.subject": "vs", "schema-registry.schema-file": vf,
+		"key.schema-registry.subject": "ks", "key.schema-registry.schema-file": kf,
+		"protobuf.message": "V", "key.protobuf.message": "K",
+		"schema-registry.tls.cert-file": "c.pem", "schema-registry.tls.key-file": "k.pem", "schema-registry.tls.insecure-skip-verify": true,
+		"schema-registry.auto-register": true, "schema-registry.username": "u", "schema-registry.password": "p",
+		"schema-registry.tls.ca-file": "ca.pem", "schema-registry.subject-strategy": "record",
+	})
+	v, err := formatConfig(o, format.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := formatConfig(o, format.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := format.RegistryConfig{URLs: []string{"http://127.0.0.1:1"}, SubjectStrategy: "record", Subject: "vs", Schema: `"long"`,
+		AutoRegister: true, Username: "u", Password: "p", CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", InsecureSkipVerify: true}
+	if !reflect.DeepEqual(*v.Registry, want) || v.ProtoMessage != "V" {
+		t.Errorf("value side: %+v %q, want %+v V", *v.Registry, v.ProtoMessage, want)
+	}
+	want.Subject, want.Schema = "ks", `"string"`
+	if !reflect.DeepEqual(*k.Registry, want) || k.ProtoMessage != "K" {
+		t.Errorf("key side: %+v %q, want %+v K", *k.Registry, k.ProtoMessage, want)
+	}
+	// Only the value's subject and schema set: keys use the strategy and
+	// the latest version of their own subject.
+	o = NewOptions(map[string]any{"schema-registry.url": []string{"http://127.0.0.1:1"}, "schema-registry.subject": "vs", "schema-registry.schema": `"long"`})
+	if k, _ = formatConfig(o, format.Key); k.Registry.Subject != "" || k.Registry.Schema != "" {
+		t.Errorf("key side took the value's subject %q or schema %q", k.Registry.Subject, k.Registry.Schema)
+	}
+	for m, want := range map[*map[string]any]string{
+		{"key.schema-registry.schema": "x", "key.schema-registry.schema-file": "y"}: "key.schema-registry.schema-file",
+		{"schema-registry.tls.cert-file": "c.pem"}:                                  "schema-registry.tls.cert-file",
+		{"schema-registry.tls.key-file": "k.pem"}:                                   "schema-registry.tls.key-file",
+	} {
+		err := validateFormats(NewOptions(*m))
+		if oe, ok := errors.AsType[*OptionError](err); !ok || oe.Option != want {
+			t.Errorf("%v: got %v, want an *OptionError at %s", *m, err, want)
+		}
+	}
+}
+
+// TestKafkaSinkStepEncodes: with a schema-registry format the Kafka
+// sink's step encodes the value, so a value the schema cannot hold is the
+// step's *SinkExprError naming the option, the field and the record's
+// position (before, the sink's writer failed without a position, and the
+// job restarted for nothing); the sink writes the step's bytes; a
+// registry that does not answer is left to the sink (no error from the
+// step, which would dead-letter every record).
+func TestKafkaSinkStepEncodes(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	schema := `{"type":"record","name":"U","fields":[{"name":"id","type":"long"}]}`
+	o := NewOptions(map[string]any{"topic": "out", "format": "avro", "schema-registry.url": []string{reg.URL()},
+		"schema-registry.schema": schema, "schema-registry.auto-register": true})
+	step, reads, err := kafkaSinkStep("users", o)
+	if err != nil || step == nil || !reads {
+		t.Fatalf("step %v, reads %v, err %v", step != nil, reads, err)
+	}
+	rec := &kgo.Record{Topic: "in", Partition: 1, Offset: 7}
+	bad := KafkaRecord(rec, nil).WithValue(map[string]any{"id": "one"})
+	_, err = step(bad)
+	se, ok := errors.AsType[*SinkExprError](err)
+	if !ok || se.Option != "format" || !strings.Contains(err.Error(), "field id") || !strings.Contains(err.Error(), `topic "in" partition 1 offset 7`) {
+		t.Fatalf("bad value: %v", err)
+	}
+	good, err := step(KafkaRecord(rec, nil).WithValue(map[string]any{"id": int64(3)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := preEncodedFor(good, "avro", "out")
+	if !ok || len(b) != 6 || b[0] != 0 || b[5] != 6 {
+		t.Fatalf("step's bytes % x (%v)", b, ok)
+	}
+	var kr kgo.Record
+	if err := kafkaSerialize(codec(t, "json"), "avro", "out", false, good, &kr); err != nil || !bytes.Equal(kr.Value, b) {
+		t.Fatalf("sink wrote % x (%v), want the step's % x", kr.Value, err, b)
+	}
+	o = NewOptions(map[string]any{"topic": "out", "format": "avro", "schema-registry.url": []string{"http://127.0.0.1:1"},
+		"schema-registry.schema": schema, "schema-registry.auto-register": true})
+	step, _, _ = kafkaSinkStep("users", o)
+	r := NewRecord(map[string]any{"id": int64(3)})
+	if out, err := step(r); err != nil || out.hasRaw {
+		t.Fatalf("unreachable registry: %v (bytes %v), want the record left to the sink", err, out.hasRaw)
+	}
+}
+
+// TestKafkaSinkKeySubject: a key expression's value is encoded in
+// key.format under the sink topic's key subject, <topic>-key (before, the
+// key codec got no topic: the subject was "-key").
+func TestKafkaSinkKeySubject(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	o := NewOptions(map[string]any{"topic": "users", "key": "{\"id\": id}", "key.format": "avro", "schema-registry.url": []string{reg.URL()},
+		"key.schema-registry.schema": `{"type":"record","name":"K","fields":[{"name":"id","type":"long"}]}`, "schema-registry.auto-register": true})
+	step, _, err := kafkaSinkStep("users", o)
+	if err != nil || step == nil {
+		t.Fatalf("step: %v", err)
+	}
+	if _, err := step(NewRecord(map[string]any{"id": int64(1)})); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects, err := cl.Subjects(t.Context())
+	if err != nil || !slices.Equal(subjects, []string{"users-key"}) {
+		t.Fatalf("subjects %v (%v), want [users-key]", subjects, err)
 	}
 }

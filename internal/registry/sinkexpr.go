@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/format"
@@ -31,10 +32,11 @@ var sinkExprNames = []string{"key", "headers", "partition", "timestamp"}
 // sinkExprs are a Kafka sink's compiled expressions; nil = unset.
 type sinkExprs struct {
 	key, headers, partition, timestamp *Expr
+	topic                              string // the sink's: keys are encoded for it (subject <topic>-key)
 }
 
 func compileSinkExprs(o Options) (*sinkExprs, error) {
-	var e sinkExprs
+	e := sinkExprs{topic: o.String("topic")}
 	for _, n := range sinkExprNames {
 		src := o.String(n)
 		if src == "" {
@@ -66,12 +68,25 @@ func validateSinkExprs(o Options) error {
 	return err
 }
 
-// kafkaSinkStep is the Kafka sink's Step: its expressions, nil when none
-// is set.
+// kafkaSinkStep is the Kafka sink's Step: its expressions, then, for the
+// formats whose encoding can refuse a value (the schema-registry formats
+// and csv), the value's encoding; nil when there is neither. A value the
+// format cannot hold (a string in a long field) thus fails the job at
+// once naming the record's position, or goes where the pipeline's
+// on-error says, instead of failing the sink's writer (restarting for
+// nothing). An error of the registry itself is not the record's: the
+// record is left to the sink, whose writer fails (and restarts). The
+// encoding reads the value (so the source decodes it, and a dead letter
+// holds it).
 func kafkaSinkStep(name string, o Options) (func(Record) (Record, error), bool, error) {
 	e, err := compileSinkExprs(o)
-	if err != nil || e.none() {
+	if err != nil {
 		return nil, false, err
+	}
+	vf, vopt := valueFormat(o)
+	encode := slices.Contains(registryFormats, vf) || vf == "csv"
+	if e.none() && !encode {
+		return nil, false, nil
 	}
 	kf := o.String("key.format")
 	if kf == "" {
@@ -81,7 +96,57 @@ func kafkaSinkStep(name string, o Options) (func(Record) (Record, error), bool, 
 	if err != nil {
 		return nil, false, err
 	}
-	return e.step(name, kc), e.readsValue(), nil
+	exprs := func(r Record) (Record, error) { return r, nil }
+	if !e.none() {
+		exprs = e.step(name, kc)
+	}
+	if !encode {
+		return exprs, e.readsValue(), nil
+	}
+	vc, err := newCodec(o, format.Value, vf, vopt)
+	if err != nil {
+		return nil, false, err
+	}
+	topic := o.String("topic")
+	pre := &Codecs{Value: preEncoded{Codec: vc, format: vf, topic: topic}}
+	return func(r Record) (Record, error) {
+		r, err := exprs(r)
+		if err != nil {
+			return r, err
+		}
+		b, err := encodeValue(context.Background(), vc, topic, nil, r)
+		switch {
+		case errors.Is(err, format.ErrRegistry):
+			return r, nil // the sink's writer fails on it (and restarts)
+		case err != nil:
+			return r, &SinkExprError{Sink: name, Option: vopt, Pos: r.Pos().Resolve(), Err: err}
+		}
+		return r.withEncoded(b, pre), nil
+	}, true, nil // reads the value: the source decodes it, and a dead letter holds it
+}
+
+// preEncoded marks the bytes of a record the Kafka sink's step encoded
+// for one format and topic: the sink writes them unchanged. Its Identity
+// is "", so no other sink passes them through.
+type preEncoded struct {
+	format.Codec
+	format, topic string
+}
+
+func (preEncoded) Identity() string { return "" }
+
+// preEncodedFor returns the bytes of r that a step encoded in format for
+// topic.
+func preEncodedFor(r Record, fmtName, topic string) ([]byte, bool) {
+	b, c, ok := r.Bytes()
+	if !ok {
+		return nil, false
+	}
+	p, ok := c.(preEncoded)
+	if !ok || p.format != fmtName || p.topic != topic {
+		return nil, false
+	}
+	return b, true
 }
 
 func (e *sinkExprs) none() bool {
@@ -152,7 +217,7 @@ func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, erro
 		case []byte:
 			m.Key = k
 		default:
-			if m.Key, err = keyCodec.Encode(context.Background(), "", nil, v); err != nil {
+			if m.Key, err = keyCodec.Encode(context.Background(), e.topic, nil, v); err != nil {
 				return r, "key", err
 			}
 		}
