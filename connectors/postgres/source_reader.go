@@ -1,0 +1,313 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-io/sluice/source"
+	"github.com/sluice-io/sluice/source/readerbase"
+)
+
+type elemKind uint8
+
+const (
+	eRow      elemKind = iota // a snapshot row
+	eSegment                  // a snapshot page of the stream split ended
+	eSnapDone                 // the stream split's snapshot ended
+	eChange                   // a change from the log
+	eTxnDone                  // a transaction's commit
+)
+
+// elem is what the fetcher hands to the emitter.
+type elem struct {
+	kind   elemKind
+	ch     Change
+	key    string // eRow: the key's text
+	keyInt int64  // eChange: the key
+	seg    Segment
+	lsn    uint64
+	n      int
+}
+
+// sourceReader is readerbase.Reader plus the confirmation of the stream's
+// LSN once a checkpoint's output is committed (source.CommitListener).
+type sourceReader[T any] struct {
+	*readerbase.Reader[elem, T, Split, *Split]
+	lsns    map[int64]uint64 // checkpoint → the LSN it lets the slot confirm
+	confirm *atomic.Uint64   // read by the fetcher
+}
+
+// testHooks let tests watch the LSNs of checkpoints and confirmations.
+var testHooks struct {
+	sync.Mutex
+	snapshot  func(checkpointID int64, lsn uint64)
+	committed func(checkpointID int64, lsn uint64)
+}
+
+// CreateReader returns the reader of one subtask: one connection for
+// chunk pages and, for the stream split, a replication connection.
+func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, Split], error) {
+	confirm := &atomic.Uint64{}
+	r := &sourceReader[T]{lsns: map[int64]uint64{}, confirm: confirm}
+	emit := func(e elem, out source.Output[T], st *Split) error {
+		switch e.kind {
+		case eRow:
+			k := e.key
+			st.Lo = &k
+			v, err := s.conv(e.ch)
+			if err != nil {
+				return fmt.Errorf("postgres source: table %s key %s: %w", e.ch.Table, e.key, err)
+			}
+			out.Collect(v)
+		case eSegment:
+			st.Segments = append(st.Segments, e.seg)
+		case eSnapDone:
+			st.Snapshotting, st.Lo = false, nil
+		case eChange, eTxnDone:
+			st.LSN, st.N, st.Done = e.lsn, e.n, e.kind == eTxnDone
+			if len(st.Segments) > 0 && !s.cfg.keepSegFilter && e.lsn > maxH(st.Segments) {
+				st.Segments = nil // every later transaction is newer than every page
+			}
+			if e.kind == eTxnDone {
+				return nil
+			}
+			if seenBySnapshot(st.Segments, e.keyInt, e.ch.Xid) {
+				return nil
+			}
+			v, err := s.conv(e.ch)
+			if err != nil {
+				return fmt.Errorf("postgres source: table %s LSN %s: %w", e.ch.Table, lsnString(e.lsn), err)
+			}
+			out.CollectAt(v, e.ch.CommitTime.UnixMilli())
+		}
+		return nil
+	}
+	base, err := readerbase.New(rctx, readerbase.Config[elem, T, Split, *Split]{
+		NewSplitReader: func() (readerbase.SplitReader[elem, Split], error) {
+			return &splitReader[T]{s: s, confirm: confirm}, nil
+		},
+		Emitter:   readerbase.EmitterFunc[elem, T, *Split](emit),
+		InitState: func(sp Split) *Split { c := sp.clone(); return &c },
+		ToSplit:   func(st *Split) Split { return st.clone() },
+	}, readerbase.PullSplits())
+	if err != nil {
+		return nil, err
+	}
+	r.Reader = base
+	return r, nil
+}
+
+// SnapshotState remembers the LSN the checkpoint lets the slot confirm.
+func (r *sourceReader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
+	ss, err := r.Reader.SnapshotState(checkpointID)
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range ss {
+		if sp.Stream && !sp.Snapshotting {
+			lsn := confirmable(sp)
+			r.lsns[checkpointID] = lsn
+			testHooks.Lock()
+			if f := testHooks.snapshot; f != nil {
+				f(checkpointID, lsn)
+			}
+			testHooks.Unlock()
+		}
+	}
+	return ss, nil
+}
+
+// confirmable is the LSN a slot may confirm once sp's checkpoint is
+// committed: every transaction that commits before it was emitted in
+// full. The server resends transactions whose commit LSN is at or after
+// the confirmed one, so a transaction emitted in part is not confirmed.
+func confirmable(sp Split) uint64 {
+	if sp.Done || sp.LSN == 0 {
+		return sp.LSN
+	}
+	return sp.LSN - 1
+}
+
+// NotifyCheckpointCommitted lets the fetcher confirm the LSN of the
+// checkpoint (and of earlier ones whose notice was skipped) to the server
+// with its next standby status update: only now may the slot release the
+// WAL before it, since no restore will need it again.
+func (r *sourceReader[T]) NotifyCheckpointCommitted(checkpointID int64) error {
+	var best uint64
+	for id, lsn := range r.lsns {
+		if id <= checkpointID {
+			best = max(best, lsn)
+			delete(r.lsns, id)
+		}
+	}
+	if best == 0 {
+		return nil
+	}
+	testHooks.Lock()
+	if f := testHooks.committed; f != nil {
+		f(checkpointID, best)
+	}
+	testHooks.Unlock()
+	for {
+		cur := r.confirm.Load()
+		if best <= cur || r.confirm.CompareAndSwap(cur, best) {
+			return nil
+		}
+	}
+}
+
+// splitReader is the fetcher side.
+type splitReader[T any] struct {
+	s       *pgSource[T]
+	confirm *atomic.Uint64
+	conn    *pgx.Conn
+	t       *srcTable
+	splits  []*Split // fetch positions, in assignment order
+	st      *streamConn
+}
+
+func (r *splitReader[T]) AddSplits(splits []Split) error {
+	for _, sp := range splits {
+		c := sp.clone()
+		r.splits = append(r.splits, &c)
+	}
+	return nil
+}
+
+func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], error) {
+	if len(r.splits) == 0 {
+		return readerbase.Batch[elem]{}, nil
+	}
+	if r.conn == nil {
+		conn, err := r.s.connect(ctx)
+		if err != nil {
+			return readerbase.Batch[elem]{}, err
+		}
+		t, err := loadSourceTable(ctx, conn, r.s.table, r.s.cfg.key, r.s.cdc)
+		if err != nil {
+			_ = conn.Close(context.Background())
+			return readerbase.Batch[elem]{}, fmt.Errorf("postgres source: %w", err)
+		}
+		r.conn, r.t = conn, t
+	}
+	sp := r.splits[0]
+	switch {
+	case !sp.Stream:
+		return r.fetchChunk(ctx, sp)
+	case sp.Snapshotting:
+		return r.fetchSnapshotPage(ctx, sp)
+	}
+	return r.fetchStream(ctx, sp)
+}
+
+// fetchChunk reads one page of a chunk.
+func (r *splitReader[T]) fetchChunk(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
+	rows, keys, err := r.t.readPage(ctx, r.conn, sp.Lo, sp.Hi, r.s.cfg.fetchSize)
+	if err != nil {
+		return readerbase.Batch[elem]{}, fmt.Errorf("postgres source: split %s after key %s: %w", sp.ID, strOr(sp.Lo, "(start)"), err)
+	}
+	els := make([]elem, len(rows))
+	for i, row := range rows {
+		els[i] = elem{kind: eRow, key: keys[i], ch: Change{Op: OpRead, Table: r.t.name, Key: row[r.t.keyCol().name], After: row}}
+	}
+	b := readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}
+	if len(keys) > 0 {
+		sp.Lo = &keys[len(keys)-1]
+	}
+	if len(rows) < r.s.cfg.fetchSize {
+		b.Finished = []string{sp.ID}
+		r.splits = r.splits[1:]
+	}
+	return b, nil
+}
+
+// fetchSnapshotPage reads one page of the stream split's snapshot in a
+// REPEATABLE READ transaction and records the page's key range with the
+// transaction's snapshot and the WAL position after it, for the stream to
+// reconcile with.
+func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
+	fail := func(err error) (readerbase.Batch[elem], error) {
+		return readerbase.Batch[elem]{}, fmt.Errorf("postgres source: snapshot of table %s after key %s: %w", r.t.name, strOr(sp.Lo, "(start)"), err)
+	}
+	tx, err := r.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	var snap string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&snap); err != nil {
+		return fail(err)
+	}
+	seg, err := parseSnapshot(snap)
+	if err != nil {
+		return fail(err)
+	}
+	rows, keys, err := r.t.readPage(ctx, tx, sp.Lo, nil, r.s.cfg.fetchSize)
+	if err != nil {
+		return fail(err)
+	}
+	var h string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&h); err != nil {
+		return fail(err)
+	}
+	if seg.H, err = parseLSN(h); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail(err)
+	}
+	els := make([]elem, 0, len(rows)+2)
+	for i, row := range rows {
+		els = append(els, elem{kind: eRow, key: keys[i], ch: Change{Op: OpRead, Table: r.t.name, Key: row[r.t.keyCol().name], After: row}})
+	}
+	seg.Lo = clonePtr(sp.Lo)
+	short := len(rows) < r.s.cfg.fetchSize
+	if !short {
+		seg.Hi = &keys[len(keys)-1]
+	}
+	els = append(els, elem{kind: eSegment, seg: seg})
+	if len(keys) > 0 {
+		sp.Lo = &keys[len(keys)-1]
+	}
+	if short {
+		els = append(els, elem{kind: eSnapDone})
+		sp.Snapshotting, sp.Lo = false, nil
+	}
+	return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}, nil
+}
+
+func (r *splitReader[T]) Close() error {
+	var err error
+	if r.st != nil {
+		err = r.st.close()
+	}
+	if r.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if cerr := r.conn.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func strOr(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return strconv.Quote(*p)
+}
+
+// closeConn closes a replication connection, bounded.
+func closeConn(c *pgconn.PgConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.Close(ctx)
+}
