@@ -241,7 +241,9 @@ func (r *splitReader[T]) startStream(ctx context.Context, sp *Split) error {
 	if !found {
 		return fmt.Errorf("%w: postgres CDC source: replication slot %q does not exist (dropped while the job was restored?): the changes since the checkpoint's LSN %s are lost to this source; start afresh", ErrSlotNotFound, cfg.slot, lsnString(sp.LSN))
 	}
-	if lsn > confirmable(*sp) {
+	// The server sends the transactions that commit at or after the
+	// confirmed LSN: the one at sp.LSN must be among them.
+	if lsn > sp.LSN {
 		return fmt.Errorf("%w: postgres CDC source: slot %q confirmed LSN %s, past the restored position %s: the changes in between are no longer in the slot (restored from an older checkpoint or savepoint than the last committed one?)", ErrSlotAhead, cfg.slot, lsnString(lsn), lsnString(sp.LSN))
 	}
 	pc, err := pgconn.ParseConfig(r.s.url)
