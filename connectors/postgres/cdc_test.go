@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -434,3 +435,44 @@ func TestCDCWALLevel(t *testing.T) {
 }
 
 func (w wop) String() string { return fmt.Sprintf("%c%d", w.op, w.v) }
+
+func TestDebeziumEnvelope(t *testing.T) {
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	c := Change{Op: OpUpdate, Table: "public.orders", Key: int64(7), LSN: 0x16B3748, Xid: 42, CommitTime: at,
+		Before: map[string]any{"id": int64(7), "amount": json.Number("1.50")},
+		After:  map[string]any{"id": int64(7), "amount": json.Number("2.50")}}
+	b, err := c.Debezium("shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Before, After map[string]any
+		Op            string
+		TsMs          int64 `json:"ts_ms"`
+		Source        struct {
+			Connector, Name, Snapshot, Schema, Table string
+			TsMs                                     int64 `json:"ts_ms"`
+			TxID                                     uint32 `json:"txId"`
+			LSN                                      uint64
+		}
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Op != "u" || env.Before["amount"] != 1.5 || env.After["amount"] != 2.5 || env.TsMs == 0 {
+		t.Errorf("envelope %s", b)
+	}
+	s := env.Source
+	if s.Connector != "postgresql" || s.Name != "shop" || s.Snapshot != "false" || s.Schema != "public" || s.Table != "orders" ||
+		s.TsMs != at.UnixMilli() || s.TxID != 42 || s.LSN != 0x16B3748 {
+		t.Errorf("source block %+v of %s", s, b)
+	}
+	d, _ := Change{Op: OpDelete, Table: "public.orders", Before: map[string]any{"id": int64(7)}}.Debezium("x")
+	if !strings.Contains(string(d), `"after":null`) || !strings.Contains(string(d), `"op":"d"`) {
+		t.Errorf("delete envelope %s", d)
+	}
+	r, _ := Change{Op: OpRead, Table: "public.orders", After: map[string]any{"id": int64(7)}}.Debezium("x")
+	if !strings.Contains(string(r), `"snapshot":"true"`) || !strings.Contains(string(r), `"op":"r"`) {
+		t.Errorf("read envelope %s", r)
+	}
+}

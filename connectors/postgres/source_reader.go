@@ -285,8 +285,12 @@ func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split) (read
 
 func (r *splitReader[T]) Close() error {
 	var err error
-	if r.st != nil {
+	if r.st != nil && r.st.repl != nil {
+		pid := r.st.repl.PID()
 		err = r.st.close()
+		if r.conn != nil {
+			r.awaitRelease(pid)
+		}
 	}
 	if r.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -296,6 +300,22 @@ func (r *splitReader[T]) Close() error {
 		}
 	}
 	return err
+}
+
+// awaitRelease waits (up to 5s) until the walsender of the closed
+// replication connection pid let go of the slot, so that the slot can be
+// dropped or used again as soon as the reader is closed.
+func (r *splitReader[T]) awaitRelease(pid uint32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 0; i < 100 && ctx.Err() == nil; i++ {
+		var active *int64
+		err := r.conn.QueryRow(ctx, "SELECT active_pid::int8 FROM pg_replication_slots WHERE slot_name = $1", r.s.cfg.slot).Scan(&active)
+		if err != nil || active == nil || *active != int64(pid) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func strOr(p *string, def string) string {
