@@ -451,7 +451,7 @@ func TestDebeziumEnvelope(t *testing.T) {
 		TsMs          int64 `json:"ts_ms"`
 		Source        struct {
 			Connector, Name, Snapshot, Schema, Table string
-			TsMs                                     int64 `json:"ts_ms"`
+			TsMs                                     int64  `json:"ts_ms"`
 			TxID                                     uint32 `json:"txId"`
 			LSN                                      uint64
 		}
