@@ -234,17 +234,8 @@ func (c *streamConn) close() error {
 // confirmed past it.
 func (r *splitReader[T]) startStream(ctx context.Context, sp *Split) error {
 	cfg := r.s.cfg
-	lsn, found, err := slotPosition(ctx, r.conn, cfg.slot)
-	if err != nil {
+	if err := r.checkSlot(ctx, sp); err != nil {
 		return err
-	}
-	if !found {
-		return fmt.Errorf("%w: postgres CDC source: replication slot %q does not exist (dropped while the job was restored?): the changes since the checkpoint's LSN %s are lost to this source; start afresh", ErrSlotNotFound, cfg.slot, lsnString(sp.LSN))
-	}
-	// The server sends the transactions that commit at or after the
-	// confirmed LSN: the one at sp.LSN must be among them.
-	if lsn > sp.LSN {
-		return fmt.Errorf("%w: postgres CDC source: slot %q confirmed LSN %s, past the restored position %s: the changes in between are no longer in the slot (restored from an older checkpoint or savepoint than the last committed one?)", ErrSlotAhead, cfg.slot, lsnString(lsn), lsnString(sp.LSN))
 	}
 	pc, err := pgconn.ParseConfig(r.s.url)
 	if err != nil {
@@ -275,6 +266,25 @@ func (r *splitReader[T]) startStream(ctx context.Context, sp *Split) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// checkSlot fails unless the slot exists and still holds the changes
+// from the split's position on.
+func (r *splitReader[T]) checkSlot(ctx context.Context, sp *Split) error {
+	cfg := r.s.cfg
+	lsn, found, err := slotPosition(ctx, r.conn, cfg.slot)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: postgres CDC source: replication slot %q does not exist (dropped while the job was restored?): the changes since the checkpoint's LSN %s are lost to this source; start afresh", ErrSlotNotFound, cfg.slot, lsnString(sp.LSN))
+	}
+	// The server sends the transactions that commit at or after the
+	// confirmed LSN: the one at sp.LSN must be among them.
+	if lsn > sp.LSN {
+		return fmt.Errorf("%w: postgres CDC source: slot %q confirmed LSN %s, past the restored position %s: the changes in between are no longer in the slot (restored from an older checkpoint or savepoint than the last committed one?)", ErrSlotAhead, cfg.slot, lsnString(lsn), lsnString(sp.LSN))
+	}
+	return nil
 }
 
 // sendStatus confirms the LSN of the last committed checkpoint.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/faultinject"
 	"github.com/sluice-io/sluice/restart"
@@ -475,4 +476,91 @@ func TestDebeziumEnvelope(t *testing.T) {
 	if !strings.Contains(string(r), `"snapshot":"true"`) || !strings.Contains(string(r), `"op":"r"`) {
 		t.Errorf("read envelope %s", r)
 	}
+}
+
+// TestCDCRestoreInNewJob: a CDC job (slot and publication created by the
+// source) is cancelled after a workload and a new job restored from its
+// latest checkpoint goes on through a second workload: the output of both
+// is every change once. A third job restored from a checkpoint taken
+// during the snapshot, older than what the slot confirmed since, fails
+// with ErrSlotAhead instead of skipping the changes in between.
+func TestCDCRestoreInNewJob(t *testing.T) {
+	url := needServer(t)
+	const prefill = 1000
+	table := newTable(t, "cdcres", "id bigint PRIMARY KEY, v bigint NOT NULL")
+	mustExec(t, "ALTER TABLE "+table+" REPLICA IDENTITY FULL",
+		fmt.Sprintf("INSERT INTO %s SELECT g, 0 FROM generate_series(1, %d) g", table, prefill))
+	slot, pub := "s_"+table, "p_"+table
+	dropSlot(t, url, slot, pub)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	src, err := NewCDCSource(url, table, Slot(slot), Publication(pub), CreateSlot(true), CreatePublication(true), FetchSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := testsink.NewStore[Change]()
+	dir := t.TempDir()
+	newEnv := func(opts ...stream.Option) *stream.Environment {
+		env := stream.New(append([]stream.Option{stream.Parallelism(1), stream.CheckpointEvery(30 * time.Millisecond),
+			stream.CheckpointDir(dir), stream.RetainCheckpoints(10_000), stream.Logger(stream.DiscardLogger())}, opts...)...)
+		s := stream.FromSource(env, src, watermark.None[Change](), "cdc")
+		s = stream.Map(s, func(c Change) Change { time.Sleep(50 * time.Microsecond); return c })
+		stream.SinkTo(s, testsink.NewTwoPhase(store), "out")
+		return env
+	}
+	w := newWorkload(table, prefill)
+	// run runs a job with a workload of n changes until the output has
+	// caught up with the table, and returns its first and last checkpoints.
+	run := func(env *stream.Environment, n int, seed uint64) (first, last *checkpoint.Snapshot) {
+		h, err := env.Start(ctx, "cdc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { h.Cancel(); _, _ = h.Wait() }()
+		werr := make(chan error, 1)
+		go func() { werr <- w.run(ctx, url, w.changes+n, seed) }()
+		var final map[int64]int64
+		for i := 0; i < 6000 && ctx.Err() == nil; i++ {
+			if first == nil && len(store.Committed()) > 0 {
+				first = h.Latest() // the reader holds the stream split
+			}
+			if final == nil {
+				select {
+				case err := <-werr:
+					if err != nil {
+						t.Fatal(err)
+					}
+					if final, err = tableState(ctx, url, table); err != nil {
+						t.Fatal(err)
+					}
+				default:
+				}
+			}
+			if final != nil && mapsEqual(apply(store.Committed()), final) {
+				return first, h.Latest()
+			}
+			select {
+			case <-h.Done():
+				_, err := h.Wait()
+				t.Fatalf("the job ended: %v", err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		t.Fatal("the output did not catch up with the table")
+		return nil, nil
+	}
+	early, last := run(newEnv(), 3000, 1)
+	if early == nil || last == nil {
+		t.Fatal("no checkpoint")
+	}
+	run(newEnv(stream.RestoreFrom(last)), 3000, 2)
+	w.checkExactlyOnce(t, store.Committed())
+
+	jctx, jcancel := context.WithTimeout(ctx, time.Minute)
+	defer jcancel()
+	_, err = newEnv(stream.RestoreFrom(early)).Execute(jctx, "cdc")
+	if !errors.Is(err, ErrSlotAhead) {
+		t.Fatalf("restored from checkpoint %d: %v; want ErrSlotAhead", early.ID, err)
+	}
+	wantErr(t, err, slot, "past the restored position")
 }

@@ -196,6 +196,13 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 			return readerbase.Batch[elem]{}, fmt.Errorf("postgres source: %w", err)
 		}
 		r.conn, r.t = conn, t
+		for _, sp := range r.splits {
+			if sp.Stream { // fail before the snapshot is read again
+				if err := r.checkSlot(ctx, sp); err != nil {
+					return readerbase.Batch[elem]{}, err
+				}
+			}
+		}
 	}
 	sp := r.splits[0]
 	switch {
