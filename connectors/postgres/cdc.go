@@ -212,6 +212,7 @@ type streamConn struct {
 }
 
 type txnState struct {
+	open    bool // between BEGIN and COMMIT
 	lsn     uint64
 	xid     uint32
 	at      time.Time
@@ -345,6 +346,15 @@ func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase
 				if err != nil {
 					return batch(), fmt.Errorf("postgres CDC source: keepalive: %w", err)
 				}
+				// Between transactions, everything before the server's
+				// position was sent (or had nothing for the table): move
+				// there, so that the slot can release the WAL of other
+				// tables' writes while this one is quiet. Not Done: a
+				// transaction committing at that very LSN is still to come.
+				if w := uint64(ka.ServerWALEnd); !r.st.txn.open && w > sp.LSN {
+					els = append(els, elem{kind: eAdvance, lsn: w})
+					sp.LSN, sp.N, sp.Done = w, 0, false
+				}
 				if ka.ReplyRequested {
 					if err := r.sendStatus(ctx, true); err != nil {
 						return batch(), err
@@ -391,7 +401,7 @@ func (r *splitReader[T]) handle(xld pglogrepl.XLogData, sp *Split, els []elem) (
 		st.ours[m.RelationID] = m.Namespace == r.t.ident[0] && m.RelationName == r.t.ident[1]
 	case *pglogrepl.BeginMessage:
 		l := uint64(m.FinalLSN)
-		st.txn = txnState{lsn: l, xid: m.Xid, at: m.CommitTime}
+		st.txn = txnState{open: true, lsn: l, xid: m.Xid, at: m.CommitTime}
 		switch {
 		case l < sp.LSN, l == sp.LSN && sp.Done:
 			st.txn.skipAll = true
@@ -411,6 +421,7 @@ func (r *splitReader[T]) handle(xld pglogrepl.XLogData, sp *Split, els []elem) (
 			}
 		}
 	case *pglogrepl.CommitMessage:
+		st.txn.open = false
 		if !st.txn.skipAll {
 			els = append(els, elem{kind: eTxnDone, lsn: st.txn.lsn})
 			sp.LSN, sp.N, sp.Done = st.txn.lsn, 0, true

@@ -564,3 +564,59 @@ func TestCDCRestoreInNewJob(t *testing.T) {
 	}
 	wantErr(t, err, slot, "past the restored position")
 }
+
+// TestCDCConfirmsWhileIdle: while the captured table is quiet and other
+// tables are written, the slot's confirmed LSN still moves on (after
+// checkpoints), so the server can release that WAL.
+func TestCDCConfirmsWhileIdle(t *testing.T) {
+	url := needServer(t)
+	table := newTable(t, "cdcidle", "id bigint PRIMARY KEY")
+	other := newTable(t, "cdcbusy", "id bigint PRIMARY KEY")
+	slot, pub := "s_"+table, "p_"+table
+	dropSlot(t, url, slot, pub)
+	src, err := NewCDCSource(url, table, Slot(slot), Publication(pub), CreateSlot(true), CreatePublication(true), StatusInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	env := stream.New(stream.CheckpointEvery(30*time.Millisecond), stream.Logger(stream.DiscardLogger()))
+	stream.SinkTo(stream.FromSource(env, src, watermark.None[Change](), "cdc"), testsink.NewTwoPhase(testsink.NewStore[Change]()), "out")
+	h, err := env.Start(ctx, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { h.Cancel(); _, _ = h.Wait() }()
+	type lsnRow struct{ L *string }
+	slotLSN := func() uint64 {
+		rows, err := queryURL[lsnRow](ctx, url, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot)
+		if err != nil || len(rows) == 0 || rows[0].L == nil {
+			return 0
+		}
+		l, _ := parseLSN(*rows[0].L)
+		return l
+	}
+	for i := 0; i < 500 && slotLSN() == 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := slotLSN()
+	for i := range 200 {
+		mustExec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d)", other, i))
+	}
+	type lsn struct{ L string }
+	rows, err := queryURL[lsn](ctx, url, "SELECT pg_current_wal_lsn()::text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := parseLSN(rows[0].L)
+	var got uint64
+	for i := 0; i < 1500 && ctx.Err() == nil; i++ {
+		if got = slotLSN(); got+1 >= end {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got+1 < end {
+		t.Fatalf("the slot confirmed %s (it started at %s); the other table's writes end at %s", lsnString(got), lsnString(start), lsnString(end))
+	}
+}

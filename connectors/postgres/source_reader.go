@@ -23,6 +23,7 @@ const (
 	eSnapDone                 // the stream split's snapshot ended
 	eChange                   // a change from the log
 	eTxnDone                  // a transaction's commit
+	eAdvance                  // the server has sent everything before lsn
 )
 
 // elem is what the fetcher hands to the emitter.
@@ -70,12 +71,12 @@ func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, 
 			st.Segments = append(st.Segments, e.seg)
 		case eSnapDone:
 			st.Snapshotting, st.Lo = false, nil
-		case eChange, eTxnDone:
+		case eChange, eTxnDone, eAdvance:
 			st.LSN, st.N, st.Done = e.lsn, e.n, e.kind == eTxnDone
 			if len(st.Segments) > 0 && !s.cfg.keepSegFilter && e.lsn > maxH(st.Segments) {
 				st.Segments = nil // every later transaction is newer than every page
 			}
-			if e.kind == eTxnDone {
+			if e.kind != eChange {
 				return nil
 			}
 			if seenBySnapshot(st.Segments, e.keyInt, e.ch.Xid) {
