@@ -179,7 +179,25 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable)
 		}
 		s.cfg.logger.Info("postgres CDC source: created replication slot", "slot", s.cfg.slot, "lsn", cp)
 	}
-	return []Split{{ID: "stream", Stream: true, Snapshotting: !s.cfg.skipSnapshot, LSN: lsn}}, nil
+	stream := Split{ID: "stream", Stream: true, LSN: lsn}
+	switch {
+	case s.cfg.skipSnapshot:
+	case s.cfg.inStream:
+		stream.Snapshotting = true
+	default:
+		// Chunks computed after the slot exists: every page's snapshot is
+		// newer than the slot's start.
+		chunks, err := s.chunks(ctx, conn, t)
+		if err != nil {
+			return nil, err
+		}
+		for i := range chunks {
+			chunks[i].CDC = true
+		}
+		stream.Waiting, stream.Chunks = true, len(chunks)
+		return append(chunks, stream), nil
+	}
+	return []Split{stream}, nil
 }
 
 // slotPosition returns the slot's confirmed_flush_lsn.

@@ -80,8 +80,19 @@ type Split struct {
 	// Hi is the inclusive upper bound of a chunk (nil: to the last key).
 	Hi *string `json:"hi,omitempty"`
 
+	// CDC marks a chunk of the CDC source's snapshot: its pages record
+	// their snapshots (Segments) for the stream split.
+	CDC bool `json:"cdc,omitempty"`
+	// Finished marks a CDC chunk read to its end, kept in its reader's
+	// state until the enumerator acknowledged its pages.
+	Finished bool `json:"finished,omitempty"`
+
 	// Stream marks the CDC split.
 	Stream bool `json:"stream,omitempty"`
+	// Chunks is the number of chunk splits the stream split waits for
+	// (parallel snapshot); Waiting is true until their pages arrived.
+	Chunks  int  `json:"chunks,omitempty"`
+	Waiting bool `json:"waiting,omitempty"`
 	// Snapshotting is true while the stream split reads the table.
 	Snapshotting bool `json:"snapshotting,omitempty"`
 	// Segments are the pages the snapshot read, each with the snapshot it
@@ -116,8 +127,14 @@ func clonePtr(p *string) *string {
 	return &v
 }
 
-// EnumState is the enumerator state of the snapshot and CDC sources.
-type EnumState = enumerate.DiscoveredState[Split]
+// EnumState is the enumerator state of the snapshot and CDC sources: the
+// splits not yet assigned, and (CDC) the pages of the chunks read so far.
+type EnumState struct {
+	enumerate.DiscoveredState[Split]
+	// Chunks holds, by chunk split id, the pages of the CDC snapshot's
+	// finished chunks.
+	Chunks map[string][]Segment `json:"chunks,omitempty"`
+}
 
 // SourceOption configures a snapshot or CDC source.
 type SourceOption interface{ applySource(*sourceConfig) }
@@ -135,6 +152,7 @@ type sourceConfig struct {
 	createSlot    bool
 	createPub     bool
 	skipSnapshot  bool
+	inStream      bool
 	statusEvery   time.Duration
 	setupTimeout  time.Duration
 	logger        *slog.Logger
@@ -248,6 +266,14 @@ func CreatePublication(yes bool) SourceOption {
 // then stream).
 func SkipSnapshot() SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.skipSnapshot = true })
+}
+
+// SnapshotInStream makes the CDC source read its snapshot in the stream
+// split, one page after the other, instead of in chunk splits that readers
+// read in parallel. Default: off (chunks of ChunkSize rows, read in
+// parallel, then the stream split).
+func SnapshotInStream() SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.inStream = true })
 }
 
 // StatusInterval is the longest time between two standby status updates
@@ -382,7 +408,8 @@ func (s *pgSource[T]) CreateEnumerator(ctx source.EnumeratorContext[Split]) (sou
 
 // RestoreEnumerator returns the enumerator of a checkpointed state.
 func (s *pgSource[T]) RestoreEnumerator(ctx source.EnumeratorContext[Split], st EnumState) (source.Enumerator[Split, EnumState], error) {
-	return enumerate.NewDiscovered(ctx, enumerate.Discovery[Split]{Discover: s.discover}, s.Boundedness(), st), nil
+	d := enumerate.NewDiscovered(ctx, enumerate.Discovery[Split]{Discover: s.discover}, s.Boundedness(), st.DiscoveredState)
+	return newEnumerator(d, ctx, st.Chunks), nil
 }
 
 // SplitSerializer stores splits as JSON, version 1.

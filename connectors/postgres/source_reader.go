@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ const (
 	eChange                   // a change from the log
 	eTxnDone                  // a transaction's commit
 	eAdvance                  // the server has sent everything before lsn
+	eReady                    // the chunks' pages arrived: the stream split may start
 )
 
 // elem is what the fetcher hands to the emitter.
@@ -33,6 +36,7 @@ type elem struct {
 	key    string // eRow: the key's text
 	keyInt int64  // eChange: the key
 	seg    Segment
+	segs   []Segment
 	lsn    uint64
 	n      int
 }
@@ -41,8 +45,11 @@ type elem struct {
 // LSN once a checkpoint's output is committed (source.CommitListener).
 type sourceReader[T any] struct {
 	*readerbase.Reader[elem, T, Split, *Split]
+	rctx    source.ReaderContext
 	lsns    map[int64]uint64 // checkpoint → the LSN it lets the slot confirm
 	confirm *atomic.Uint64   // read by the fetcher
+	unacked map[string]Split // finished CDC chunks the enumerator has not acknowledged
+	ready   *atomic.Pointer[map[string][]Segment]
 }
 
 // testHooks let tests watch the LSNs of checkpoints and confirmations.
@@ -56,7 +63,8 @@ var testHooks struct {
 // chunk pages and, for the stream split, a replication connection.
 func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, Split], error) {
 	confirm := &atomic.Uint64{}
-	r := &sourceReader[T]{lsns: map[int64]uint64{}, confirm: confirm}
+	ready := &atomic.Pointer[map[string][]Segment]{}
+	r := &sourceReader[T]{rctx: rctx, lsns: map[int64]uint64{}, confirm: confirm, unacked: map[string]Split{}, ready: ready}
 	emit := func(e elem, out source.Output[T], st *Split) error {
 		switch e.kind {
 		case eRow:
@@ -71,6 +79,8 @@ func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, 
 			st.Segments = append(st.Segments, e.seg)
 		case eSnapDone:
 			st.Snapshotting, st.Lo = false, nil
+		case eReady:
+			st.Segments, st.Waiting = e.segs, false
 		case eChange, eTxnDone, eAdvance:
 			st.LSN, st.N, st.Done = e.lsn, e.n, e.kind == eTxnDone
 			if len(st.Segments) > 0 && !s.cfg.keepSegFilter && e.lsn > maxH(st.Segments) {
@@ -92,7 +102,18 @@ func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, 
 	}
 	base, err := readerbase.New(rctx, readerbase.Config[elem, T, Split, *Split]{
 		NewSplitReader: func() (readerbase.SplitReader[elem, Split], error) {
-			return &splitReader[T]{s: s, confirm: confirm}, nil
+			return &splitReader[T]{s: s, confirm: confirm, ready: ready}, nil
+		},
+		OnSplitFinished: func(done []*Split) error {
+			for _, st := range done {
+				if st.CDC {
+					sp := st.clone()
+					sp.Finished = true
+					r.unacked[sp.ID] = sp
+					rctx.SendEventToEnumerator(chunkDone{ID: sp.ID, Segments: sp.Segments})
+				}
+			}
+			return nil
 		},
 		Emitter:   readerbase.EmitterFunc[elem, T, *Split](emit),
 		InitState: func(sp Split) *Split { c := sp.clone(); return &c },
@@ -111,8 +132,11 @@ func (r *sourceReader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, id := range slices.Sorted(maps.Keys(r.unacked)) {
+		ss = append(ss, r.unacked[id].clone())
+	}
 	for _, sp := range ss {
-		if sp.Stream && !sp.Snapshotting {
+		if sp.Stream && !sp.Snapshotting && !sp.Waiting {
 			lsn := confirmable(sp)
 			r.lsns[checkpointID] = lsn
 			testHooks.Lock()
@@ -123,6 +147,37 @@ func (r *sourceReader[T]) SnapshotState(checkpointID int64) ([]Split, error) {
 		}
 	}
 	return ss, nil
+}
+
+// AddSplits keeps restored finished CDC chunks aside and reports them to
+// the enumerator again; the others are read.
+func (r *sourceReader[T]) AddSplits(splits []Split) error {
+	var read []Split
+	for _, sp := range splits {
+		if sp.Finished {
+			r.unacked[sp.ID] = sp.clone()
+			r.rctx.SendEventToEnumerator(chunkDone{ID: sp.ID, Segments: sp.Segments})
+			continue
+		}
+		read = append(read, sp)
+	}
+	if len(read) == 0 {
+		return nil
+	}
+	return r.Reader.AddSplits(read)
+}
+
+// HandleSourceEvent takes the enumerator's acknowledgements and the
+// finished chunks' pages.
+func (r *sourceReader[T]) HandleSourceEvent(e source.Event) error {
+	switch ev := e.(type) {
+	case chunkAck:
+		delete(r.unacked, ev.ID)
+	case chunksEvent:
+		m := ev.Chunks
+		r.ready.Store(&m)
+	}
+	return nil
 }
 
 // confirmable is the LSN a slot may confirm once sp's checkpoint is
@@ -168,6 +223,7 @@ func (r *sourceReader[T]) NotifyCheckpointCommitted(checkpointID int64) error {
 type splitReader[T any] struct {
 	s       *pgSource[T]
 	confirm *atomic.Uint64
+	ready   *atomic.Pointer[map[string][]Segment]
 	conn    *pgx.Conn
 	t       *srcTable
 	splits  []*Split // fetch positions, in assignment order
@@ -205,14 +261,40 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 			}
 		}
 	}
-	sp := r.splits[0]
+	i := slices.IndexFunc(r.splits, func(sp *Split) bool { return !sp.Waiting })
+	if i < 0 {
+		return r.awaitChunks(ctx, r.splits[0])
+	}
+	sp := r.splits[i]
 	switch {
+	case sp.CDC:
+		return r.fetchSnapshotPage(ctx, sp, i)
 	case !sp.Stream:
 		return r.fetchChunk(ctx, sp)
 	case sp.Snapshotting:
-		return r.fetchSnapshotPage(ctx, sp)
+		return r.fetchSnapshotPage(ctx, sp, i)
 	}
 	return r.fetchStream(ctx, sp)
+}
+
+// awaitChunks waits (up to 100ms a call) for the pages of every chunk of
+// the waiting stream split, then hands them to it.
+func (r *splitReader[T]) awaitChunks(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
+	if m := r.ready.Load(); m != nil && len(*m) >= sp.Chunks {
+		var segs []Segment
+		for _, id := range slices.Sorted(maps.Keys(*m)) {
+			segs = append(segs, (*m)[id]...)
+		}
+		sp.Waiting = false
+		return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: []elem{{kind: eReady, segs: segs}}}}}, nil
+	}
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return readerbase.Batch[elem]{}, nil
 }
 
 // fetchChunk reads one page of a chunk.
@@ -231,7 +313,7 @@ func (r *splitReader[T]) fetchChunk(ctx context.Context, sp *Split) (readerbase.
 	}
 	if len(rows) < r.s.cfg.fetchSize {
 		b.Finished = []string{sp.ID}
-		r.splits = r.splits[1:]
+		r.splits = slices.DeleteFunc(r.splits, func(x *Split) bool { return x == sp })
 	}
 	return b, nil
 }
@@ -240,7 +322,7 @@ func (r *splitReader[T]) fetchChunk(ctx context.Context, sp *Split) (readerbase.
 // REPEATABLE READ transaction and records the page's key range with the
 // transaction's snapshot and the WAL position after it, for the stream to
 // reconcile with.
-func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
+func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split, at int) (readerbase.Batch[elem], error) {
 	fail := func(err error) (readerbase.Batch[elem], error) {
 		return readerbase.Batch[elem]{}, fmt.Errorf("postgres source: snapshot of table %s after key %s: %w", r.t.name, strOr(sp.Lo, "(start)"), err)
 	}
@@ -257,7 +339,7 @@ func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split) (read
 	if err != nil {
 		return fail(err)
 	}
-	rows, keys, err := r.t.readPage(ctx, tx, sp.Lo, nil, r.s.cfg.fetchSize)
+	rows, keys, err := r.t.readPage(ctx, tx, sp.Lo, sp.Hi, r.s.cfg.fetchSize)
 	if err != nil {
 		return fail(err)
 	}
@@ -277,6 +359,7 @@ func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split) (read
 	}
 	seg.Lo = clonePtr(sp.Lo)
 	short := len(rows) < r.s.cfg.fetchSize
+	seg.Hi = clonePtr(sp.Hi) // the last page ends where the chunk does
 	if !short {
 		seg.Hi = &keys[len(keys)-1]
 	}
@@ -284,11 +367,16 @@ func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split) (read
 	if len(keys) > 0 {
 		sp.Lo = &keys[len(keys)-1]
 	}
-	if short {
+	b := readerbase.Batch[elem]{}
+	if short && sp.CDC {
+		b.Finished = []string{sp.ID}
+		r.splits = slices.Delete(r.splits, at, at+1)
+	} else if short {
 		els = append(els, elem{kind: eSnapDone})
 		sp.Snapshotting, sp.Lo = false, nil
 	}
-	return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}, nil
+	b.Records = []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}
+	return b, nil
 }
 
 func (r *splitReader[T]) Close() error {
