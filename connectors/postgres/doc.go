@@ -29,24 +29,30 @@
 // [CreatePublication]; else [ErrPublicationNotFound]) and a logical
 // replication slot of plugin pgoutput ([Slot], created with [CreateSlot];
 // else [ErrSlotNotFound]). Its enumerator checks these and creates what it
-// may, then hands out one split, "stream", that starts at the slot's
+// may, computes chunks as the snapshot source does, and hands out one
+// split per chunk, then one split "stream" that starts at the slot's
 // position (its confirmed_flush_lsn).
 //
-// The stream split first reads the table in pages of FetchSize rows by
-// key, each in a REPEATABLE READ transaction that also records the page's
+// Readers read the chunks in parallel, in pages of FetchSize rows by key,
+// each in a REPEATABLE READ transaction that also records the page's
 // snapshot (pg_current_snapshot(): xmin, xmax, the transactions in
 // progress) and the WAL position right after the read; no lock is taken.
-// Then it streams from the slot's position. A change on a key of a page
-// whose snapshot saw the change's transaction (the Xid of pgoutput's
-// BEGIN) is in the page already and is dropped; one it did not see is
-// emitted. This is the watermark idea of DBLog and Flink CDC 2.x with the
-// snapshot itself as the watermark: exact, also for transactions that
-// commit while a page is read. Once the stream passes the last page's WAL
-// position every change is emitted. The snapshot of the CDC source runs
-// in the one stream split (not in parallel chunks); its position is the
-// last key read and the pages read so far, so a restore resumes it
-// mid-table. The CDC source needs an integer key (smallint, integer,
-// bigint).
+// A finished chunk's pages go to the enumerator (a source event); the
+// reader keeps the finished chunk in its checkpoints until the enumerator
+// acknowledged it, and the enumerator passes the pages on to the readers
+// only once they are in a completed checkpoint's enumerator state (a
+// reader that restarts alone may read its chunk again with other
+// snapshots: the pages it reported before are dropped). The stream split
+// waits for the pages of every chunk, then streams from the slot's
+// position: a change on a key of a page whose snapshot saw the change's
+// transaction (the Xid of pgoutput's BEGIN) is in the page already and is
+// dropped; one it did not see is emitted. This is the watermark idea of
+// DBLog and Flink CDC 2.x with the snapshot itself as the watermark:
+// exact, also for transactions that commit while a page is read. Once the
+// stream passes the last page's WAL position every change is emitted.
+// [SnapshotInStream] reads the pages in the stream split itself, one
+// after the other, instead of in chunks. The CDC source needs an integer
+// key (smallint, integer, bigint).
 //
 // The stream split's position is the commit LSN of the transaction it is
 // in, the number of the table's changes of that transaction emitted, and
