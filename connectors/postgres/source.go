@@ -66,8 +66,7 @@ type Change struct {
 }
 
 // Split is a split of the snapshot and CDC sources: a chunk of the table
-// by key range (bounded snapshot), or the one stream split of the CDC
-// source. It carries its position: the last key read, the LSN of the last
+// by key range, or the one stream split of the CDC source. It carries its position: the last key read, the LSN of the last
 // change emitted.
 type Split struct {
 	// ID is "chunk-<n>" or "stream".
@@ -353,7 +352,10 @@ func NewSnapshotSource(url, table string, opts ...SourceOption) (source.Source[C
 
 // NewCDCSource returns an unbounded source of the table's rows and then
 // its changes, from a logical replication slot (pgoutput) and a
-// publication; see the package doc.
+// publication; see the package doc. The job needs periodic checkpoints
+// (stream.CheckpointEvery): the stream starts after the checkpoint that
+// follows the last chunk, and the slot confirms (and lets the server
+// release WAL) only what a committed checkpoint holds.
 func NewCDCSource(url, table string, opts ...SourceOption) (source.Source[Change, Split, EnumState], error) {
 	return newPgSource(url, table, true, func(c Change) (Change, error) { return c, nil }, opts)
 }
