@@ -143,20 +143,19 @@ type sourceOptionFunc func(*sourceConfig)
 func (f sourceOptionFunc) applySource(c *sourceConfig) { f(c) }
 
 type sourceConfig struct {
-	key           string
-	chunkSize     int
-	fetchSize     int
-	slot          string
-	publication   string
-	createSlot    bool
-	createPub     bool
-	skipSnapshot  bool
-	inStream      bool
-	statusEvery   time.Duration
-	setupTimeout  time.Duration
-	logger        *slog.Logger
-	debeziumName  string
-	keepSegFilter bool // tests: never drop the segments
+	key          string
+	chunkSize    int
+	fetchSize    int
+	slot         string
+	publication  string
+	createSlot   bool
+	createPub    bool
+	skipSnapshot bool
+	inStream     bool
+	statusEvery  time.Duration
+	setupTimeout time.Duration
+	logger       *slog.Logger
+	debeziumName string
 }
 
 func defaultSourceConfig(table string) sourceConfig {

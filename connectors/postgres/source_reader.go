@@ -83,7 +83,7 @@ func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, 
 			st.Segments, st.Waiting = e.segs, false
 		case eChange, eTxnDone, eAdvance:
 			st.LSN, st.N, st.Done = e.lsn, e.n, e.kind == eTxnDone
-			if len(st.Segments) > 0 && !s.cfg.keepSegFilter && e.lsn > maxH(st.Segments) {
+			if len(st.Segments) > 0 && e.lsn > maxH(st.Segments) {
 				st.Segments = nil // every later transaction is newer than every page
 			}
 			if e.kind != eChange {
