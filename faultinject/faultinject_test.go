@@ -606,3 +606,38 @@ func TestCrashAbandonsWriters(t *testing.T) {
 		}
 	}
 }
+
+// committedReader wants commit notices (source.CommitListener).
+type committedReader struct {
+	source.Reader[int64, datagen.Split]
+	committed []int64
+}
+
+func (r *committedReader) NotifyCheckpointCommitted(id int64) error {
+	r.committed = append(r.committed, id)
+	return nil
+}
+
+// TestWrappedReaderForwardsCommitNotices: a wrapped reader that commits
+// something once the checkpoint's output is committed (the Kafka source's
+// group offsets, the PostgreSQL CDC source's slot LSN) must still get the
+// notices through the wrapper.
+func TestWrappedReaderForwardsCommitNotices(t *testing.T) {
+	r, _ := datagen.New(ident).CreateReader(&fakes.ReaderContext{})
+	cr := &committedReader{Reader: r}
+	src := WrapSource[int64](fixedSource{datagen.New(ident), cr}, NewPlan())
+	w, err := src.CreateReader(&fakes.ReaderContext{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, ok := w.(source.CommitListener)
+	if !ok {
+		t.Fatalf("the wrapped reader %T is not a source.CommitListener", w)
+	}
+	if err := cl.NotifyCheckpointCommitted(4); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cr.committed, []int64{4}) {
+		t.Fatalf("the wrapped reader got commit notices %v, want [4]", cr.committed)
+	}
+}

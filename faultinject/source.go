@@ -11,8 +11,9 @@ import (
 // the reader side of DuringSnapshot) injected into its readers. The
 // enumerator, serializers and boundedness are src's own. Wrapped readers
 // implement source.ReaderEventHandler and source.SplitPauser exactly when
-// the wrapped reader does, and always forward checkpoint-complete and
-// checkpoint-aborted notices to a reader that wants them.
+// the wrapped reader does, and always forward checkpoint-complete,
+// checkpoint-committed and checkpoint-aborted notices to a reader that
+// wants them.
 func WrapSource[T any, S source.Split, E any](src source.Source[T, S, E], p *Plan) source.Source[T, S, E] {
 	return &wrappedSource[T, S, E]{Source: src, plan: p}
 }
@@ -94,6 +95,15 @@ func (r *reader[T, S]) SnapshotState(checkpointID int64) ([]S, error) {
 func (r *reader[T, S]) NotifyCheckpointComplete(checkpointID int64) error {
 	if l, ok := r.Reader.(source.CheckpointListener); ok {
 		return l.NotifyCheckpointComplete(checkpointID)
+	}
+	return nil
+}
+
+// NotifyCheckpointCommitted forwards commit notices to a reader that
+// wants them (source.CommitListener).
+func (r *reader[T, S]) NotifyCheckpointCommitted(checkpointID int64) error {
+	if l, ok := r.Reader.(source.CommitListener); ok {
+		return l.NotifyCheckpointCommitted(checkpointID)
 	}
 	return nil
 }

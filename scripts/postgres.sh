@@ -10,7 +10,9 @@
 #   scripts/postgres.sh kill9    # kill -9 the postmaster and its backends, keep the data (crash tests)
 #   scripts/postgres.sh restart  # start again on the same port and data (after kill9); crash recovery runs
 #
-# The server: wal_level=logical, max_prepared_transactions
+# The server: wal_level $SLUICE_POSTGRES_WAL_LEVEL (default logical; the
+# tests start a second server with replica to check the CDC source's
+# error), max_prepared_transactions
 # $SLUICE_POSTGRES_MAX_PREPARED (default 20; the tests start a second
 # server with 0 to check the sink's error), listen_addresses=127.0.0.1,
 # small shared_buffers, and PostgreSQL's default durability (fsync on: the
@@ -42,6 +44,7 @@ set -euo pipefail
 RUN="${SLUICE_POSTGRES_RUN:-}"
 START_TIMEOUT="${SLUICE_POSTGRES_START_TIMEOUT:-60}" # seconds
 MAX_PREPARED="${SLUICE_POSTGRES_MAX_PREPARED:-20}"
+WAL_LEVEL="${SLUICE_POSTGRES_WAL_LEVEL:-logical}"
 RUNAS="${SLUICE_POSTGRES_USER:-postgres}"
 
 log() { echo "postgres.sh: $*" >&2; }
@@ -145,7 +148,7 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$RUN'
 max_connections = 200
 max_prepared_transactions = $MAX_PREPARED
-wal_level = logical
+wal_level = $WAL_LEVEL
 max_wal_senders = 10
 max_replication_slots = 10
 shared_buffers = 32MB

@@ -1,9 +1,87 @@
 // Package postgres is sluice's PostgreSQL connector (on
-// github.com/jackc/pgx/v5). This first slice is the sink: rows into one
-// table, appended with COPY or upserted with INSERT … ON CONFLICT (key)
-// DO UPDATE, exactly once with prepared transactions or at least once.
-// Flink names: JdbcSink.exactlyOnceSink → [NewSink] with ExactlyOnce,
-// JdbcSink.sink with an upsert dialect → WriteMode(Upsert).
+// github.com/jackc/pgx/v5 and github.com/jackc/pglogrepl): a sink of rows
+// into one table, appended with COPY or upserted with INSERT … ON
+// CONFLICT (key) DO UPDATE, exactly once with prepared transactions or at
+// least once; a bounded snapshot source ([NewSnapshotSource]); and a
+// change-data-capture source ([NewCDCSource], [NewDebeziumCDCSource])
+// that reads the table and then its changes from a logical replication
+// slot. Flink names: JdbcSink.exactlyOnceSink → [NewSink] with
+// ExactlyOnce, JdbcSink.sink with an upsert dialect → WriteMode(Upsert),
+// Flink CDC's PostgresIncrementalSource → [NewCDCSource].
+//
+// # Snapshot source
+//
+// [NewSnapshotSource] reads one table by its key (the primary key, one
+// column; or [KeyColumn]). Its enumerator cuts the table into chunks of
+// [ChunkSize] rows at the keys of every ChunkSize-th row (one ordered scan
+// of the key, off the coordinator goroutine), one split per chunk, handed
+// to readers on request. A reader reads a chunk in pages of [FetchSize]
+// rows ordered by key (WHERE key > last AND key <= chunk end ORDER BY key
+// LIMIT n); a split's position is the last key read, so a restore resumes
+// mid-chunk and reads no row twice. Records are [Change]s with OpRead.
+// Each page is one query, so one consistent snapshot of its key range;
+// the table as a whole is not (see NewSnapshotSource).
+//
+// # CDC source
+//
+// [NewCDCSource] needs wal_level = logical ([ErrWALLevel] otherwise), a
+// publication that publishes the table ([Publication], created with
+// [CreatePublication]; else [ErrPublicationNotFound]) and a logical
+// replication slot of plugin pgoutput ([Slot], created with [CreateSlot];
+// else [ErrSlotNotFound]). Its enumerator checks these and creates what it
+// may, computes chunks as the snapshot source does, and hands out one
+// split per chunk, then one split "stream" that starts at the slot's
+// position (its confirmed_flush_lsn).
+//
+// Readers read the chunks in parallel, in pages of FetchSize rows by key,
+// each in a REPEATABLE READ transaction that also records the page's
+// snapshot (pg_current_snapshot(): xmin, xmax, the transactions in
+// progress) and the WAL position right after the read; no lock is taken.
+// A finished chunk's pages go to the enumerator (a source event); the
+// reader keeps the finished chunk in its checkpoints until the enumerator
+// acknowledged it, and the enumerator passes the pages on to the readers
+// only once they are in a completed checkpoint's enumerator state (a
+// reader that restarts alone may read its chunk again with other
+// snapshots: the pages it reported before are dropped). The stream split
+// waits for the pages of every chunk, then streams from the slot's
+// position: a change on a key of a page whose snapshot saw the change's
+// transaction (the Xid of pgoutput's BEGIN) is in the page already and is
+// dropped; one it did not see is emitted. This is the watermark idea of
+// DBLog and Flink CDC 2.x with the snapshot itself as the watermark:
+// exact, also for transactions that commit while a page is read. Once the
+// stream passes the last page's WAL position every change is emitted.
+// [SnapshotInStream] reads the pages in the stream split itself, one
+// after the other, instead of in chunks. The CDC source needs an integer
+// key (smallint, integer, bigint).
+//
+// The stream split's position is the commit LSN of the transaction it is
+// in, the number of the table's changes of that transaction emitted, and
+// whether all were. A restore starts replication at that LSN and drops
+// what was emitted already: no gap and no duplicate, also inside a large
+// transaction. The LSN is confirmed to the server (standby status update,
+// every [StatusInterval] and when it moves) only once every sink of the
+// job committed the checkpoint that holds it
+// ([source.CommitListener]): the slot keeps the WAL a restore of the last
+// committed checkpoint needs. A restore from an older checkpoint than the
+// slot confirmed fails with [ErrSlotAhead].
+//
+// Change records carry the operation, the before and after images, the
+// table, the key, the commit LSN, the commit time and the transaction id.
+// Before images need REPLICA IDENTITY FULL on the table (ALTER TABLE t
+// REPLICA IDENTITY FULL); with the default identity a delete carries only
+// the key columns and an update no before image. An unchanged TOASTed
+// column of an update is taken from the before image when there is one,
+// otherwise left out of the after image. TRUNCATE of the table fails the
+// job. [NewDebeziumCDCSource] emits Debezium's JSON envelope
+// ([Change.Debezium]).
+//
+// A slot holds WAL on the server until it is confirmed: a stopped job
+// keeps its slot, and the server keeps every WAL segment since the last
+// confirmed LSN (pg_replication_slots.confirmed_flush_lsn) until the job
+// runs again or the slot is dropped: SELECT
+// pg_drop_replication_slot('<slot>'). Set max_slot_wal_keep_size on the
+// server to bound it (a slot past the bound is invalidated, and the job
+// fails with its error).
 //
 // # Rows
 //
