@@ -510,3 +510,69 @@ func TestOpenSearchWrongCredentials(t *testing.T) {
 		t.Fatalf("right password: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestOpenSearchSourceToPrint reads an index with the opensearch source
+// (two slices) into the print sink: every document once, its id as
+// meta.key.
+func TestOpenSearchSourceToPrint(t *testing.T) {
+	node := osNode(t)
+	index := osIndexName("cli-src")
+	var bulk strings.Builder
+	const n = 250
+	for i := range n {
+		fmt.Fprintf(&bulk, "{\"index\": {\"_index\": %q, \"_id\": \"d%d\"}}\n{\"n\": %d}\n", index, i, i)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, node+"/_bulk?refresh=true", strings.NewReader(bulk.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := osHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || bytes.Contains(b, []byte(`"errors":true`)) {
+		t.Fatalf("bulk: %d %s", resp.StatusCode, b)
+	}
+	file := writePipeline(t, t.TempDir(), `name: os-read
+parallelism: 2
+source:
+  type: opensearch
+  options:
+    hosts: ["${HOSTS}"]
+    index: ${INDEX}
+    slices: 2
+    page-size: 40
+    query: '{"range": {"n": {"gte": 50}}}'
+transforms:
+  - map: '{"doc": meta.key, "n": n}'
+sink:
+  type: print
+`)
+	r := run(t, []string{"HOSTS=" + node, "INDEX=" + index}, "run", "--progress", "off", file)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	seen := map[int]int{}
+	for l := range strings.Lines(r.stdout) {
+		var v struct {
+			Doc string
+			N   int
+		}
+		_, l, _ = strings.Cut(l, "> ") // the print sink's "<subtask>> " at parallelism 2
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Doc != fmt.Sprintf("d%d", v.N) {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		seen[v.N]++
+	}
+	for i := 50; i < n; i++ {
+		if seen[i] != 1 {
+			t.Fatalf("document %d read %d times", i, seen[i])
+		}
+	}
+	if len(seen) != n-50 {
+		t.Fatalf("%d documents, want %d", len(seen), n-50)
+	}
+}
