@@ -73,11 +73,10 @@ func osDo(t *testing.T, method, u, body string) (int, []byte) {
 
 func osCount(t *testing.T, node, index string) int {
 	t.Helper()
-	code, b := osDo(t, http.MethodPost, node+"/"+index+"/_refresh", "")
-	if code == http.StatusNotFound {
+	if code, _ := osDo(t, http.MethodPost, node+"/"+index+"/_refresh", ""); code == http.StatusNotFound {
 		return 0
 	}
-	code, b = osDo(t, http.MethodGet, node+"/"+index+"/_count", "")
+	code, b := osDo(t, http.MethodGet, node+"/"+index+"/_count", "")
 	if code == http.StatusNotFound {
 		return 0
 	}
