@@ -453,6 +453,38 @@ func TestOpenSearchBadInput(t *testing.T) {
 		checkFailedFast(t, r, `sink "opensearch" option index-expr at file ${IN} offset 70`, "returned a int, want a string")
 	})
 
+	t.Run("index expression fails under on-error dead-letter", func(t *testing.T) {
+		dir := t.TempDir()
+		dead := filepath.Join(dir, "dead")
+		index := osIndexName("cli-dl")
+		file := writePipeline(t, dir, fileToOpenSearch("    index-expr: 'id == 7 ? 42 : \""+index+"\"'\n    id: string(id)\n    on-item-error: drop\n", `on-error: dead-letter
+dead-letter:
+  type: file
+  options:
+    path: ${DEAD}
+`))
+		r := run(t, []string{"NAME=indexdead", "IN=" + in, "HOSTS=" + node, "DEAD=" + dead}, "run", "--progress", "off", file)
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		// 18: id 7 is a dead letter, id 5 (amount "not-a-number") is
+		// rejected by the dynamic mapping and dropped.
+		if n := osCount(t, node, index); n != 18 {
+			t.Fatalf("%d documents, want 18", n)
+		}
+		letters := 0
+		eachCommittedRecord(t, dead, func(name string, rec map[string]any) {
+			letters++
+			r, _ := rec["record"].(map[string]any)
+			if fmt.Sprint(r["id"]) != "7" || !strings.Contains(fmt.Sprint(rec["error"]), "option index-expr") || fmt.Sprint(rec["offset"]) != "70" {
+				t.Fatalf("%s: dead letter %v", name, rec)
+			}
+		})
+		if letters != 1 {
+			t.Fatalf("%d dead letters, want 1", letters)
+		}
+	})
+
 	t.Run("index pattern without a timestamp", func(t *testing.T) {
 		file := writePipeline(t, t.TempDir(), fileToOpenSearch("    index: 'cli-{yyyy.MM.dd}'\n    id: string(id)\n", ""))
 		r := run(t, []string{"NAME=nots", "IN=" + in, "HOSTS=" + node}, "run", "--progress", "off", file)
