@@ -193,7 +193,7 @@ func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct{ name, yaml, want string }{
 		{"unknown connector", "source:\n  type: datagen\nsink:\n  type: kafak\n",
-			`:4: sink.type: unknown sink connector "kafak" (known: file, kafka, postgres, print)`},
+			`:4: sink.type: unknown sink connector "kafak" (known: file, kafka, opensearch, postgres, print)`},
 		{"unknown field", "source:\n  type: datagen\n  options:\n    rate: 1\n    colour: red\nsink:\n  type: print\n",
 			`:5: source.options.colour: unknown field for source datagen (allowed: count, splits, rate)`},
 		{"wrong type", "source:\n  type: datagen\n  options:\n    count: ten\nsink:\n  type: print\n",

@@ -102,9 +102,9 @@ func TestConfigErrors(t *testing.T) {
 		want       string // the whole one-line error
 	}{
 		{"unknown source connector", "source:\n  type: kafkaa\nsink:\n  type: print\n",
-			`p.yaml:2: source.type: unknown source connector "kafkaa" (known: datagen, file, kafka)`},
+			`p.yaml:2: source.type: unknown source connector "kafkaa" (known: datagen, file, kafka, opensearch)`},
 		{"unknown sink connector", "source:\n  type: datagen\nsink:\n  type: s3\n",
-			`p.yaml:4: sink.type: unknown sink connector "s3" (known: file, kafka, postgres, print)`},
+			`p.yaml:4: sink.type: unknown sink connector "s3" (known: file, kafka, opensearch, postgres, print)`},
 		{"unknown option", "source:\n  type: datagen\n  options:\n    cuont: 10\nsink:\n  type: print\n",
 			`p.yaml:4: source.options.cuont: unknown field for source datagen (allowed: count, splits, rate)`},
 		{"unknown top-level field", base + "paralelism: 2\n",
@@ -126,7 +126,7 @@ func TestConfigErrors(t *testing.T) {
 		{"missing sink", "source:\n  type: datagen\n",
 			`p.yaml:1: sink: missing required field (the connector records go to)`},
 		{"missing type", "source:\n  options: {count: 1}\nsink:\n  type: print\n",
-			`p.yaml:2: source.type: missing required field (one of: datagen, file, kafka)`},
+			`p.yaml:2: source.type: missing required field (one of: datagen, file, kafka, opensearch)`},
 		{"unset variable", "source:\n  type: datagen\nsink:\n  type: file\n  options:\n    path: ${NOPE}/out\n",
 			`p.yaml:6: sink.options.path: environment variable NOPE is not set`},
 		{"variable of wrong type", "source:\n  type: datagen\n  options:\n    count: ${SECRET}\nsink:\n  type: print\n",
