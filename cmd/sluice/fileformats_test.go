@@ -279,11 +279,14 @@ const roundTripSchema = `{"type": "record", "name": "Event", "fields": [
 // lines equal the input lines (each once).
 func TestFileAvroParquetRoundTrip(t *testing.T) {
 	lines := roundTripLines(3000)
-	for _, c := range []struct{ format, extra string }{
-		{"avro", "avro.codec: deflate"},
-		{"parquet", "parquet.compression: zstd"},
+	for _, c := range []struct{ name, format, extra string }{
+		{"avro", "avro", "avro.codec: deflate"},
+		{"parquet", "parquet", "parquet.compression: zstd"},
+		// Every checkpoint's small files merged into one (record by record).
+		{"avro compacted", "avro", "compact-below: 10000000"},
+		{"parquet compacted", "parquet", "compact-below: 10000000"},
 	} {
-		t.Run(c.format, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			in, mid, out := filepath.Join(dir, "in"), filepath.Join(dir, "mid"), filepath.Join(dir, "out")
 			if err := os.MkdirAll(in, 0o755); err != nil {
@@ -322,14 +325,20 @@ sink:
 			if err != nil {
 				t.Fatal(err)
 			}
-			nfiles := 0
+			nfiles, compacted := 0, 0
 			for _, e := range entries {
 				if !strings.HasPrefix(e.Name(), ".") {
 					if !strings.HasSuffix(e.Name(), "."+c.format) {
 						t.Fatalf("part file %s: want the suffix .%s", e.Name(), c.format)
 					}
 					nfiles++
+					if strings.Contains(e.Name(), "-compacted-") {
+						compacted++
+					}
 				}
+			}
+			if strings.Contains(c.extra, "compact") && compacted != nfiles {
+				t.Fatalf("%d of %d files compacted", compacted, nfiles)
 			}
 			fromBulk := writePipeline(t, t.TempDir(), fmt.Sprintf(`name: from-%s
 parallelism: 2
@@ -358,7 +367,7 @@ sink:
 				}
 				t.Fatalf("%d lines out, %d in", len(got), len(want))
 			}
-			t.Logf("%d records through %d %s files", len(got), nfiles, c.format)
+			t.Logf("%d records through %d %s files", len(got), nfiles, c.name)
 		})
 	}
 }
@@ -532,5 +541,65 @@ sink:
 				}
 			}
 		})
+	}
+}
+
+// TestFileAvroReaderSchema: the avro file source's schema option is a
+// reader schema: fields it lacks are dropped, fields the files lack take
+// its default; an invalid one is refused at its line.
+func TestFileAvroReaderSchema(t *testing.T) {
+	dir := t.TempDir()
+	in, mid, out := filepath.Join(dir, "in"), filepath.Join(dir, "mid"), filepath.Join(dir, "out")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines := roundTripLines(100)
+	if err := os.WriteFile(filepath.Join(in, "a.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "event.avsc"), []byte(roundTripSchema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"IN=" + in, "MID=" + mid, "OUT=" + out, "SCHEMA=" + filepath.Join(dir, "event.avsc")}
+	toAvro := writePipeline(t, t.TempDir(), `name: to-avro
+source: {type: file, options: {paths: ["${IN}"]}}
+sink: {type: file, options: {path: "${MID}", format: avro, schema-file: "${SCHEMA}"}}
+`)
+	if r := run(t, env, "run", "--progress", "off", toAvro); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	const reader = `'{"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}, {"name": "region", "type": "string", "default": "eu"}]}'`
+	fromAvro := writePipeline(t, t.TempDir(), `name: from-avro
+source:
+  type: file
+  options:
+    paths: ["${MID}"]
+    format: avro
+    schema: `+reader+`
+sink: {type: file, options: {path: "${OUT}"}}
+`)
+	if r := run(t, env, "run", "--progress", "off", fromAvro); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	got := committedLines(t, out)
+	var want []string
+	for i := range lines {
+		want = append(want, fmt.Sprintf(`{"id":%d,"region":"eu"}`, i))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d lines (first %q), want %d (first %q)", len(got), got[:min(1, len(got))], len(want), want[0])
+	}
+	bad := writePipeline(t, t.TempDir(), `name: bad
+source:
+  type: file
+  options:
+    paths: ["${MID}"]
+    format: avro
+    schema: '{"type": "record", "name": "E", "fields": [{"name": "id", "type": "lng"}]}'
+sink: {type: file, options: {path: "${OUT}"}}
+`)
+	if r := run(t, env, "validate", bad); r.code != 2 || !strings.Contains(r.stderr, "pipeline.yaml:7: source.options.schema: ") {
+		t.Fatalf("exit %d, want 2 naming source.options.schema at line 7\n%s", r.code, r.stderr)
 	}
 }

@@ -221,7 +221,7 @@ func recordPartitions(ps []partSpec) file.BucketAssigner[Record] {
 		switch {
 		case p.meta():
 			with[i] = file.HiveTime(p.name, p.layout, "")
-			without[i] = file.HiveField("\x00no timestamp") // never a key: the default partition
+			without[i] = file.HiveTime(p.name, p.layout, "\x00none") // never a key: the default partition
 		case p.layout != "":
 			with[i] = file.HiveTime(p.name, p.layout, p.field)
 			without[i] = with[i]
