@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -602,4 +603,34 @@ sink: {type: file, options: {path: "${OUT}"}}
 	if r := run(t, env, "validate", bad); r.code != 2 || !strings.Contains(r.stderr, "pipeline.yaml:7: source.options.schema: ") {
 		t.Fatalf("exit %d, want 2 naming source.options.schema at line 7\n%s", r.code, r.stderr)
 	}
+}
+
+// TestKafkaToParquetExampleValidates: the example is a valid pipeline
+// (without a broker: validate reaches none), with its schema file found
+// from the repository's root as its comment says.
+func TestKafkaToParquetExampleValidates(t *testing.T) {
+	dir := t.TempDir()
+	cmd := []string{"validate", "examples/pipelines/kafka-to-parquet.yaml"}
+	r := runIn(t, "../..", []string{"KAFKA_BROKERS=127.0.0.1:1", "IN=orders", "OUT=" + filepath.Join(dir, "out"), "CHECKPOINTS=" + filepath.Join(dir, "ckpt")}, cmd...)
+	if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "ok:") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// runIn is run in another working directory.
+func runIn(t *testing.T, wd string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, args...)
+	cmd.Dir = wd
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
 }
