@@ -177,7 +177,7 @@ func TestVersion(t *testing.T) {
 func TestConnectors(t *testing.T) {
 	r := run(t, nil, "connectors")
 	for _, want := range []string{"source datagen", "source file", "sink file (exactly-once)", "sink print (at-least-once)",
-		"count   int    0  records to generate", "path           string           required      base directory", "checkpoint:"} {
+		"count   int    0  records to generate", "path                    string                             required      base directory", "checkpoint:"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("sluice connectors lacks %q:\n%s", want, r.stdout)
 		}

@@ -308,8 +308,9 @@ func WithBuckets[T any](a BucketAssigner[T]) SinkOption {
 }
 
 // Rolling sets when a part file is closed and a new one started (default
-// DefaultRolling()). Bulk formats ignore it: they roll at every
-// checkpoint.
+// DefaultRolling()). Bulk formats also roll at every checkpoint, whatever
+// the policy says; its size and time rules still roll them between
+// checkpoints.
 func Rolling(p RollingPolicy) SinkOption {
 	return sinkOptionFunc(func(c *sinkConfig) { c.rolling = p })
 }

@@ -19,27 +19,41 @@ import (
 func init() {
 	MustRegisterSink(Sink{
 		Name: "file",
-		Description: "Exactly-once part files under a directory, one record per line in format (JSON lines by default) (connectors/file). A part file is hidden " +
+		Description: "Exactly-once part files under a directory, one record per line in format (JSON lines by default), or Avro container or Parquet files " +
+			"(a file per checkpoint), optionally under Hive-style partition directories (partition-by) (connectors/file). A part file is hidden " +
 			"(.part-<job id>-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
 		ExactlyOnce: true,
 		Options: append([]Option{
 			{Name: "path", Type: String, Required: true, Description: "base directory of the part files"},
 			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<job id>-<subtask>-<counter><suffix>"},
-			{Name: "suffix", Type: String, Default: ".jsonl", Description: "part file name suffix"},
+			{Name: "suffix", Type: String, Description: "part file name suffix; default: the format's: .jsonl (json), .csv, .txt (string, raw), .avro, .parquet"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
-				Description: "checkpoint: roll every part file at every checkpoint (output visible per checkpoint); size: Flink's default (128 MiB, 60 s)"},
+				Description: "checkpoint: roll every part file at every checkpoint (output visible per checkpoint); size: Flink's default (128 MiB, 60 s), " +
+					"and avro and parquet files still roll at every checkpoint too (a file is complete only when closed)"},
+			{Name: "partition-by", Type: Strings, Default: []string{},
+				Description: "Hive-style partition directories, one level per item: a field (country → country=FR/), or name=<Go time layout>@<field or meta.timestamp> " +
+					"(dt=2006-01-02@meta.timestamp → dt=2026-12-01/; the field a time, an RFC 3339 string or epoch milliseconds; in UTC); " +
+					"a missing, null or empty value is __HIVE_DEFAULT_PARTITION__; default: none (files directly under path)"},
 			{Name: "compact-below", Type: Int, Default: int64(0), Check: AtLeast(0),
 				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
 			{Name: "file-mode", Type: String, Default: "0600", Check: checkFileMode,
 				Description: "permission of the part files, octal (before the umask); directories the sink creates get x where r is set (0640 → 0750)"},
-		}, fileFormatOptions()...),
-		Validate:    validateFormats,
+		}, fileFormatOptions(true)...),
+		Validate:    validateFileFormat(true),
 		CheckSource: checkFileLoop,
+		Step:        fileSinkStep,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
 			opts := []file.SinkOption{
 				file.PartPrefix(c.Options.String("prefix")),
-				file.PartSuffix(c.Options.String("suffix")),
+				file.PartSuffix(fileSuffix(c.Options)),
 				file.WithBuckets(file.BasePathBuckets[Record]()),
+			}
+			parts, err := parsePartitionBy(c.Options.Strings("partition-by"))
+			if err != nil {
+				return optErr("partition-by", "%v", err)
+			}
+			if len(parts) > 0 {
+				opts = append(opts, file.WithBuckets(recordPartitions(parts)))
 			}
 			if c.Options.String("rolling") == "checkpoint" {
 				opts = append(opts, file.Rolling(file.OnCheckpointRolling()))
@@ -49,10 +63,42 @@ func init() {
 				return err
 			}
 			opts = append(opts, file.FileMode(mode))
+			if !c.StepApplied {
+				step, _, err := fileSinkStep(c.Name, c.Options)
+				if err != nil {
+					return err
+				}
+				if step != nil {
+					in = stream.TryMap(in, step, stream.Name(c.Name+"-check"))
+				}
+			}
+			name, opt := valueFormat(c.Options)
+			if isBulkFormat(name) {
+				text, sopt, err := schemaText(c.Options)
+				if err != nil {
+					return optErr(sopt, "%v", err)
+				}
+				f, _ := bulkFormat(c.Options, text)
+				if err := f.Err(); err != nil {
+					return err
+				}
+				if n := c.Options.Int("compact-below"); n > 0 {
+					var decode file.Format[map[string]any] = file.ParquetFile()
+					if name == "avro" {
+						decode = file.AvroFile("")
+					}
+					opts = append(opts, file.Compact(file.CompactStrategy{SizeThreshold: n, Compactor: file.RecordWiseCompactor(decode, file.BulkFormat[map[string]any](f))}))
+				}
+				s, err := file.NewBulkSink(c.Options.String("path"), file.BulkFormat[Record](recordBulk{f: f, sink: c.Name}), opts...)
+				if err != nil {
+					return err
+				}
+				stream.SinkTo(in, s, c.Name, stream.UID(c.UID))
+				return nil
+			}
 			if n := c.Options.Int("compact-below"); n > 0 {
 				opts = append(opts, file.Compact(file.CompactStrategy{SizeThreshold: n}))
 			}
-			name, opt := valueFormat(c.Options)
 			codec, err := newCodec(c.Options, format.Value, name, opt)
 			if err != nil {
 				return err
@@ -67,19 +113,20 @@ func init() {
 	})
 
 	MustRegisterSource(Source{
-		Name:        "file",
-		Description: "Reads files with one record per line in format (JSON objects by default; .gz and .zst are decompressed) from files, directories or globs (connectors/file); records carry meta.path and meta.offset (the line's byte offset).",
+		Name: "file",
+		Description: "Reads files with one record per line in format (JSON objects by default; .gz and .zst are decompressed), or Avro container or Parquet files, from files, directories or globs (connectors/file); " +
+			"records carry meta.path and meta.offset (the line's byte offset; avro: its block's; parquet: its row number).",
 		Options: append([]Option{
 			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
 			{Name: "discovery", Type: Duration, Default: time.Duration(0), Check: AtLeast(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
 			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a line the format cannot decode (json: not a JSON object, or invalid UTF-8 or a repeated key): fail fails the job at once (no restarts) naming file, line and an excerpt; skip skips it, counted in numRecordsInErrors and logged (rate-limited); dead-letter sends it, with file, split and offset, to the pipeline's dead-letter sink"},
-		}, fileFormatOptions()...),
+		}, fileFormatOptions(false)...),
 		Validate: allValid(func(o Options) error {
 			if o.Duration("discovery") < 0 {
 				return fmt.Errorf("discovery: must be >= 0")
 			}
 			return nil
-		}, validateFormats),
+		}, validateFileFormat(false)),
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			opts := []file.SourceOption{file.SourceLogger(c.Logger)}
 			if d := c.Options.Duration("discovery"); d > 0 {
@@ -126,9 +173,13 @@ func checkFileLoop(sourceType string, source, sink Options) (string, error) {
 		return "", nil
 	}
 	base := sink.String("path")
+	suffix := fileSuffix(sink)
 	outputs := []string{
-		sink.String("prefix") + "-0123456789abcdef-0-0" + sink.String("suffix"),
-		sink.String("prefix") + "-fedcba9876543210-compacted-1-0" + sink.String("suffix"),
+		sink.String("prefix") + "-0123456789abcdef-0-0" + suffix,
+		sink.String("prefix") + "-fedcba9876543210-compacted-1-0" + suffix,
+	}
+	if len(sink.Strings("partition-by")) > 0 {
+		outputs = append(outputs, "x=1/"+outputs[0])
 	}
 	// Values from the environment are never shown (docs/cli.md): the
 	// field names them instead.

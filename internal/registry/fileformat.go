@@ -14,21 +14,43 @@ import (
 )
 
 // lineFormats are the formats the file connectors read and write, one
-// record per line.
+// record per line; bulkFormats (filebulk.go) are whole files.
 var lineFormats = []string{"json", "csv", "string", "raw"}
 
-// fileFormatOptions are the file connectors' format options: format
-// (one of lineFormats) and the CSV format's.
-func fileFormatOptions() []Option {
-	return append([]Option{{Name: "format", Type: String, Default: "json", Check: checkLineFormat,
-		Description: "format of the lines: json (one object per line), csv (one row per line), string (the line as text), raw (the line's bytes)"}},
+// fileFormatOptions are the file connectors' format options: format (one
+// of lineFormats or bulkFormats), the CSV format's, the Avro schema and,
+// for the sink, the Avro and Parquet writers'.
+func fileFormatOptions(sink bool) []Option {
+	schemaDoc := "avro: a reader schema (JSON): each file's records are resolved to it (Avro's schema evolution rules); default: none, each file's own schema"
+	if sink {
+		schemaDoc = "avro, parquet: the Avro record schema (JSON) of the files written; required for them (or schema-file); default: none"
+	}
+	opts := append([]Option{{Name: "format", Type: String, Default: "json", Check: checkLineFormat,
+		Description: "format of the files: json (one object per line), csv (one row per line), string (the line as text), raw (the line's bytes), " +
+			"avro (Avro object container files), parquet (Parquet files); avro and parquet are whole files: not splittable, read from their start or a checkpointed block or row"}},
 		csvOptions...)
+	opts = append(opts,
+		Option{Name: "schema", Type: String, Description: schemaDoc},
+		Option{Name: "schema-file", Type: String, Description: "a file holding schema, instead of it (default: none)"})
+	if sink {
+		opts = append(opts,
+			Option{Name: "avro.codec", Type: Enum, Values: []string{"null", "deflate", "snappy", "zstandard"},
+				Description: "avro: block compression (Flink's avro.codec); default snappy"},
+			Option{Name: "parquet.compression", Type: Enum, Values: []string{"uncompressed", "snappy", "gzip", "zstd", "lz4"},
+				Description: "parquet: page compression; default snappy"},
+			Option{Name: "parquet.row-group-size", Type: Int, Check: Positive,
+				Description: "parquet: bytes of values (uncompressed) per row group, held in memory until it ends (parquet-java's parquet.block.size); default 134217728 (128 MiB)"})
+	}
+	return opts
 }
 
 func checkLineFormat(v any) error {
 	s, _ := v.(string)
+	if isBulkFormat(s) {
+		return nil
+	}
 	if !slices.Contains(lineFormats, s) {
-		return fmt.Errorf("want one of %s (one record per line)", strings.Join(lineFormats, ", "))
+		return fmt.Errorf("want one of %s, %s", strings.Join(lineFormats, ", "), strings.Join(bulkFormats, ", "))
 	}
 	if !slices.Contains(formatNames, s) {
 		return fmt.Errorf("format %s is not available in this build (want one of %s)", s, strings.Join(formatNames, ", "))
@@ -43,6 +65,9 @@ func checkLineFormat(v any) error {
 // from the read buffer, without keeping their bytes.
 func fileSourceFormat(o Options, decode, replaced bool) (file.Format[Record], error) {
 	name, _ := valueFormat(o)
+	if isBulkFormat(name) {
+		return objectFileFormat(o)
+	}
 	if name == "json" && decode && replaced {
 		// Decoded straight from the read buffer (no copy of the line):
 		// the records have no bytes, so a sink encodes them.
