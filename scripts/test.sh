@@ -45,31 +45,31 @@ need_java() {
     apt-get update -qq && apt-get install -y -qq default-jre-headless maven >/dev/null
   fi
 }
-if [[ -z "$short" && -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
-  echo "== Kafka broker"
-  need_java
-  SLUICE_KAFKA_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka.XXXXXX")
-  export SLUICE_KAFKA_RUN
-  cleanup+=("SLUICE_KAFKA_RUN=$SLUICE_KAFKA_RUN scripts/kafka.sh stop")
-  brokers=$(scripts/kafka.sh start | grep '^SLUICE_KAFKA_BROKERS=') || {
-    echo "the Kafka broker did not start; see scripts/kafka.sh output above" >&2
+# start_server TITLE RUNVAR NAME START STOP VAR: starts one server with
+# `scripts/NAME.sh START` in a new run dir (exported as RUNVAR), registers
+# `scripts/NAME.sh STOP` for the exit, and exports the VAR=… line the
+# script prints (with or without a leading "export ").
+start_server() {
+  local title=$1 runvar=$2 name=$3 start=$4 stop=$5 var=$6 run line
+  echo "== $title"
+  run=$(mktemp -d "${TMPDIR:-/tmp}/sluice-$name.XXXXXX")
+  export "$runvar=$run"
+  cleanup+=("$runvar=$run scripts/${name%-secure}.sh $stop")
+  line=$(scripts/"${name%-secure}".sh "$start" | grep -E "^(export )?$var=") || {
+    echo "the $title did not start; see scripts/${name%-secure}.sh output above" >&2
     exit 1
   }
-  export "${brokers?}"
-  echo "$brokers"
+  line=${line#export }
+  export "${line?}"
+  echo "$runvar=$run" # not the line: a URL may hold a password
+}
+if [[ -z "$short" && -z "${SLUICE_KAFKA_BROKERS:-}" ]]; then
+  need_java
+  start_server "Kafka broker" SLUICE_KAFKA_RUN kafka start stop SLUICE_KAFKA_BROKERS
 fi
 if [[ -z "$short" && -z "${SLUICE_KAFKA_SECURE:-}" ]]; then
-  echo "== Kafka broker with TLS, SASL and ACLs"
   need_java
-  SLUICE_KAFKA_SECURE_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka-secure.XXXXXX")
-  export SLUICE_KAFKA_SECURE_RUN
-  cleanup+=("SLUICE_KAFKA_SECURE_RUN=$SLUICE_KAFKA_SECURE_RUN scripts/kafka.sh stop-secure")
-  secure=$(scripts/kafka.sh start-secure | grep '^SLUICE_KAFKA_SECURE=') || {
-    echo "the secured Kafka broker did not start; see scripts/kafka.sh output above" >&2
-    exit 1
-  }
-  export "${secure?}"
-  echo "$secure"
+  start_server "Kafka broker with TLS, SASL and ACLs" SLUICE_KAFKA_SECURE_RUN kafka-secure start-secure stop-secure SLUICE_KAFKA_SECURE
 fi
 
 # The schema formats (Avro, Protobuf, JSON Schema) are proven against a
@@ -79,17 +79,8 @@ fi
 # start). Its tests skip without SLUICE_SCHEMA_REGISTRY, as in the quick
 # subset.
 if [[ -z "$short" && -z "${SLUICE_SCHEMA_REGISTRY:-}" ]]; then
-  echo "== schema registry (Apicurio Registry, Confluent-compatible API)"
   need_java
-  SLUICE_SCHEMA_REGISTRY_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-schema-registry.XXXXXX")
-  export SLUICE_SCHEMA_REGISTRY_RUN
-  cleanup+=("SLUICE_SCHEMA_REGISTRY_RUN=$SLUICE_SCHEMA_REGISTRY_RUN scripts/schema-registry.sh stop")
-  registry=$(scripts/schema-registry.sh start | grep '^export SLUICE_SCHEMA_REGISTRY=') || {
-    echo "the schema registry did not start; see scripts/schema-registry.sh output above" >&2
-    exit 1
-  }
-  eval "$registry"
-  echo "${registry#export }"
+  start_server "schema registry (Apicurio Registry, Confluent-compatible API)" SLUICE_SCHEMA_REGISTRY_RUN schema-registry start stop SLUICE_SCHEMA_REGISTRY
 fi
 
 # The PostgreSQL connector's claims are proven against a private PostgreSQL
@@ -97,20 +88,11 @@ fi
 # run dir of its own on a free loopback port; stopped and removed on exit).
 # The quick subset skips those tests.
 if [[ -z "$short" && -z "${SLUICE_POSTGRES_URL:-}" ]]; then
-  echo "== PostgreSQL server"
   if ! command -v initdb >/dev/null && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
     echo "installing PostgreSQL from Debian's packages"
     apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
   fi
-  SLUICE_POSTGRES_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-postgres.XXXXXX")
-  export SLUICE_POSTGRES_RUN
-  cleanup+=("SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN scripts/postgres.sh stop")
-  pgurl=$(scripts/postgres.sh start | grep '^SLUICE_POSTGRES_URL=') || {
-    echo "the PostgreSQL server did not start; see scripts/postgres.sh output above" >&2
-    exit 1
-  }
-  export "${pgurl?}"
-  echo "SLUICE_POSTGRES_RUN=$SLUICE_POSTGRES_RUN"
+  start_server "PostgreSQL server" SLUICE_POSTGRES_RUN postgres start stop SLUICE_POSTGRES_URL
 fi
 
 # The OpenSearch connector's real-node tests run against OpenSearch's
@@ -118,30 +100,12 @@ fi
 # 127.0.0.1 in a run dir of its own, and its TLS and authentication tests
 # against a second node with the security plugin; both stopped on exit.
 if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_URL:-}" ]]; then
-  echo "== OpenSearch node"
   need_java
-  SLUICE_OPENSEARCH_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch.XXXXXX")
-  export SLUICE_OPENSEARCH_RUN
-  cleanup+=("SLUICE_OPENSEARCH_RUN=$SLUICE_OPENSEARCH_RUN scripts/opensearch.sh stop")
-  osurl=$(scripts/opensearch.sh start | grep '^SLUICE_OPENSEARCH_URL=') || {
-    echo "the OpenSearch node did not start; see scripts/opensearch.sh output above" >&2
-    exit 1
-  }
-  export "${osurl?}"
-  echo "$osurl"
+  start_server "OpenSearch node" SLUICE_OPENSEARCH_RUN opensearch start stop SLUICE_OPENSEARCH_URL
 fi
 if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_SECURE:-}" ]]; then
-  echo "== OpenSearch node with TLS and basic authentication"
   need_java
-  SLUICE_OPENSEARCH_SECURE_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch-secure.XXXXXX")
-  export SLUICE_OPENSEARCH_SECURE_RUN
-  cleanup+=("SLUICE_OPENSEARCH_SECURE_RUN=$SLUICE_OPENSEARCH_SECURE_RUN scripts/opensearch.sh stop-secure")
-  ossecure=$(scripts/opensearch.sh start-secure | grep '^SLUICE_OPENSEARCH_SECURE=') || {
-    echo "the secured OpenSearch node did not start; see scripts/opensearch.sh output above" >&2
-    exit 1
-  }
-  export "${ossecure?}"
-  echo "$ossecure"
+  start_server "OpenSearch node with TLS and basic authentication" SLUICE_OPENSEARCH_SECURE_RUN opensearch-secure start-secure stop-secure SLUICE_OPENSEARCH_SECURE
 fi
 
 echo "== go test -race"

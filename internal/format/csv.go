@@ -196,7 +196,7 @@ func (c *csvCodec) Identity() string { return fmt.Sprintf("csv:%q:%q", c.comma, 
 
 // aKind is kindOf with an article: "an object", "a list".
 func aKind(v any) string {
-	k := kindOf(v)
+	k := KindOf(v)
 	if k != "" && strings.ContainsRune("aeiou", rune(k[0])) {
 		return "an " + k
 	}

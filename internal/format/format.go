@@ -221,7 +221,7 @@ func (rawCodec) Encode(_ context.Context, _ string, dst []byte, v any) ([]byte, 
 	case nil:
 		return dst, nil
 	}
-	return nil, fmt.Errorf("raw format: cannot write a %s as bytes (want bytes or a string)", kindOf(v))
+	return nil, fmt.Errorf("raw format: cannot write a %s as bytes (want bytes or a string)", KindOf(v))
 }
 func (rawCodec) Identity() string { return "raw" }
 
@@ -237,12 +237,12 @@ func (stringCodec) Encode(ctx context.Context, topic string, dst []byte, v any) 
 	if s, ok := v.(string); ok {
 		return append(dst, s...), nil
 	}
-	return nil, fmt.Errorf("string format: cannot write a %s as a string", kindOf(v))
+	return nil, fmt.Errorf("string format: cannot write a %s as a string", KindOf(v))
 }
 func (stringCodec) Identity() string { return "string" }
 
-// kindOf names a decoded value's kind for errors (never its content).
-func kindOf(v any) string {
+// KindOf names a decoded value's kind for errors (never its content).
+func KindOf(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/file"
+	"github.com/sluice-io/sluice/internal/format"
 )
 
 // The file connectors' whole-file formats: Avro object container files
@@ -287,7 +288,7 @@ func fileSinkStep(name string, o Options) (func(Record) (Record, error), bool, e
 				opt = "partition-by"
 			}
 			return r, &SinkExprError{Sink: name, Option: opt, Pos: r.Pos().Resolve(),
-				Err: fmt.Errorf("the value is a %s, not an object", kindName(r.Value()))}
+				Err: fmt.Errorf("the value is a %s, not an object", format.KindOf(r.Value()))}
 		}
 		if check != nil {
 			if err := check(m); err != nil {
@@ -329,7 +330,7 @@ func (w recordBulkWriter) Write(r Record) error {
 	}
 	m, ok := r.Object()
 	if !ok {
-		return &SinkExprError{Sink: w.sink, Option: "format", Pos: r.Pos().Resolve(), Err: fmt.Errorf("the value is a %s, not an object", kindName(r.Value()))}
+		return &SinkExprError{Sink: w.sink, Option: "format", Pos: r.Pos().Resolve(), Err: fmt.Errorf("the value is a %s, not an object", format.KindOf(r.Value()))}
 	}
 	if err := w.w.Write(m); err != nil {
 		return &SinkExprError{Sink: w.sink, Option: "schema", Pos: r.Pos().Resolve(), Err: err}

@@ -333,7 +333,7 @@ func osTime(v any) (time.Time, error) {
 	case time.Time:
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("is a %s, want integer milliseconds since the epoch or an RFC 3339 string", kindName(v))
+	return time.Time{}, fmt.Errorf("is a %s, want integer milliseconds since the epoch or an RFC 3339 string", format.KindOf(v))
 }
 
 // osString renders an id, routing or index part: strings as they are,
@@ -355,7 +355,7 @@ func osString(v any) (string, error) {
 	case []byte:
 		return string(x), nil
 	}
-	return "", fmt.Errorf("returned a %s, want a string or an integer", kindName(v))
+	return "", fmt.Errorf("returned a %s, want a string or an integer", format.KindOf(v))
 }
 
 func compileOSSink(o Options) (*osSink, error) {
@@ -443,7 +443,7 @@ func (s *osSink) action(r Record) (a opensearch.Action, opt string, err error) {
 		}
 		str, ok := v.(string)
 		if !ok {
-			return a, "index-expr", fmt.Errorf("returned a %s, want a string", kindName(v))
+			return a, "index-expr", fmt.Errorf("returned a %s, want a string", format.KindOf(v))
 		}
 		a.Index = str
 	}
@@ -494,7 +494,7 @@ func (s *osSink) action(r Record) (a opensearch.Action, opt string, err error) {
 			ok = err == nil
 		}
 		if !ok || n < 0 {
-			return a, "version", fmt.Errorf("returned %v (%s), want an integer from 0", v, kindName(v))
+			return a, "version", fmt.Errorf("returned %v (%s), want an integer from 0", v, format.KindOf(v))
 		}
 		a.Version, a.ExternalVersion = n, true
 	}

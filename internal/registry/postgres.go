@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluice-io/sluice/connectors/postgres"
+	"github.com/sluice-io/sluice/internal/format"
 	"github.com/sluice-io/sluice/stream"
 )
 
@@ -138,7 +139,7 @@ func postgresStep(sink string) func(Record) (Record, error) {
 			if p := describePosition(r); p != "" {
 				at = " at " + p
 			}
-			return r, fmt.Errorf("postgres sink %s: the record%s is a %s, not an object: a row's columns are an object's fields", sink, at, kindName(r.Value()))
+			return r, fmt.Errorf("postgres sink %s: the record%s is a %s, not an object: a row's columns are an object's fields", sink, at, format.KindOf(r.Value()))
 		}
 		return r, nil
 	}

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/format"
@@ -275,23 +274,4 @@ func (r Record) Pos() PosRef { return r.pos }
 func (r Record) WithPos(p PosRef) Record {
 	r.pos = p
 	return r
-}
-
-// kindName names a value's kind for errors (never its content).
-func kindName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "object"
-	case []any:
-		return "list"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case []byte:
-		return "bytes"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -229,7 +229,7 @@ func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, erro
 		}
 		obj, ok := v.(map[string]any)
 		if !ok && v != nil {
-			return r, "headers", fmt.Errorf("returned a %s, want an object of name → string", kindName(v))
+			return r, "headers", fmt.Errorf("returned a %s, want an object of name → string", format.KindOf(v))
 		}
 		m.Headers = make([]Header, 0, len(obj))
 		for name, hv := range obj {
@@ -241,7 +241,7 @@ func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, erro
 			case nil:
 				m.Headers = append(m.Headers, Header{Key: name})
 			default:
-				return r, "headers", fmt.Errorf("header %q is a %s, want a string or bytes", name, kindName(hv))
+				return r, "headers", fmt.Errorf("header %q is a %s, want a string or bytes", name, format.KindOf(hv))
 			}
 		}
 	}
@@ -258,7 +258,7 @@ func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, erro
 			}
 		}
 		if !ok || p < 0 || p > math.MaxInt32 {
-			return r, "partition", fmt.Errorf("returned %v (%s), want an integer from 0", v, kindName(v))
+			return r, "partition", fmt.Errorf("returned %v (%s), want an integer from 0", v, format.KindOf(v))
 		}
 		m.Partition = int32(p)
 	}
@@ -277,7 +277,7 @@ func (e *sinkExprs) apply(r Record, keyCodec format.Codec) (Record, string, erro
 		case time.Time:
 			m.Timestamp = t
 		default:
-			return r, "timestamp", errors.New("want integer milliseconds since the epoch or a time, got a " + kindName(v))
+			return r, "timestamp", errors.New("want integer milliseconds since the epoch or a time, got a " + format.KindOf(v))
 		}
 	}
 	return r.WithMeta(m), "", nil
