@@ -454,7 +454,6 @@ type writer[T any] struct {
 	errMu   sync.Mutex
 	err     error
 	promise func(*kgo.Record, error) // of cl
-
 }
 
 // promiseFor returns the produce callback of a producer (cl, with
