@@ -324,3 +324,56 @@ func memSinkFactory(configure func(*memStore)) func(SinkSettings) (SinkContext[R
 		return &memSinkContext{s: st}, nil
 	}
 }
+
+// memUpsert is an idempotent sink without a committer: a writer stores
+// each record under its key at once, so a replay rewrites the same
+// entries. It gives exactly-once results without two-phase commit, as an
+// upsert into a keyed table does.
+type memUpsert struct {
+	mu   sync.Mutex
+	rows map[key]Record
+}
+
+func (s *memUpsert) CreateWriter(context.Context, sink.InitContext) (sink.Writer[Record], error) {
+	return memUpsertWriter{s}, nil
+}
+
+type memUpsertWriter struct{ s *memUpsert }
+
+func (w memUpsertWriter) Write(_ context.Context, r Record, _ sink.Meta) error {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.s.rows[r.key()] = r
+	return nil
+}
+func (memUpsertWriter) Flush(context.Context, bool) error { return nil }
+func (memUpsertWriter) Close() error                      { return nil }
+
+// memUpsertContext is the SinkContext of a memUpsert.
+type memUpsertContext struct{ s *memUpsert }
+
+func (c *memUpsertContext) Sink() (sink.Sink[Record], error) { return c.s, nil }
+func (c *memUpsertContext) Value(r Record) Record            { return r }
+func (c *memUpsertContext) Pending() ([]string, error)       { return nil, nil }
+func (c *memUpsertContext) Close() error                     { return nil }
+
+func (c *memUpsertContext) Committed() ([]Record, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	out := make([]Record, 0, len(c.s.rows))
+	for _, r := range c.s.rows {
+		out = append(out, r)
+	}
+	// A keyed table has no order of its own: read it back by key.
+	slices.SortFunc(out, func(a, b Record) int {
+		if a.Split != b.Split {
+			return a.Split - b.Split
+		}
+		return int(a.Seq - b.Seq)
+	})
+	return out, nil
+}
+
+func memUpsertFactory(s SinkSettings) (SinkContext[Record], error) {
+	return &memUpsertContext{s: &memUpsert{rows: map[key]Record{}}}, nil
+}

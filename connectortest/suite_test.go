@@ -77,6 +77,29 @@ func TestSuiteDetectsSinkForgettingHigherSubtasks(t *testing.T) {
 		"cleanup-aborted", "cleanup-aborted/full-failover", "failure/exactly-once/after-prepare", "restore/commit-in-flight", "restore/commit-in-flight-applied"})
 }
 
+// A sink without a committer (an idempotent upsert) prepares nothing, so
+// the cases about prepared leftovers skip with the reason instead of
+// failing, and the rest pass.
+func TestSuiteSkipsPrepareCasesForSinkWithoutCommitter(t *testing.T) {
+	ft := newFakeT(t)
+	c := newConfig([]Guarantee{AtLeastOnce}, nil)
+	runSink(ft, memUpsertFactory, &c)
+	ft.rec.expect(t, nil, []string{"write/at-least-once", "resume/same-parallelism", "metrics"})
+	ft.rec.mu.Lock()
+	defer ft.rec.mu.Unlock()
+	for _, n := range []string{"cleanup-aborted", "cleanup-aborted/full-failover", "cleanup-aborted/scale-down"} {
+		reason, ok := ft.rec.skipped[n]
+		if !ok {
+			t.Errorf("case %q was not skipped for a sink without a committer (failed: %.300q)", n, ft.rec.failed[n])
+		} else if !strings.Contains(reason, "no committer") {
+			t.Errorf("case %q skipped for another reason: %s", n, reason)
+		}
+	}
+	for n, msgs := range ft.rec.failed {
+		t.Errorf("case %q failed for a correct sink without a committer: %.300q", n, msgs)
+	}
+}
+
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Split: 3, Seq: 42, Payload: payload(7, 3, 42)}
 	got, err := ParseRecord(r.String())
