@@ -7,7 +7,11 @@
 //     bounded source) and hands out the splits it has not seen before.
 //
 // Both assign by pull (a reader asks; the default) or push ([Push] with an
-// owner function, [RoundRobin]); both signal no-more-splits to the readers
+// owner function, [RoundRobin]). Pair the assignment with the reader: a
+// reader built with readerbase asks for splits only when it is given
+// readerbase.PullSplits(), so under pull assignment without that option no
+// split is ever handed out and a bounded job never ends; use [RoundRobin]
+// or [Push] with readerbase's default. Both both signal no-more-splits to the readers
 // of a bounded source once everything is handed out, take splits back with
 // AddSplitsBack and assign them again, and serve a reader that registers
 // again after a regional restart afresh (its splits again, and

@@ -18,7 +18,10 @@ type FixedSplits[S source.Split] struct {
 	// Bound says whether the source ends (the zero value is
 	// source.Bounded).
 	Bound source.Boundedness
-	// Assign holds the assignment options (default: pull).
+	// Assign holds the assignment options (default: pull, which needs
+	// readers that ask for splits, such as readerbase readers built with
+	// readerbase.PullSplits(); for readerbase's default push readers set
+	// RoundRobin or Push).
 	Assign []Option[S]
 }
 
