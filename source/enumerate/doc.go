@@ -11,10 +11,10 @@
 // reader built with readerbase asks for splits only when it is given
 // readerbase.PullSplits(), so under pull assignment without that option no
 // split is ever handed out and a bounded job never ends; use [RoundRobin]
-// or [Push] with readerbase's default. Both both signal no-more-splits to the readers
-// of a bounded source once everything is handed out, take splits back with
-// AddSplitsBack and assign them again, and serve a reader that registers
-// again after a regional restart afresh (its splits again, and
+// or [Push] with readerbase's default. Both signal no-more-splits to the
+// readers of a bounded source once everything is handed out, take splits
+// back with AddSplitsBack and assign them again, and serve a reader that
+// registers again after a regional restart afresh (its splits again, and
 // no-more-splits again once nothing is left for it), as the
 // [source.Enumerator.AddReader] contract asks. Their checkpoint state is
 // the unassigned splits (and, for Discovered, what discovery has seen).
