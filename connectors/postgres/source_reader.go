@@ -242,24 +242,8 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 	if len(r.splits) == 0 {
 		return readerbase.Batch[elem]{}, nil
 	}
-	if r.conn == nil {
-		conn, err := r.s.connect(ctx)
-		if err != nil {
-			return readerbase.Batch[elem]{}, err
-		}
-		t, err := loadSourceTable(ctx, conn, r.s.table, r.s.cfg.key, r.s.cdc)
-		if err != nil {
-			_ = conn.Close(context.Background())
-			return readerbase.Batch[elem]{}, fmt.Errorf("postgres source: %w", err)
-		}
-		r.conn, r.t = conn, t
-		for _, sp := range r.splits {
-			if sp.Stream { // fail before the snapshot is read again
-				if err := r.checkSlot(ctx, sp); err != nil {
-					return readerbase.Batch[elem]{}, err
-				}
-			}
-		}
+	if err := r.connectOnce(ctx); err != nil {
+		return readerbase.Batch[elem]{}, err
 	}
 	i := slices.IndexFunc(r.splits, func(sp *Split) bool { return !sp.Waiting })
 	if i < 0 {
@@ -275,6 +259,38 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 		return r.fetchSnapshotPage(ctx, sp, i)
 	}
 	return r.fetchStream(ctx, sp)
+}
+
+// connectOnce opens the reader's connection and loads the table, the
+// first time and again after the connection closed: readerbase wakes a
+// Fetch by cancelling its ctx, and pgx closes a connection whose query is
+// cancelled, so a woken Fetch leaves a closed connection behind.
+func (r *splitReader[T]) connectOnce(ctx context.Context) error {
+	if r.conn != nil && !r.conn.IsClosed() {
+		return nil
+	}
+	if r.conn != nil {
+		_ = r.conn.Close(context.Background())
+		r.conn = nil
+	}
+	conn, err := r.s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := loadSourceTable(ctx, conn, r.s.table, r.s.cfg.key, r.s.cdc)
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return fmt.Errorf("postgres source: %w", err)
+	}
+	r.conn, r.t = conn, t
+	for _, sp := range r.splits {
+		if sp.Stream { // fail before the snapshot is read again
+			if err := r.checkSlot(ctx, sp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // awaitChunks waits (up to 100ms a call) for the pages of every chunk of
