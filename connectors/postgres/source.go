@@ -46,7 +46,8 @@ type Change struct {
 	// Table is the table, schema.name.
 	Table string
 	// Key is the value of the key column (after the change; before it for
-	// a delete).
+	// a delete); for a key of several columns ([KeyColumns]), their values
+	// in key order, an []any.
 	Key any
 	// Before is the row before an update or a delete. Without REPLICA
 	// IDENTITY FULL on the table PostgreSQL logs only the key columns of
@@ -72,7 +73,8 @@ type Split struct {
 	// ID is "chunk-<n>" or "stream".
 	ID string `json:"id"`
 	// Lo is the exclusive lower bound of the keys still to read, in the
-	// key's text form (nil: from the first key). It moves with each row
+	// key's text form, a JSON array of the columns' text forms for a
+	// composite key (nil: from the first key). It moves with each row
 	// read: the position of a chunk, and of the stream split while it
 	// snapshots.
 	Lo *string `json:"lo,omitempty"`
@@ -143,7 +145,7 @@ type sourceOptionFunc func(*sourceConfig)
 func (f sourceOptionFunc) applySource(c *sourceConfig) { f(c) }
 
 type sourceConfig struct {
-	key          string
+	keys         []string
 	chunkSize    int
 	fetchSize    int
 	slot         string
@@ -201,6 +203,9 @@ func (c *sourceConfig) validate() error {
 	case c.setupTimeout <= 0:
 		return fmt.Errorf("%w: SourceSetupTimeout: %v; must be > 0", ErrInvalidConfig, c.setupTimeout)
 	}
+	if err := unique("KeyColumns", c.keys); err != nil {
+		return err
+	}
 	for opt, n := range map[string]string{"Slot": c.slot, "Publication": c.publication} {
 		if n == "" || len(n) > 63 {
 			return fmt.Errorf("%w: %s %q: 1 to 63 characters", ErrInvalidConfig, opt, n)
@@ -214,13 +219,21 @@ func (c *sourceConfig) validate() error {
 	return nil
 }
 
-// KeyColumn names the column the snapshot orders and chunks the table by;
-// it must be unique and not null. Default: the table's primary key, which
-// must then have one column (composite keys are not supported yet). The
-// CDC source needs an integer key (smallint, integer, bigint).
-func KeyColumn(name string) SourceOption {
-	return sourceOptionFunc(func(c *sourceConfig) { c.key = name })
+// KeyColumns names the columns the sources order and chunk the table by,
+// in order: together unique, each NOT NULL. Any types PostgreSQL orders
+// with a btree (integers, text with its collation, uuid, numeric,
+// timestamps, …): chunk bounds and page ranges are row-value comparisons,
+// (a, b) > ($1, $2), computed by the server; a position is the last key
+// read, stored in the columns' text forms (a JSON array of them for more
+// than one column). Default: the table's primary key. The CDC source
+// needs the key columns in every change: the primary key or the replica
+// identity's columns, or REPLICA IDENTITY FULL on the table.
+func KeyColumns(names ...string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.keys = append([]string(nil), names...) })
 }
+
+// KeyColumn is KeyColumns with one column.
+func KeyColumn(name string) SourceOption { return KeyColumns(name) }
 
 // ChunkSize is the number of rows per chunk of the bounded snapshot (one
 // split per chunk). Default: 8192.
@@ -431,7 +444,7 @@ func (s *pgSource[T]) discover(ctx context.Context) ([]Split, error) {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	t, err := loadSourceTable(ctx, conn, s.table, s.cfg.key, s.cdc)
+	t, err := loadSourceTable(ctx, conn, s.table, s.cfg.keys)
 	if err != nil {
 		return nil, fmt.Errorf("postgres source: %w", err)
 	}
