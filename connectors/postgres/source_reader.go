@@ -31,15 +31,15 @@ const (
 
 // elem is what the fetcher hands to the emitter.
 type elem struct {
-	kind   elemKind
-	ch     Change
+	kind     elemKind
+	ch       Change
 	key      string   // eRow: the key, encoded
 	keyParts []string // eChange: the key columns' text forms
 	seen     bool     // eChange: the snapshot saw it (reconcile)
-	seg    Segment
-	segs   []Segment
-	lsn    uint64
-	n      int
+	seg      Segment
+	segs     []Segment
+	lsn      uint64
+	n        int
 }
 
 // sourceReader is readerbase.Reader plus the confirmation of the stream's
