@@ -234,6 +234,9 @@ func (r *splitReader[T]) startStream(ctx context.Context, sp *Split) error {
 	if err != nil {
 		return fmt.Errorf("%w: connection URL: %w", ErrInvalidConfig, err)
 	}
+	if cfg.password != nil {
+		pc.Password = *cfg.password
+	}
 	pc.RuntimeParams["replication"] = "database"
 	pc.RuntimeParams["application_name"] = "sluice-cdc-" + cfg.slot
 	// A previous attempt's walsender may still hold the slot for a moment.
@@ -302,7 +305,7 @@ func (r *splitReader[T]) sendStatus(ctx context.Context, force bool) error {
 func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
 	if r.st == nil || r.st.repl == nil {
 		if err := r.startStream(ctx, sp); err != nil {
-			return readerbase.Batch[elem]{}, err
+			return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
 		}
 	}
 	if err := r.sendStatus(ctx, false); err != nil {

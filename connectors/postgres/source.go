@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/enumerate"
@@ -158,19 +159,25 @@ type sourceConfig struct {
 	setupTimeout time.Duration
 	logger       *slog.Logger
 	debeziumName string
+	password     *string
 }
 
 func defaultSourceConfig(table string) sourceConfig {
 	return sourceConfig{
 		chunkSize:    8192,
 		fetchSize:    8192,
-		slot:         "sluice_" + sanitizeIdent(table),
-		publication:  "sluice_" + sanitizeIdent(table),
+		slot:         DefaultSlotName(table),
+		publication:  DefaultSlotName(table),
 		statusEvery:  10 * time.Second,
 		setupTimeout: 60 * time.Second,
 		logger:       slog.New(slog.DiscardHandler),
 	}
 }
+
+// DefaultSlotName is the default Slot and Publication of a CDC source of
+// table: "sluice_<table>", the table name in lower case with other
+// characters than letters, digits and '_' as '_', cut to 50 characters.
+func DefaultSlotName(table string) string { return "sluice_" + sanitizeIdent(table) }
 
 // sanitizeIdent turns a table name into a slot-name fragment: lower-case
 // letters, digits and '_'.
@@ -310,6 +317,14 @@ func SourceLogger(l *slog.Logger) SourceOption {
 	})
 }
 
+// SourcePassword sets the password the sources connect with (both the
+// regular and the replication connections), overriding one in the
+// connection string (and PGPASSWORD, ~/.pgpass). Default: the connection
+// string's.
+func SourcePassword(p string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.password = &p })
+}
+
 // DebeziumServerName is the "name" of the Debezium envelope's source
 // block ([NewDebeziumCDCSource]). Default: the slot name.
 func DebeziumServerName(n string) SourceOption {
@@ -402,6 +417,9 @@ func newPgSource[T any](url, table string, cdc bool, conv func(Change) (T, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: connection URL: %w", ErrInvalidConfig, err)
 	}
+	if cfg.password != nil {
+		cc.Password = *cfg.password
+	}
 	return &pgSource[T]{url: url, table: table, cdc: cdc, cfg: cfg, conv: conv, conn: cc}, nil
 }
 
@@ -434,8 +452,28 @@ func (s *pgSource[T]) EnumeratorStateSerializer() serde.Versioned[EnumState] {
 	return serde.JSON[EnumState](1)
 }
 
-// discover connects, checks and returns the splits of a fresh start.
+// discover connects, checks and returns the splits of a fresh start. An
+// error a restart cannot fix is restart.ErrUnrecoverable.
 func (s *pgSource[T]) discover(ctx context.Context) ([]Split, error) {
+	splits, err := s.discover1(ctx)
+	return splits, sourceUnrecoverable(err)
+}
+
+// sourceUnrecoverable marks the setup errors a restart cannot fix
+// (markUnrecoverable's, and the CDC source's wal_level, slot and
+// publication errors) as restart.ErrUnrecoverable, so the job fails at
+// once instead of restarting into the same error.
+func sourceUnrecoverable(err error) error {
+	if err == nil || errors.Is(err, restart.ErrUnrecoverable) {
+		return err
+	}
+	if errors.Is(err, ErrWALLevel) || errors.Is(err, ErrSlotNotFound) || errors.Is(err, ErrPublicationNotFound) || errors.Is(err, ErrSlotAhead) {
+		return unrecoverable{err}
+	}
+	return markUnrecoverable(err)
+}
+
+func (s *pgSource[T]) discover1(ctx context.Context) ([]Split, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.setupTimeout,
 		fmt.Errorf("postgres source: SourceSetupTimeout (%v) expired", s.cfg.setupTimeout))
 	defer cancel()

@@ -248,7 +248,7 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 		return readerbase.Batch[elem]{}, nil
 	}
 	if err := r.connectOnce(ctx); err != nil {
-		return readerbase.Batch[elem]{}, err
+		return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
 	}
 	i := slices.IndexFunc(r.splits, func(sp *Split) bool { return !sp.Waiting })
 	if i < 0 {
