@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,15 +78,26 @@ func validatePostgresSource(o Options) error {
 	}
 	if o.String("mode") != "cdc" {
 		for _, n := range cdcOnlyOptions {
-			if o.Has(n) {
+			if notDefault(o, n) {
 				return &OptionError{Option: n, Err: fmt.Errorf("only with mode: cdc (the mode is %s)", o.String("mode"))}
 			}
 		}
 	}
-	if o.Has("server-name") && o.String("envelope") != "debezium" {
+	if o.String("server-name") != "" && o.String("envelope") != "debezium" {
 		return &OptionError{Option: "server-name", Err: errors.New("only with envelope: debezium")}
 	}
 	return nil
+}
+
+// notDefault reports whether option n of the source is set to another
+// value than its default.
+func notDefault(o Options, n string) bool {
+	for _, opt := range postgresSourceOptions {
+		if opt.Name == n {
+			return o.Has(n) && !reflect.DeepEqual(o.m[n], opt.Default)
+		}
+	}
+	return false
 }
 
 func checkSlotName(v any) error {
