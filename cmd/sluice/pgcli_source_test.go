@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -433,4 +435,66 @@ sink:
 		})
 	}
 	pgExec(t, "DROP PUBLICATION IF EXISTS sluice_"+ok)
+
+	t.Run("wal_level", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts a server of its own: skipped with -short")
+		}
+		own := pgcliOwnServer(t, "SLUICE_POSTGRES_WAL_LEVEL=replica")
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, "CREATE TABLE w (id bigint PRIMARY KEY)")
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, []string{"PG_URL=" + own, "TABLE=w", "MODE=cdc", "CREATE_PUB=true"}, "run", "--progress", "off", file)
+		if r.code == 0 || !strings.Contains(r.stderr, `wal_level is "replica"`) || !strings.Contains(r.stderr, "wal_level = logical") ||
+			!strings.Contains(r.stderr, "failed without restarting") {
+			t.Fatalf("exit %d; want an error naming wal_level at once:\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// pgcliOwnServer starts a server of the test's own with scripts/postgres.sh
+// and the extra environment, stops it at the end, and returns its URL.
+func pgcliOwnServer(t *testing.T, env ...string) string {
+	t.Helper()
+	script, err := filepath.Abs("../../scripts/postgres.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not under t.TempDir(): as root the script runs the server as another
+	// user, who must reach the run dir (the script stops and removes it).
+	runDir, err := os.MkdirTemp("", "sluice-pgcli-test.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := func(ctx context.Context, arg string) *exec.Cmd {
+		c := exec.CommandContext(ctx, script, arg)
+		c.Env = append(append(os.Environ(), "SLUICE_POSTGRES_RUN="+runDir), env...)
+		return c
+	}
+	t.Cleanup(func() {
+		if out, err := cmd(context.Background(), "stop").CombinedOutput(); err != nil {
+			t.Logf("stop the test's server: %v: %s", err, out)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := cmd(ctx, "start").Output()
+	if err != nil {
+		t.Fatalf("scripts/postgres.sh start: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "SLUICE_POSTGRES_URL="); ok {
+			return v
+		}
+	}
+	t.Fatalf("scripts/postgres.sh start printed no SLUICE_POSTGRES_URL: %s", out)
+	return ""
 }
