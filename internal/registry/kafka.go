@@ -58,6 +58,11 @@ func init() {
 			default:
 				deser = kafkaUnrecoverable(deser)
 			}
+			if !c.DecodeValues && codecs.Value.Identity() == "raw" {
+				// Raw bytes nobody decodes are never malformed: no
+				// check, no policy, one call per record.
+				deser = rawRecords{codecs}
+			}
 			src, err := kafka.NewSource(c.Options.Strings("brokers"), deser, opts...)
 			if err != nil {
 				return stream.DataStream[Record]{}, err
@@ -163,6 +168,13 @@ func kafkaRecords(c *Codecs, name string, decode bool) kafka.Deserializer[Record
 		return r, nil
 	})
 }
+
+// rawRecords is kafkaRecords for values that are passed through as raw
+// bytes: a record referencing the Kafka record, never an error, nothing
+// allocated.
+type rawRecords struct{ c *Codecs }
+
+func (d rawRecords) Deserialize(rec *kgo.Record) (Record, error) { return KafkaRecord(rec, d.c), nil }
 
 // kafkaSerialize sets kr from r: the value encoded with vc (or r's bytes
 // unchanged, see encodeValue), r's key, headers and timestamp, and with
