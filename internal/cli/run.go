@@ -635,7 +635,8 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 		in = transform.AddTo(in, steps)
 	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil}, in); err != nil {
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil,
+		SinkOwnsRecords: len(spec.Transforms) == 0 && spec.DeadLetter == nil && !spec.SourceDeadLetters}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
 	}
 	if dl := spec.DeadLetter; dl != nil {
