@@ -101,7 +101,8 @@ type Leadership interface {
 
 	// Apply makes every op in one atomic transaction, conditioned on this
 	// term still holding leadership. It returns ErrFenced when the store
-	// refused it for that reason, ErrNotLeader after Resign, and an error
+	// refused it for that reason, ErrNotLeader after Resign or after the
+	// Coordinator was closed (then also ErrClosed), and an error
 	// wrapping ErrUnavailable when the store could not be reached.
 	Apply(ctx context.Context, ops ...Op) error
 

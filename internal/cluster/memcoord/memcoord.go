@@ -397,6 +397,9 @@ func (l *leadership) Apply(ctx context.Context, ops ...coord.Op) error {
 	c := l.n.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := l.n.checkClosedLocked(); err != nil {
+		return fmt.Errorf("memcoord: fenced write at term %d: %w: %w", l.term, coord.ErrNotLeader, err)
+	}
 	if e, ok := c.kv[l.key]; !ok || e.create != l.term {
 		return fmt.Errorf("memcoord: fenced write at term %d: %w", l.term, coord.ErrFenced)
 	}
