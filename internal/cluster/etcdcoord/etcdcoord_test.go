@@ -17,7 +17,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// An embedded etcd member's peer transport (rafthttp over
+		// net/http) leaves its keep-alive HTTP connections to the other
+		// members open after Close: embed closes the peer listeners but not
+		// the connections they accepted, and both ends live in this test
+		// process. This package itself uses no net/http.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
+	)
 }
 
 // harness runs the conformance suite on one embedded etcd; each subtest
