@@ -82,7 +82,11 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Coordinator,
 	gcancel()
 	if err != nil {
 		_ = cli.Close()
-		return nil, fmt.Errorf("etcdcoord: creating the session lease at %v: %w", endpoints, classify(ctx, err))
+		hint := ""
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			hint = fmt.Sprintf(" (no endpoint answered within the dial timeout %v: is etcd running there, and do its client URLs and TLS settings match this node's?)", cfg.dialTimeout)
+		}
+		return nil, fmt.Errorf("etcdcoord: creating the session lease at %v%s: %w", endpoints, hint, classify(ctx, err))
 	}
 	sctx, scancel := context.WithCancel(context.Background())
 	sess, err := concurrency.NewSession(cli,
