@@ -6,9 +6,20 @@ import (
 	"fmt"
 )
 
-// CheckpointKey is the state key of the pointer to the latest completed
-// checkpoint.
-const CheckpointKey = "checkpoint/latest"
+// State key layout. All of them are written only through fenced
+// Leadership.Apply calls.
+const (
+	// CheckpointKey holds the pointer to the latest completed checkpoint
+	// (JSON CheckpointPointer).
+	CheckpointKey = "checkpoint/latest"
+	// AssignmentPrefix is followed by "<source>/<split id>"; the value names
+	// the subtask (and node) the split is assigned to.
+	AssignmentPrefix = "assign/"
+	// CommitPrefix is followed by "<checkpoint id>/<subtask>"; the value
+	// records a committable's commit outcome, so a new leader knows which
+	// prepared transactions of a completed checkpoint still need committing.
+	CommitPrefix = "commit/"
+)
 
 // CheckpointPointer names the latest completed checkpoint. A checkpoint is
 // complete when the leader's fenced write of its pointer succeeds.
