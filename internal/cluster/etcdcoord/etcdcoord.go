@@ -106,8 +106,11 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Coordinator,
 // Lease returns the id of the session's lease (for logs and tests).
 func (c *Coordinator) Lease() int64 { return int64(c.sess.Lease()) }
 
-func (c *Coordinator) membersPrefix() string  { return c.cfg.prefix + "members/" }
-func (c *Coordinator) electionPrefix() string { return c.cfg.prefix + "election/" }
+func (c *Coordinator) membersPrefix() string { return c.cfg.prefix + "members/" }
+
+// electionPrefix is the prefix handed to concurrency.Election, which adds
+// the '/' itself: keys are <prefix>election/<lease hex>.
+func (c *Coordinator) electionPrefix() string { return c.cfg.prefix + "election" }
 func (c *Coordinator) statePrefix() string    { return c.cfg.prefix + "state/" }
 
 // reqCtx bounds one etcd request by the request timeout and by Close.

@@ -3,6 +3,7 @@ package etcdcoord_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(nodeChildEnv) != "" {
+		os.Exit(nodeChildMain())
+	}
 	goleak.VerifyTestMain(m,
 		// An embedded etcd member's peer transport (rafthttp over
 		// net/http) leaves its keep-alive HTTP connections to the other
