@@ -498,3 +498,50 @@ func pgcliOwnServer(t *testing.T, env ...string) string {
 	t.Fatalf("scripts/postgres.sh start printed no SLUICE_POSTGRES_URL: %s", out)
 	return ""
 }
+
+// TestPgcliDebeziumEnvelope reads a table keyed by uuid with envelope:
+// debezium into a file: every row once, in Debezium's envelope, keyed by
+// its key.
+func TestPgcliDebeziumEnvelope(t *testing.T) {
+	u := pgURL(t)
+	table := pgTable(t, "pgdbz", "u uuid PRIMARY KEY, n int NOT NULL")
+	pgExec(t, "INSERT INTO "+table+" SELECT md5(g::text)::uuid, g FROM generate_series(1, 3000) g")
+	const pipeline = `name: pg-debezium
+parallelism: 2
+checkpoint:
+  interval: 200ms
+  dir: ${OUT}/checkpoints
+source:
+  type: postgres
+  options:
+    url: ${PG_URL}
+    table: ${TABLE}
+    envelope: debezium
+    server-name: shop
+    chunk-size: 700
+sink:
+  type: file
+  options:
+    path: ${OUT}/output
+`
+	out := t.TempDir()
+	r := run(t, []string{"PG_URL=" + u, "TABLE=" + table, "OUT=" + out}, "run", "--progress", "off", writePipeline(t, t.TempDir(), pipeline))
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	seen := map[float64]int{}
+	eachCommittedRecord(t, filepath.Join(out, "output"), func(file string, rec map[string]any) {
+		src, _ := rec["source"].(map[string]any)
+		after, _ := rec["after"].(map[string]any)
+		if rec["op"] != "r" || rec["before"] != nil || src["connector"] != "postgresql" || src["name"] != "shop" ||
+			src["table"] != table || src["snapshot"] != "true" || after == nil {
+			t.Fatalf("%s: not a Debezium snapshot record: %v", file, rec)
+		}
+		seen[after["n"].(float64)]++
+	})
+	for n := 1; n <= 3000; n++ {
+		if seen[float64(n)] != 1 {
+			t.Fatalf("row %d: %d times (%d distinct)", n, seen[float64(n)], len(seen))
+		}
+	}
+}
