@@ -396,10 +396,9 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 // waiting for their WAL to reach the disk (synchronous_commit = off, for
 // this session only): a batch's commit then costs no flush of its own.
 // Flush, at each checkpoint, makes every batch committed before it
-// durable with the session's own setting (flush), so a server crash loses
-// at most batches sent after the last completed checkpoint, which a
-// restore sends again. A session whose synchronous_commit is already off
-// is left as it is.
+// durable (flushWAL), so a server crash loses at most batches sent after
+// the last completed checkpoint, which a restore sends again. A session
+// whose synchronous_commit is already off is left as it is.
 func (w *writer[T]) asyncCommits(ctx context.Context) error {
 	if w.s.syncBatches {
 		return nil
@@ -418,20 +417,57 @@ func (w *writer[T]) asyncCommits(ctx context.Context) error {
 	return nil
 }
 
-// flushWAL makes the batches committed since the last checkpoint durable:
-// a transaction that commits with the session's synchronous_commit and a
-// transaction id (a commit record) waits until the WAL up to its commit,
-// and so every earlier commit, is flushed (and, as that setting says,
-// replicated).
+// flushWAL makes the batches committed since the last checkpoint durable.
+// Rows still buffered are sent in a transaction that commits with the
+// session's synchronous_commit: its commit waits until the WAL up to its
+// commit record, and so every earlier commit, is flushed (and, as that
+// setting says, replicated). (A transaction that writes no WAL of its own
+// does not wait, even with an id.) Without rows to send it waits until
+// the server's WAL writer has flushed the WAL written so far, which
+// PostgreSQL does for asynchronous commits within three times
+// wal_writer_delay (200 ms by default).
 func (w *writer[T]) flushWAL(ctx context.Context) error {
-	if w.durable == "" || !w.unsynced {
+	if w.durable == "" {
+		return w.send(ctx)
+	}
+	if len(w.rows) > 0 {
+		if _, err := w.conn.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = "+quoteLiteral(w.durable)); err != nil {
+			return fmt.Errorf("postgres sink: table %s: begin: %w", w.t.name, err)
+		}
+		w.inTx = true
+		if err := w.send(ctx); err != nil {
+			return err
+		}
+		if _, err := w.conn.Exec(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("postgres sink: table %s: commit: %w", w.t.name, err)
+		}
+		w.inTx, w.unsynced = false, false
 		return nil
 	}
-	if _, err := w.conn.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = "+quoteLiteral(w.durable)+"; SELECT pg_current_xact_id(); COMMIT"); err != nil {
-		return fmt.Errorf("postgres sink: table %s: flush the write-ahead log at the checkpoint: %w", w.t.name, err)
+	if !w.unsynced {
+		return nil
 	}
-	w.unsynced = false
-	return nil
+	var target string
+	if err := w.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&target); err != nil {
+		return fmt.Errorf("postgres sink: table %s: read the WAL position: %w", w.t.name, err)
+	}
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var flushed bool
+		if err := w.conn.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn", target).Scan(&flushed); err != nil {
+			return fmt.Errorf("postgres sink: table %s: wait for the WAL flush to %s: %w", w.t.name, target, err)
+		}
+		if flushed {
+			w.unsynced = false
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres sink: table %s: wait for the WAL flush to %s: %w", w.t.name, target, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
 }
 
 // quoteLiteral quotes s as an SQL string literal.
@@ -568,9 +604,6 @@ func (w *writer[T]) Flush(ctx context.Context, _ bool) error {
 	if w.err != nil {
 		return w.err
 	}
-	if err := w.send(ctx); err != nil {
-		return err
-	}
 	return w.flushWAL(ctx)
 }
 
@@ -598,7 +631,7 @@ func (w *writer[T]) send(ctx context.Context) error {
 	clear(w.rows)
 	clear(w.recs)
 	w.rows, w.metas, w.recs = w.rows[:0], w.metas[:0], w.recs[:0]
-	w.unsynced = w.durable != ""
+	w.unsynced = w.durable != "" && !w.inTx
 	return nil
 }
 
