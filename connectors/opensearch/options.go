@@ -59,6 +59,45 @@ func (g Guarantee) String() string {
 	return "Guarantee(" + strconv.Itoa(int(g)) + ")"
 }
 
+// Flavor is the kind of server, and so the client library the connector
+// talks to it with.
+type Flavor int
+
+const (
+	// FlavorAuto asks the node's root endpoint when a writer or the
+	// source connects: version.distribution "opensearch" is OpenSearch,
+	// anything else (or an answer with X-Elastic-Product:
+	// Elasticsearch) is Elasticsearch. The default.
+	FlavorAuto Flavor = iota
+	// FlavorOpenSearch talks through opensearch-go.
+	FlavorOpenSearch
+	// FlavorElasticsearch talks through go-elasticsearch (v8), which
+	// refuses any server that does not say it is Elasticsearch.
+	FlavorElasticsearch
+)
+
+func (f Flavor) String() string {
+	switch f {
+	case FlavorAuto:
+		return "auto"
+	case FlavorOpenSearch:
+		return "opensearch"
+	case FlavorElasticsearch:
+		return "elasticsearch"
+	}
+	return "Flavor(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ParseFlavor parses "auto", "opensearch" or "elasticsearch".
+func ParseFlavor(s string) (Flavor, error) {
+	for _, f := range []Flavor{FlavorAuto, FlavorOpenSearch, FlavorElasticsearch} {
+		if s == f.String() {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: flavor %q; allowed: auto, opensearch, elasticsearch", ErrInvalidConfig, s)
+}
+
 // Policy says what happens to a document OpenSearch rejects for good
 // (mapping or parse errors, a version conflict that is not a replay).
 type Policy int
@@ -143,6 +182,7 @@ type connConfig struct {
 	backoffMax  time.Duration
 	logger      *slog.Logger
 	compression bool
+	flavor      Flavor
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -200,6 +240,8 @@ func (c *connConfig) validate(what string) error {
 		return bad("MaxTries is %d; must be >= 1", c.maxTries)
 	case c.backoffMin <= 0 || c.backoffMax < c.backoffMin:
 		return bad("Backoff(%v, %v): want 0 < min <= max", c.backoffMin, c.backoffMax)
+	case c.flavor < FlavorAuto || c.flavor > FlavorElasticsearch:
+		return bad("ServerFlavor is %v; allowed: FlavorAuto, FlavorOpenSearch, FlavorElasticsearch", c.flavor)
 	case c.apiKey != "" && (c.user != "" || c.pass != ""):
 		return bad("both BasicAuth and APIKey; pick one")
 	}
@@ -319,6 +361,10 @@ func BasicAuth(user, password string) ConnOption {
 // APIKey sends "Authorization: ApiKey <key>" (key: the base64 of id:key
 // as the server issued it; default: none). Never logged or put in errors.
 func APIKey(key string) ConnOption { return func(c *connConfig) { c.apiKey = key } }
+
+// ServerFlavor sets the kind of server (default FlavorAuto: ask the
+// node when connecting).
+func ServerFlavor(f Flavor) ConnOption { return func(c *connConfig) { c.flavor = f } }
 
 // CompressRequests gzips bulk request bodies (default off).
 func CompressRequests() ConnOption { return func(c *connConfig) { c.compression = true } }

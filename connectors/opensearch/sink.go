@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -139,10 +138,6 @@ func (s *osSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	w.query = url.Values{"filter_path": {"errors,items.*.status,items.*.error"}}
-	if s.cfg.refresh != "" {
-		w.query.Set("refresh", s.cfg.refresh)
-	}
 	if s.cfg.interval > 0 {
 		go w.tick()
 	} else {
@@ -166,7 +161,6 @@ type writer[T any] struct {
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
 	m      writerMetrics
-	query  url.Values
 
 	mu  sync.Mutex // guards cur: Write and the interval ticker
 	cur *batch
@@ -393,7 +387,7 @@ func (w *writer[T]) send(ctx context.Context, b *batch) error {
 			w.m.bytesOut.Add(int64(len(body)))
 			start := time.Now()
 			var err error
-			data, err = w.cl.do(ctx, http.MethodPost, "/_bulk", w.query, body, "application/x-ndjson")
+			data, err = w.cl.be.bulk(ctx, body, w.s.cfg.refresh)
 			w.m.latency.set(time.Since(start))
 			return err
 		})
