@@ -163,6 +163,7 @@ type sinkConfig struct {
 	inFlight   int
 	policy     Policy
 	deadLetter func(ctx context.Context, a Action, err *ItemError) error
+	dlIndex    string
 	refresh    string
 	conn       connConfig
 }
@@ -215,8 +216,10 @@ func (c *sinkConfig) validate() error {
 		return bad("MaxInFlightRequests is %d; allowed: 1 to 64", c.inFlight)
 	case c.policy < Fail || c.policy > Drop:
 		return bad("OnItemFailure is %v; allowed: Fail, DeadLetter, Drop", c.policy)
-	case c.policy == DeadLetter && c.deadLetter == nil:
-		return bad("OnItemFailure(DeadLetter) without DeadLetterTo")
+	case c.policy == DeadLetter && c.deadLetter == nil && c.dlIndex == "":
+		return bad("OnItemFailure(DeadLetter) without DeadLetterTo or DeadLetterIndex")
+	case c.dlIndex != "" && ValidIndexName(c.dlIndex) != nil:
+		return bad("DeadLetterIndex: %v", ValidIndexName(c.dlIndex))
 	case c.refresh != "" && c.refresh != "true" && c.refresh != "wait_for" && c.refresh != "false":
 		return bad("Refresh is %q; allowed: true, wait_for, false", c.refresh)
 	}
@@ -333,6 +336,21 @@ func OnItemFailure(p Policy) SinkOption { return sinkOptionFunc(func(c *sinkConf
 // completes; an error it returns fails the job. Default: none.
 func DeadLetterTo(fn func(ctx context.Context, a Action, err *ItemError) error) SinkOption {
 	return sinkOptionFunc(func(c *sinkConfig) { c.policy, c.deadLetter = DeadLetter, fn })
+}
+
+// DeadLetterIndex sets the policy to DeadLetter and writes each
+// rejected document, as a dead letter, to index: a document with the
+// fields "index", "id", "op", "status", "error_type", "reason" (the
+// node's) and "document" (the rejected document's JSON as a string).
+// Its id is derived from the rejected document's index and id
+// ("<index>/<id>", or its SHA-256 if that is longer than 512 bytes), so a
+// replay after a failure rewrites the same dead letter: exactly once,
+// like the documents (at least once for documents without ids). The
+// dead letters of a bulk request are written, with retries, before the
+// request counts as answered, so before the checkpoint that covers them
+// completes; a dead letter the node rejects fails the job. Default: none.
+func DeadLetterIndex(index string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.policy, c.dlIndex = DeadLetter, index })
 }
 
 // Refresh sets the refresh parameter of bulk requests: "true", "wait_for"
