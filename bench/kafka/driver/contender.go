@@ -51,7 +51,7 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 			return contender{}, fmt.Errorf("contender goapi needs -goapi")
 		}
 		return contender{name: name, kind: "goapi"}, nil
-	case "flink", "flink-json":
+	case "flink", "flink-json", "flink-json-double":
 		if _, err := os.Stat(o.flinkJar); err != nil {
 			return contender{}, fmt.Errorf("contender flink: %w (build it: mvn -f bench/kafka/flink/pom.xml package)", err)
 		}
@@ -61,8 +61,8 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 		}
 		o.flinkJar = abs
 		codec := "raw"
-		if name == "flink-json" {
-			codec = "json"
+		if name != "flink" {
+			codec = strings.TrimPrefix(name, "flink-") // json, json-double
 		}
 		return contender{name: name, kind: "flink", codec: codec}, nil
 	}
@@ -205,6 +205,9 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 	if err != nil {
 		r.err = err
 		return r
+	}
+	if doubles(c.name) {
+		want = expectedDoubledHashes(len(want), o.valueSize)
 	}
 	missing, extra := diff(want, rb.hashes)
 	switch {
