@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"sync"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
@@ -43,6 +44,9 @@ type lazyPlan struct {
 	// expression.
 	part    *registry.Expr
 	partOne bool
+	// envs holds environments for reuse (an expression's run does not
+	// keep its environment; the values in it are not reused).
+	envs sync.Pool
 }
 
 // lazyMember is one member of a lazy map's output.
@@ -243,18 +247,28 @@ func (p *lazyPlan) lazyEnv(b []byte, arr *[8][]byte) (env map[string]any, vals [
 	if err := jsonrecord.Lookup(b, p.keys, vals); err != nil {
 		return nil, nil, false
 	}
-	env = make(map[string]any, p.decode+1)
+	env, _ = p.envs.Get().(map[string]any)
+	if env == nil {
+		env = make(map[string]any, p.decode+1)
+	}
 	for i, k := range p.keys[:p.decode] {
 		if vals[i] == nil {
 			continue
 		}
 		v, err := jsonrecord.DecodeValue(vals[i])
 		if err != nil {
+			p.putEnv(env)
 			return nil, nil, false
 		}
 		env[k] = v
 	}
 	return env, vals, true
+}
+
+// putEnv returns an environment lazyEnv made, for reuse.
+func (p *lazyPlan) putEnv(env map[string]any) {
+	clear(env)
+	p.envs.Put(env)
 }
 
 // keepLazy is Keep on the lazy path; ok false: take the full path.
@@ -269,6 +283,7 @@ func (c *Compiled) keepLazy(r Record) (keep, ok bool) {
 		return false, false
 	}
 	v, err := c.expr.RunFields(r, env)
+	c.lazy.putEnv(env)
 	if err != nil {
 		return false, false
 	}
@@ -297,6 +312,7 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 		}
 		v, err := e.RunFields(r, env)
 		if err != nil {
+			p.putEnv(env)
 			return r, false
 		}
 		if p.part != nil && p.partOne {
@@ -305,6 +321,7 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 			return r, false
 		}
 	}
+	c.lazy.putEnv(env)
 	out := make([]byte, 0, len(b)+16)
 	out = append(out, '{')
 	for i, m := range c.lazy.members {
