@@ -237,14 +237,19 @@ func lazyBytes(r Record) ([]byte, bool) {
 // lazyEnv looks the plan's fields up in b and returns the environment
 // of the expression (the decoded fields present) and the bytes of every
 // field looked up (nil where absent); ok false when b is not a record the
-// decoder accepts.
-func (p *lazyPlan) lazyEnv(b []byte, arr *[8][]byte) (env map[string]any, vals [][]byte, ok bool) {
+// decoder accepts. checked: b is known to be (registry.Record.Checked),
+// and is not checked again.
+func (p *lazyPlan) lazyEnv(b []byte, checked bool, arr *[8][]byte) (env map[string]any, vals [][]byte, ok bool) {
 	if len(p.keys) <= len(arr) {
 		vals = arr[:len(p.keys)]
 	} else {
 		vals = make([][]byte, len(p.keys))
 	}
-	if err := jsonrecord.Lookup(b, p.keys, vals); err != nil {
+	lookup := jsonrecord.Lookup
+	if checked {
+		lookup = jsonrecord.LookupValid // the source checked b
+	}
+	if err := lookup(b, p.keys, vals); err != nil {
 		return nil, nil, false
 	}
 	env, _ = p.envs.Get().(map[string]any)
@@ -278,7 +283,7 @@ func (c *Compiled) keepLazy(r Record) (keep, ok bool) {
 		return false, false
 	}
 	var arr [8][]byte
-	env, _, ok := c.lazy.lazyEnv(b, &arr)
+	env, _, ok := c.lazy.lazyEnv(b, r.Checked(), &arr)
 	if !ok {
 		return false, false
 	}
@@ -299,7 +304,7 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 		return r, false
 	}
 	var arr [8][]byte
-	env, vals, ok := c.lazy.lazyEnv(b, &arr)
+	env, vals, ok := c.lazy.lazyEnv(b, r.Checked(), &arr)
 	if !ok {
 		return r, false
 	}

@@ -143,6 +143,9 @@ func lazyAgrees(t *testing.T, c *Compiled, js format.Codec, doc []byte) (lazyOut
 			}
 			return false
 		}
+		if ck, cerr := c.Keep(raw.WithRawValue(doc)); ck != lk || fmt.Sprint(cerr) != fmt.Sprint(lerr) {
+			t.Fatalf("%s on %q: checked %v, %v; unchecked %v, %v", c.Expr, doc, ck, cerr, lk, lerr)
+		}
 		fk, ferr := c.Keep(full)
 		if fmt.Sprint(lerr) != fmt.Sprint(ferr) || lk != fk {
 			t.Fatalf("%s on %q: lazy %v, %v; full %v, %v", c.Expr, doc, lk, lerr, fk, ferr)
@@ -155,6 +158,12 @@ func lazyAgrees(t *testing.T, c *Compiled, js format.Codec, doc []byte) (lazyOut
 			t.Fatalf("%s on %q: lazy succeeded, the decoder rejects it: %v", c.Expr, doc, derr)
 		}
 		return false
+	}
+	co, cerr := c.Apply(raw.WithRawValue(doc)) // the source checked doc: LookupValid
+	cb, _, _ := co.Bytes()
+	lb, _, _ := lo.Bytes()
+	if fmt.Sprint(cerr) != fmt.Sprint(lerr) || co.Decoded() != lo.Decoded() || string(cb) != string(lb) {
+		t.Fatalf("%s on %q: checked %q, %v; unchecked %q, %v", c.Expr, doc, cb, cerr, lb, lerr)
 	}
 	fo, ferr := c.Apply(full)
 	if fmt.Sprint(lerr) != fmt.Sprint(ferr) {

@@ -18,8 +18,13 @@ func lookupAgrees(t *testing.T, in []byte, keys []string) {
 	if fmt.Sprint(derr) != fmt.Sprint(lerr) {
 		t.Fatalf("DecodeObject(%q) = %v, Lookup = %v", in, derr, lerr)
 	}
+	valid := make([][]byte, len(keys))
+	verr := LookupValid(in, keys, valid)
 	if derr != nil {
 		return
+	}
+	if verr != nil || !reflect.DeepEqual(valid, vals) {
+		t.Fatalf("LookupValid(%q) = %q, %v; Lookup found %q", in, valid, verr, vals)
 	}
 	for i, k := range keys {
 		want, ok := m[k]
@@ -54,6 +59,23 @@ func TestLookupAgreesWithDecode(t *testing.T) {
 	keys := []string{"a", "b", "c", "d", "e", "k0", "k39", "😀", "é", "amount", "x"}
 	for _, c := range lookupCases {
 		lookupAgrees(t, []byte(c), keys)
+	}
+}
+
+func TestLookupValidNoAllocation(t *testing.T) {
+	in := []byte(`{"amount":37,"id":1,"pad":"q3ZkT\u00e9\"","user":"user-1","n":{"amount":[1,"]}"]}}`)
+	keys := []string{"amount", "user", "n"}
+	vals := make([][]byte, 3)
+	n := testing.AllocsPerRun(100, func() {
+		if err := LookupValid(in, keys, vals); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("%v allocations per LookupValid, want 0", n)
+	}
+	if string(vals[0]) != "37" || string(vals[1]) != `"user-1"` || string(vals[2]) != `{"amount":[1,"]}"]}` {
+		t.Errorf("found %q", vals)
 	}
 }
 
