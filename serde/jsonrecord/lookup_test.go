@@ -128,3 +128,24 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkLookup finds two members of a benchmark record: checking it
+// (Lookup) and not (LookupValid, for bytes a source checked).
+func BenchmarkLookup(b *testing.B) {
+	in := []byte(`{"amount":37,"id":1234567,"pad":"q3ZkTa9Lm2Xc7Vb1Nn4Rt6Yu8Ii0Oo5Pp3Aa","user":"user-1234"}`)
+	keys := []string{"amount", "id", "pad", "user"}
+	vals := make([][]byte, len(keys))
+	for _, c := range []struct {
+		name string
+		fn   func([]byte, []string, [][]byte) error
+	}{{"checked", Lookup}, {"valid", LookupValid}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.fn(in, keys, vals); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
