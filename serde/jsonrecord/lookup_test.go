@@ -3,6 +3,7 @@ package jsonrecord
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -97,7 +98,7 @@ func TestLookupNoAllocation(t *testing.T) {
 }
 
 func TestAppendValueAsMarshal(t *testing.T) {
-	for _, v := range []any{nil, true, false, int64(-7), 3, 0.5, 1e21, 1e-7, -0.0, 123456789.125, json.Number("1.0"),
+	for _, v := range []any{nil, true, false, int64(-7), 3, 0.5, 1e21, 1e-7, math.Copysign(0, -1), 123456789.125, json.Number("1.0"),
 		json.Number("1e400"), "a<b>&\u2028\"", []any{int64(1), "x"}, map[string]any{"b": 1, "a": nil}} {
 		want, err := json.Marshal(v)
 		if err != nil {
