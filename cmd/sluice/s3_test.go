@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,7 +107,8 @@ func s3CountIDs(t *testing.T, objs map[string][]byte) map[int64]int {
 	return got
 }
 
-// TestS3FileSinkKill9 runs datagen → file sink on s3://, kills the process with SIGKILL twice while it writes, resumes
+// TestS3FileSinkKill9 runs datagen → file sink on s3:// with checkpoints
+// on s3:// (credentials from AWS_* variables), kills the process with SIGKILL twice while it writes, resumes
 // each time with --from, and runs the last resume to the end. An
 // independent reader (the AWS SDK) then lists and reads every object:
 // every record exactly once, and no multipart upload left unfinished.
@@ -116,7 +116,7 @@ func TestS3FileSinkKill9(t *testing.T) {
 	c, bucket, env := s3Server(t)
 	work := t.TempDir()
 	const count = 30000
-	chk := filepath.Join(work, "checkpoints")
+	chk := "s3://" + bucket + "/checkpoints"
 	file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`name: s3-kill9
 parallelism: 2
 checkpoint:
