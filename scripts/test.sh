@@ -126,6 +126,12 @@ if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_SECURE:-}" ]]; then
   need_java
   start_server "OpenSearch node with TLS and basic authentication" SLUICE_OPENSEARCH_SECURE_RUN opensearch-secure start-secure stop-secure SLUICE_OPENSEARCH_SECURE
 fi
+# The same tests' Elasticsearch flavor runs against Elasticsearch's
+# integration-test distribution (Maven Central, cached), security off.
+if [[ -z "$short" && -z "${SLUICE_ELASTICSEARCH_URL:-}" ]]; then
+  need_java
+  start_server "Elasticsearch node" SLUICE_ELASTICSEARCH_RUN elasticsearch start stop SLUICE_ELASTICSEARCH_URL
+fi
 
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
