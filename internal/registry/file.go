@@ -194,6 +194,9 @@ func checkFileLoop(sourceType string, source, sink Options) (string, error) {
 	// Values from the environment are never shown (docs/cli.md): the
 	// field names them instead.
 	sinkDesc := fmt.Sprintf("%q (%s)", base, absPath(base))
+	if strings.HasPrefix(base, "s3://") {
+		sinkDesc = fmt.Sprintf("%q", base)
+	}
 	if sink.FromEnvironment("path") {
 		sinkDesc = "sink.options.path (value from the environment not shown)"
 	}
