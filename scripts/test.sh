@@ -108,6 +108,13 @@ if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_SECURE:-}" ]]; then
   start_server "OpenSearch node with TLS and basic authentication" SLUICE_OPENSEARCH_SECURE_RUN opensearch-secure start-secure stop-secure SLUICE_OPENSEARCH_SECURE
 fi
 
+# The Iceberg sink's tables are read back by an independent reader,
+# PyIceberg from PyPI, in a venv under ~/.cache/sluice (scripts/pyiceberg.sh).
+if [[ -z "$short" && -z "${SLUICE_PYICEBERG:-}" ]]; then
+  echo "== PyIceberg"
+  eval "$(scripts/pyiceberg.sh setup | grep '^SLUICE_PYICEBERG=')"; export SLUICE_PYICEBERG
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)

@@ -175,3 +175,14 @@ func specOf(fields []PartitionField, schema *iceberg.Schema) (iceberg.PartitionS
 	}
 	return spec, nil
 }
+
+// CheckTable reports whether columns and a partition spec over them make a
+// table the sink can create (as [CreateTable] checks them).
+func CheckTable(columns []Column, partition []PartitionField) error {
+	sc, err := schemaOf(columns)
+	if err != nil {
+		return err
+	}
+	_, err = specOf(partition, sc)
+	return err
+}

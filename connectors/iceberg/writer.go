@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/sink"
 )
 
@@ -51,7 +52,8 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 		return fmt.Errorf("iceberg sink: row of a record: %w", err)
 	}
 	if err := w.rb.add(r, m.Timestamp, m.HasTimestamp); err != nil {
-		return fmt.Errorf("iceberg sink, table %s: %w", strings.Join(w.s.ident, "."), err)
+		// the same record fails again after a restart
+		return fmt.Errorf("iceberg sink, table %s: %w (%w)", strings.Join(w.s.ident, "."), err, restart.ErrUnrecoverable)
 	}
 	if w.rb.bytes >= w.s.cfg.targetFileSize {
 		return w.writeFiles(ctx)
