@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/connectors/iceberg"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -64,18 +64,11 @@ func icebergRead(t *testing.T, py, catalogFile, warehouse, ident string, props .
 	return tbl
 }
 
-// icebergOrders produces count JSON orders {"id": i, "customer": …,
-// "amount": …} to a new topic of 8 partitions, timestamps spread over two
-// days so that the day partition gets several values.
-func icebergOrders(t *testing.T, brokers string, count int) string {
+// icebergTopic creates a topic of 8 partitions.
+func icebergTopic(t *testing.T, cl *kgo.Client) string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	topic := fmt.Sprintf("cli-iceberg-%d", time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 8, 1, nil, topic)
 	if err == nil {
@@ -84,36 +77,76 @@ func icebergOrders(t *testing.T, brokers string, count int) string {
 	if err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	var perr error
-	for i := range count {
-		rec := &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)),
-			Timestamp: base.Add(time.Duration(i) * 172800 * time.Second / time.Duration(count)),
-			Value:     fmt.Appendf(nil, `{"id": %d, "customer": "customer-%d", "amount": %d}`, i, i%100, i*7)}
-		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				perr = err
-				mu.Unlock()
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if perr != nil {
-		t.Fatalf("produce: %v", perr)
-	}
 	return topic
+}
+
+// icebergProduce produces JSON orders {"id": i, "customer": …, "amount":
+// …} for i in 0 … count-1 over about spread, in batches, with Kafka
+// timestamps spread over the two days before now (the day partition gets
+// several values; the broker refuses future timestamps). It returns a
+// function that waits for the producer and reports its error.
+func icebergProduce(t *testing.T, cl *kgo.Client, topic string, count int, spread time.Duration) func() error {
+	t.Helper()
+	base := time.Now().Add(-72 * time.Hour).Truncate(time.Hour)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		const batch = 2000
+		pause := spread / time.Duration(max(count/batch, 1))
+		for from := 0; from < count; from += batch {
+			recs := make([]*kgo.Record, 0, batch)
+			for i := from; i < min(from+batch, count); i++ {
+				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)),
+					Timestamp: base.Add(time.Duration(i) * 172800 * time.Second / time.Duration(count)),
+					Value:     fmt.Appendf(nil, `{"id": %d, "customer": "customer-%d", "amount": %d}`, i, i%100, i*7)})
+			}
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				done <- fmt.Errorf("produce: %w", err)
+				return
+			}
+			time.Sleep(pause)
+		}
+		done <- nil
+	}()
+	return func() error { return <-done }
+}
+
+// icebergTotal is the table's record count from its current snapshot's
+// summary, read through the sink's own catalog code; -1 before the first
+// snapshot.
+func icebergTotal(t *testing.T, catalogFile, ident string) int {
+	t.Helper()
+	ctx := t.Context()
+	c, err := iceberg.SQLCatalog("default", catalogFile, "", nil)(ctx)
+	if err != nil {
+		return -1
+	}
+	defer func() {
+		if cl, ok := c.(interface{ Close() error }); ok {
+			_ = cl.Close()
+		}
+	}()
+	id, _ := iceberg.ParseIdentifier(ident)
+	tbl, err := c.LoadTable(ctx, id)
+	if err != nil || tbl.CurrentSnapshot() == nil || tbl.CurrentSnapshot().Summary == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(tbl.CurrentSnapshot().Summary.Properties["total-records"])
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // TestIcebergKafkaKill9 is issue 18's end to end through
 // examples/pipelines/kafka-to-iceberg.yaml: JSON orders from a real Kafka
 // topic of 8 partitions → iceberg sink at parallelism 3, checkpoints every
 // second, table created by the sink (day(ts), bucket(4, id)) in a SQLite
-// SQL catalog with a local warehouse; the process is killed with SIGKILL
-// twice after checkpoints completed and resumed with --from. PyIceberg
+// SQL catalog with a local warehouse, while a producer writes the orders
+// over about 20 s; the process is killed with SIGKILL twice after a
+// checkpoint completed and resumed with --from each time, and the third
+// run is stopped with SIGTERM once the table holds every order. PyIceberg
 // then reads the table: every order exactly once with its fields; every
 // snapshot is one append of a distinct checkpoint, in increasing order,
 // adding records (so the snapshots are exactly the checkpoints that
@@ -132,32 +165,53 @@ func TestIcebergKafkaKill9(t *testing.T) {
 		count = n
 	}
 	if testing.Short() {
-		count = 20_000
+		count = 60_000
 	}
-	topic := icebergOrders(t, brokers, count)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topic := icebergTopic(t, cl)
 	work := t.TempDir()
 	ckpt := filepath.Join(work, "checkpoints")
 	catalogFile := filepath.Join(work, "catalog.db")
 	warehouse := filepath.Join(work, "warehouse")
 	file := pipelines + "kafka-to-iceberg.yaml"
-	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=latest-offset",
+	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=unbounded",
 		"ICEBERG_CATALOG=" + catalogFile, "ICEBERG_WAREHOUSE=" + warehouse, "CHECKPOINTS=" + ckpt,
 		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
-	icebergRunKilled(t, env, file, ckpt)
-
-	start := time.Now()
-	r := run(t, env, "run", "--progress", "off", "--from", ckpt, file)
-	if r.code != 0 {
-		t.Fatalf("resumed run: exit %d\n%s", r.code, r.stderr)
+	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
+	icebergRunAll(t, env, file, ckpt, catalogFile, "shop.orders", count)
+	if err := wait(); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("resumed run finished in %v", time.Since(start).Round(time.Millisecond))
 	tbl := icebergRead(t, py, catalogFile, (&url.URL{Scheme: "file", Path: warehouse}).String(), "shop.orders")
 	icebergCheck(t, tbl, count)
 }
 
+// icebergRunAll runs the pipeline (unbounded Kafka source) three times:
+// the first two are killed with SIGKILL once one of their checkpoints
+// completed, each later run resumes with --from; the third is stopped
+// with SIGTERM (stop with savepoint) once the table holds count records.
+func icebergRunAll(t *testing.T, env []string, file, ckpt, catalogFile, ident string, count int) {
+	t.Helper()
+	icebergRunKilled(t, env, file, ckpt)
+	p := start(t, env, "run", "--progress", "off", "--from", ckpt, file)
+	waitFor(t, p, fmt.Sprintf("the table holds %d records", count), 5*time.Minute, func() bool {
+		return icebergTotal(t, catalogFile, ident) >= count
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("the last run, stopped with SIGTERM, exited %d\n%s", code, p.stderr())
+	}
+	t.Logf("last run stopped: %s", firstMatch(p.stderr(), `job .*(FINISHED|STOPPED|stopped).*`))
+}
+
 // icebergRunKilled runs the pipeline twice (the second with --from) and
-// kills each run with SIGKILL once a checkpoint completed after the
-// table got a snapshot.
+// kills each run with SIGKILL once one of its checkpoints completed.
 func icebergRunKilled(t *testing.T, env []string, file, ckpt string) {
 	t.Helper()
 	latest := func() string { b, _ := os.ReadFile(filepath.Join(ckpt, "_latest")); return string(b) }
@@ -166,11 +220,11 @@ func icebergRunKilled(t *testing.T, env []string, file, ckpt string) {
 		args := append(append([]string{"run", "--progress", "off"}, from...), file)
 		p := start(t, env, args...)
 		n := 0
-		waitFor(t, p, fmt.Sprintf("run %d: two checkpoints completed", i+1), 3*time.Minute, func() bool {
+		waitFor(t, p, fmt.Sprintf("run %d: a checkpoint completed", i+1), 3*time.Minute, func() bool {
 			if l := latest(); l != before {
 				before, n = l, n+1
 			}
-			return n >= 2
+			return n >= 1
 		})
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ type Catalog func(ctx context.Context) (catalog.Catalog, error)
 // name is the catalog's name (its rows' catalog_name; PyIceberg's default
 // is "default"). warehouse is where new tables go (a directory, file:// or
 // s3:// URL; a directory becomes a file:// URL). props are more catalog
-// properties, such as s3.endpoint and s3.path-style-access for an S3
+// properties, such as s3.endpoint and s3.force-virtual-addressing for an S3
 // warehouse (nil = none).
 func SQLCatalog(name, dsn, warehouse string, props map[string]string) Catalog {
 	return func(ctx context.Context) (catalog.Catalog, error) {

@@ -48,7 +48,7 @@
 // JdbcCatalog) on SQLite (modernc.org/sqlite, pure Go) or PostgreSQL
 // (pgx). [RESTCatalog] talks to an Iceberg REST catalog. Warehouses are
 // directories (file://) or S3-compatible object storage (s3://, with
-// s3.endpoint, s3.region, s3.path-style-access, s3.access-key-id and
+// s3.endpoint, s3.region, s3.force-virtual-addressing, s3.access-key-id and
 // s3.secret-access-key as catalog properties).
 //
 // By default the table must exist; [CreateTable] creates it (and its

@@ -30,7 +30,7 @@ var icebergSinkOptions = []Option{
 	{Name: "schema", Type: Strings, Default: []string{},
 		Description: "auto-create: the columns, each \"name type\" or \"name type not null\", types boolean, int, long, float, double, string, binary, date, timestamp, timestamptz (e.g. [id long not null, name string, ts timestamptz])"},
 	{Name: "partition", Type: Strings, Default: []string{},
-		Description: "auto-create: the partition spec, fields such as region (identity), day(ts), hour(ts), month(ts), year(ts), bucket(16, id), truncate(4, name); empty = unpartitioned"},
+		Description: "auto-create: the partition spec, fields such as region (identity), day(ts), hour(ts), month(ts), year(ts), bucket(16, id), truncate(4, name) (quote items with a comma in YAML: \"bucket(16, id)\"); empty = unpartitioned"},
 	{Name: "event-time-column", Type: String, Default: "",
 		Description: "a timestamp, timestamptz, date or long column filled with the record's timestamp (a Kafka record's timestamp) when the record has no value for it, for day/hour partitions by event time; empty = none"},
 	{Name: "file-size", Type: Int, Default: int64(64 << 20), Check: Between(1024, 1<<40),
@@ -38,7 +38,7 @@ var icebergSinkOptions = []Option{
 	{Name: "commit-retries", Type: Int, Default: int64(10), Check: Between(0, 1000),
 		Description: "how often the global committer retries a snapshot commit that conflicted with another writer (on fresh table metadata, 100 ms doubling to 5 s between tries) before the job fails and restarts"},
 	{Name: "properties.*", Type: String,
-		Description: "catalog and file IO properties passed to iceberg-go, e.g. properties.s3.endpoint: http://127.0.0.1:7070, properties.s3.path-style-access: \"true\", properties.s3.region, properties.s3.access-key-id, properties.s3.secret-access-key (use ${VAR}), properties.credential or properties.token for rest"},
+		Description: "catalog and file IO properties passed to iceberg-go, e.g. properties.s3.endpoint: http://127.0.0.1:7070, properties.s3.force-virtual-addressing: \"false\" (path-style, the default), properties.s3.region, properties.s3.access-key-id, properties.s3.secret-access-key (use ${VAR}), properties.credential or properties.token for rest"},
 }
 
 func init() {
