@@ -35,6 +35,11 @@
 # $HOME/.cache/sluice/opensearch). It has no plugins — no security
 # plugin, so the node speaks plain HTTP without authentication — and one
 # module (transport-netty4). Java 17 (the machine's default) runs it.
+# Nor has it the ingest-common module (the set, rename, ... processors),
+# and that module is not on Maven Central (neither as
+# org.opensearch.module:ingest-common nor org.opensearch.plugin:ingest-common):
+# the connector's TestIngestPipeline runs its processor case only on a
+# node that has them.
 #
 # Each start unpacks the zip into its own run dir, $SLUICE_OPENSEARCH_RUN
 # (start makes a new one with mktemp when it is unset and prints

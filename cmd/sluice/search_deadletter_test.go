@@ -152,3 +152,37 @@ func searchDeadLetterRun(t *testing.T, node, flavor string) {
 	}
 	t.Logf("%d documents, %d dead letters; resumed run: %s", len(hits), len(dead), firstMatch(r.stderr, `job .* restarts`))
 }
+
+// TestSearchDeadLetterOptions: on-item-error: dead-letter needs
+// dead-letter-index, dead-letter-index needs dead-letter, flavor takes
+// three names; each refused at validation (exit 2) naming the option.
+func TestSearchDeadLetterOptions(t *testing.T) {
+	base := `name: x
+source:
+  type: datagen
+  options:
+    count: 10
+sink:
+  type: opensearch
+  options:
+    hosts: ["http://127.0.0.1:9"]
+    index: x
+    id: string(id)
+`
+	for _, c := range []struct{ opts, want string }{
+		{"    on-item-error: dead-letter\n", "dead-letter needs dead-letter-index"},
+		{"    dead-letter-index: dlq\n", "dead-letter-index: only with on-item-error: dead-letter"},
+		{"    on-item-error: dead-letter\n    dead-letter-index: Bad*Name\n", "dead-letter-index"},
+		{"    flavor: solr\n", "flavor"},
+	} {
+		file := writePipeline(t, t.TempDir(), base+c.opts)
+		r := run(t, nil, "validate", file)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%q: exit %d, want 2 and %q\n%s", c.opts, r.code, c.want, r.stderr)
+		}
+	}
+	file := writePipeline(t, t.TempDir(), base+"    flavor: elasticsearch\n    on-item-error: dead-letter\n    dead-letter-index: dlq\n")
+	if r := run(t, nil, "validate", file); r.code != 0 {
+		t.Errorf("valid options: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -46,12 +46,15 @@ type serverInfo struct {
 }
 
 // flavor is the flavor the answer identifies: OpenSearch if
-// version.distribution says so, Elasticsearch otherwise.
+// version.distribution says so; Elasticsearch if the answer carries
+// X-Elastic-Product: Elasticsearch (every Elasticsearch since 7.14 sends
+// it, and go-elasticsearch refuses servers without it); OpenSearch's
+// client, which checks nothing, for any other server.
 func (i serverInfo) flavor() Flavor {
-	if i.Distribution == "opensearch" {
-		return FlavorOpenSearch
+	if i.Distribution != "opensearch" && i.ElasticProd {
+		return FlavorElasticsearch
 	}
-	return FlavorElasticsearch
+	return FlavorOpenSearch
 }
 
 const (

@@ -274,9 +274,7 @@ func (c *client) retry(ctx context.Context, what string, onRetry func(error), fn
 }
 
 // ping checks that a node answers and accepts the credentials, with
-// retries, and resolves an automatic flavor: the root endpoint's
-// version.distribution "opensearch" is OpenSearch, anything else
-// Elasticsearch.
+// retries, and resolves an automatic flavor (see FlavorAuto).
 func (c *client) ping(ctx context.Context) error {
 	be := c.be
 	if be == nil {

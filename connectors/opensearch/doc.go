@@ -69,9 +69,10 @@
 // One connector serves both: [ServerFlavor] picks the client library.
 // [FlavorAuto] (the default) asks the node's root endpoint when a writer
 // or the source connects: version.distribution "opensearch" is
-// OpenSearch (opensearch-go), anything else Elasticsearch
-// (github.com/elastic/go-elasticsearch/v8, which refuses servers that do
-// not say they are Elasticsearch). Both sit behind one small internal
+// OpenSearch (opensearch-go); an answer with X-Elastic-Product:
+// Elasticsearch is Elasticsearch (github.com/elastic/go-elasticsearch/v8,
+// which refuses servers that do not say they are Elasticsearch); any
+// other server gets opensearch-go, which checks nothing. Both sit behind one small internal
 // interface (bulk, point in time and search, info). The sink's _bulk
 // requests are the same for both; the source opens Elasticsearch's point
 // in time (POST /<index>/_pit) and sorts a slice by _shard_doc, where

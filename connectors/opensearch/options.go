@@ -65,9 +65,10 @@ type Flavor int
 
 const (
 	// FlavorAuto asks the node's root endpoint when a writer or the
-	// source connects: version.distribution "opensearch" is OpenSearch,
-	// anything else (or an answer with X-Elastic-Product:
-	// Elasticsearch) is Elasticsearch. The default.
+	// source connects: version.distribution "opensearch" is OpenSearch;
+	// an answer with the header X-Elastic-Product: Elasticsearch is
+	// Elasticsearch; any other server is talked to with opensearch-go,
+	// which checks nothing. The default.
 	FlavorAuto Flavor = iota
 	// FlavorOpenSearch talks through opensearch-go.
 	FlavorOpenSearch

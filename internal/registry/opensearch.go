@@ -27,7 +27,7 @@ var osConnOptions = []Option{
 	{Name: "hosts", Type: Strings, Required: true,
 		Description: "OpenSearch (or Elasticsearch) nodes, http://host:port or https://host:port"},
 	{Name: "flavor", Type: Enum, Values: []string{"auto", "opensearch", "elasticsearch"}, Default: "auto",
-		Description: "the kind of server: auto asks the node's root endpoint when connecting (version.distribution opensearch: OpenSearch, anything else: Elasticsearch); opensearch talks through opensearch-go, elasticsearch through go-elasticsearch (which refuses servers that are not Elasticsearch)"},
+		Description: "the kind of server: auto asks the node's root endpoint when connecting (version.distribution opensearch: OpenSearch; the header X-Elastic-Product: Elasticsearch: Elasticsearch; any other server: opensearch-go); opensearch talks through opensearch-go, elasticsearch through go-elasticsearch (which refuses servers that are not Elasticsearch)"},
 	{Name: "username", Type: String, Description: "HTTP basic authentication user (default: none)"},
 	{Name: "password", Type: String, Secret: true, Description: "HTTP basic authentication password; a secret: write ${VAR} (default: none)"},
 	{Name: "api-key", Type: String, Secret: true, Description: "API key, sent as Authorization: ApiKey <key> (Elasticsearch); a secret: write ${VAR}; not with username (default: none)"},
