@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -287,7 +289,7 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 	topic := kafkaTopic(t, brokers, nil)
 	ckpt := t.TempDir()
 	env := []string{"POSTGRES_URL=" + u, "TABLE=" + table, "SLOT=" + slot, "PUBLICATION=" + slot, "CREATE_SLOT=true", "CREATE_PUBLICATION=true",
-		"KAFKA_BROKERS=" + brokers, "OUT_TOPIC=" + topic, "CHECKPOINTS=" + ckpt, "CHECKPOINT_INTERVAL=200ms", "CHUNK_SIZE=4000"}
+		"KAFKA_BROKERS=" + brokers, "OUT_TOPIC=" + topic, "CHECKPOINTS=" + ckpt, "CHECKPOINT_INTERVAL=200ms", "CHUNK_SIZE=4000", "TOPIC_CREATE=false"}
 	file := pipelines + "postgres-cdc-to-kafka.yaml"
 	p := start(t, env, "run", "--progress", "off", file)
 
@@ -302,13 +304,14 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 		l, err := pgcliWorkload(ctx, u, table, prefill, changes, 5)
 		wch <- wres{l, err}
 	}()
-	// Kill once a checkpoint completed (a file in the checkpoint dir)
-	// and the workload is under way.
-	time.Sleep(500 * time.Millisecond)
-	pgcliKillWhen(t, p, func() bool {
-		m, _ := filepath.Glob(filepath.Join(ckpt, "*", "*"))
-		return len(m) > 0
-	})
+	// Kill once a checkpoint's output is committed (the snapshot's rows
+	// reached the topic) and the workload is under way.
+	pgcliKillWhen(t, p, func() bool { return len(readTopic(t, brokers, topic, 1000)) >= 1000 })
+	select {
+	case w := <-wch:
+		t.Fatalf("the workload ended (%v) before the kill; kill earlier", w.err)
+	default:
+	}
 	p2 := start(t, env, "run", "--progress", "off", "--from", ckpt, file)
 	w := <-wch
 	if w.err != nil {
@@ -322,19 +325,23 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 	// count of records the log expects is not known (the snapshot saw an
 	// unknown state), so read until two seconds pass without a record.
 	var recs []*kgo.Record
-	for i := 0; i < 60; i++ { // up to about 2 minutes
+	caught := false
+	for i := 0; i < 60 && !caught; i++ { // up to about 2 minutes
 		time.Sleep(time.Second)
 		recs = readTopic(t, brokers, topic, -1)
-		if pgcliCaughtUp(recs, final) {
-			break
-		}
+		caught = pgcliCaughtUp(recs, final)
+	}
+	if !caught {
+		t.Errorf("the topic did not catch up with the table; the resumed run:\n%s", p2.stderr())
 	}
 	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	p2.wait(t)
-	if m := lossRE.FindAllString(p2.stderr(), -1); len(m) > 0 {
-		t.Logf("the resumed run logged %q", m)
+	for _, l := range strings.Split(p2.stderr(), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "restart") {
+			t.Logf("resumed run: %.300s", l)
+		}
 	}
 	pgcliReplay(t, recs, w.log, final)
 	t.Logf("%d change records for %d workload changes on %d prefilled rows", len(recs), changes, prefill)
@@ -428,4 +435,113 @@ sink:
 		})
 	}
 	pgExec(t, "DROP PUBLICATION IF EXISTS sluice_"+ok)
+
+	t.Run("wal_level", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts a server of its own: skipped with -short")
+		}
+		own := pgcliOwnServer(t, "SLUICE_POSTGRES_WAL_LEVEL=replica")
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, "CREATE TABLE w (id bigint PRIMARY KEY)")
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, []string{"PG_URL=" + own, "TABLE=w", "MODE=cdc", "CREATE_PUB=true"}, "run", "--progress", "off", file)
+		if r.code == 0 || !strings.Contains(r.stderr, `wal_level is "replica"`) || !strings.Contains(r.stderr, "wal_level = logical") ||
+			!strings.Contains(r.stderr, "failed without restarting") {
+			t.Fatalf("exit %d; want an error naming wal_level at once:\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// pgcliOwnServer starts a server of the test's own with scripts/postgres.sh
+// and the extra environment, stops it at the end, and returns its URL.
+func pgcliOwnServer(t *testing.T, env ...string) string {
+	t.Helper()
+	script, err := filepath.Abs("../../scripts/postgres.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not under t.TempDir(): as root the script runs the server as another
+	// user, who must reach the run dir (the script stops and removes it).
+	runDir, err := os.MkdirTemp("", "sluice-pgcli-test.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := func(ctx context.Context, arg string) *exec.Cmd {
+		c := exec.CommandContext(ctx, script, arg)
+		c.Env = append(append(os.Environ(), "SLUICE_POSTGRES_RUN="+runDir), env...)
+		return c
+	}
+	t.Cleanup(func() {
+		if out, err := cmd(context.Background(), "stop").CombinedOutput(); err != nil {
+			t.Logf("stop the test's server: %v: %s", err, out)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := cmd(ctx, "start").Output()
+	if err != nil {
+		t.Fatalf("scripts/postgres.sh start: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "SLUICE_POSTGRES_URL="); ok {
+			return v
+		}
+	}
+	t.Fatalf("scripts/postgres.sh start printed no SLUICE_POSTGRES_URL: %s", out)
+	return ""
+}
+
+// TestPgcliDebeziumEnvelope reads a table keyed by uuid with envelope:
+// debezium into a file: every row once, in Debezium's envelope, keyed by
+// its key.
+func TestPgcliDebeziumEnvelope(t *testing.T) {
+	u := pgURL(t)
+	table := pgTable(t, "pgdbz", "u uuid PRIMARY KEY, n int NOT NULL")
+	pgExec(t, "INSERT INTO "+table+" SELECT md5(g::text)::uuid, g FROM generate_series(1, 3000) g")
+	const pipeline = `name: pg-debezium
+parallelism: 2
+checkpoint:
+  interval: 200ms
+  dir: ${OUT}/checkpoints
+source:
+  type: postgres
+  options:
+    url: ${PG_URL}
+    table: ${TABLE}
+    envelope: debezium
+    server-name: shop
+    chunk-size: 700
+sink:
+  type: file
+  options:
+    path: ${OUT}/output
+`
+	out := t.TempDir()
+	r := run(t, []string{"PG_URL=" + u, "TABLE=" + table, "OUT=" + out}, "run", "--progress", "off", writePipeline(t, t.TempDir(), pipeline))
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	seen := map[float64]int{}
+	eachCommittedRecord(t, filepath.Join(out, "output"), func(file string, rec map[string]any) {
+		src, _ := rec["source"].(map[string]any)
+		after, _ := rec["after"].(map[string]any)
+		if rec["op"] != "r" || rec["before"] != nil || src["connector"] != "postgresql" || src["name"] != "shop" ||
+			src["table"] != table || src["snapshot"] != "true" || after == nil {
+			t.Fatalf("%s: not a Debezium snapshot record: %v", file, rec)
+		}
+		seen[after["n"].(float64)]++
+	})
+	for n := 1; n <= 3000; n++ {
+		if seen[float64(n)] != 1 {
+			t.Fatalf("row %d: %d times (%d distinct)", n, seen[float64(n)], len(seen))
+		}
+	}
 }

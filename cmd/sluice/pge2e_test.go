@@ -471,6 +471,13 @@ func TestPostgresEndToEndFaults(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("produce: %v", err)
 	}
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Minute): // a hang guard, not a timing assertion
+		_ = p.cmd.Process.Kill()
+		p.wait(t)
+		t.Fatalf("the last run did not end within 3 minutes of the last record produced\n%s", p.stderr())
+	}
 	code := p.wait(t)
 	logs = append(logs, p.stderr())
 	elapsed := time.Since(t0)

@@ -107,6 +107,10 @@ type objectWriter[T any] struct {
 	last     *objectBucket[T]
 	pending  []committable
 	buf      []byte
+	// The processing-time clock is read every clockEvery records (see
+	// writer.clock).
+	now      time.Time
+	sinceNow int
 	// ctx is the context of the uploads' part uploads: cancelled by
 	// Close.
 	ctx    context.Context
@@ -121,6 +125,7 @@ type objectBucket[T any] struct {
 }
 
 type objectPart[T any] struct {
+	key     string // the object's key
 	up      ObjectUpload
 	cw      *countingWriter
 	bw      *bufferedWriter
@@ -251,8 +256,21 @@ func (w *objectWriter[T]) info(b *objectBucket[T]) PartFileInfo {
 	return PartFileInfo{Bucket: b.name, Size: b.part.size(), Created: b.part.created, LastWrite: b.part.last}
 }
 
+// clock returns the cached processing time, refreshing it every
+// clockEvery calls.
+func (w *objectWriter[T]) clock() time.Time {
+	if w.sinceNow == 0 {
+		w.now = w.s.cfg.now()
+	}
+	w.sinceNow++
+	if w.sinceNow == clockEvery {
+		w.sinceNow = 0
+	}
+	return w.now
+}
+
 func (w *objectWriter[T]) Write(ctx context.Context, v T, c sink.Meta) error {
-	now := w.s.cfg.now()
+	now := w.clock()
 	name, err := w.s.buckets.Bucket(v, BucketContext{Timestamp: c.Timestamp, HasTimestamp: c.HasTimestamp, Watermark: c.Watermark, ProcessingTime: now})
 	if err != nil {
 		return fmt.Errorf("file sink: assign bucket: %w", err)
@@ -270,7 +288,7 @@ func (w *objectWriter[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 		w.last = b
 	}
 	policy := w.s.cfg.rolling
-	if b.part != nil && policy.ShouldRollOnProcessingTime(w.info(b), now) {
+	if b.part != nil && !now.Equal(b.part.last) && policy.ShouldRollOnProcessingTime(w.info(b), now) {
 		if err := w.roll(ctx, b); err != nil {
 			return err
 		}
@@ -281,18 +299,17 @@ func (w *objectWriter[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 		}
 	}
 	p := b.part
-	key := w.s.objectKey(b.dir, p.final)
 	if p.bulk != nil {
 		if err := p.bulk.Write(v); err != nil {
-			return fmt.Errorf("file sink: write %s: %w", key, err)
+			return fmt.Errorf("file sink: write %s: %w", p.key, err)
 		}
 	} else {
 		w.buf, err = w.s.row.AppendRecord(w.buf[:0], v)
 		if err != nil {
-			return fmt.Errorf("file sink: encode a record for %s: %w", key, err)
+			return fmt.Errorf("file sink: encode a record for %s: %w", p.key, err)
 		}
 		if _, err := p.bw.Write(w.buf); err != nil {
-			return fmt.Errorf("file sink: write %s: %w", key, err)
+			return fmt.Errorf("file sink: write %s: %w", p.key, err)
 		}
 	}
 	p.last = now
@@ -325,7 +342,7 @@ func (w *objectWriter[T]) open(ctx context.Context, b *objectBucket[T], now time
 			out = w.s.cfg.wrapFile(key, up)
 		}
 		cw := &countingWriter{w: out}
-		p := &objectPart[T]{up: up, cw: cw, bw: &bufferedWriter{w: cw, buf: make([]byte, 0, w.s.cfg.bufferSize)}, final: final, created: now, last: now}
+		p := &objectPart[T]{key: key, up: up, cw: cw, bw: &bufferedWriter{w: cw, buf: make([]byte, 0, w.s.cfg.bufferSize)}, final: final, created: now, last: now}
 		if w.s.bulk != nil {
 			bw, err := w.s.bulk.NewWriter(p.bw)
 			if err != nil {
@@ -345,7 +362,7 @@ func (w *objectWriter[T]) open(ctx context.Context, b *objectBucket[T], now time
 func (w *objectWriter[T]) roll(ctx context.Context, b *objectBucket[T]) error {
 	p := b.part
 	b.part = nil
-	key := w.s.objectKey(b.dir, p.final)
+	key := p.key
 	var err error
 	if p.bulk != nil {
 		if err = p.bulk.Finish(); err != nil {
@@ -395,6 +412,7 @@ func (w *objectWriter[T]) rollAll(ctx context.Context) error {
 // PrepareCommit prepares every open part file's upload and returns the
 // uploads prepared since the last checkpoint.
 func (w *objectWriter[T]) PrepareCommit(ctx context.Context, _ int64) ([]committable, error) {
+	w.sinceNow = 0
 	if err := w.rollAll(ctx); err != nil {
 		return nil, err
 	}

@@ -421,7 +421,8 @@ func (r *splitReader[T]) handle(xld pglogrepl.XLogData, sp *Split, els []elem) (
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			if st.ours[id] && !st.txn.skipAll {
-				return els, fmt.Errorf("postgres CDC source: table %s was truncated (transaction %d, LSN %s): TRUNCATE is not supported; start the source afresh", r.t.name, st.txn.xid, lsnString(st.txn.lsn))
+				// A restore would meet it again: unrecoverable.
+				return els, unrecoverable{fmt.Errorf("postgres CDC source: table %s was truncated (transaction %d, LSN %s): TRUNCATE is not supported; start the source afresh", r.t.name, st.txn.xid, lsnString(st.txn.lsn))}
 			}
 		}
 	case *pglogrepl.CommitMessage:
@@ -468,7 +469,7 @@ func (r *splitReader[T]) change(els []elem, sp *Split, op Op, rel uint32, oldTyp
 			v, ok = rawCol(rm, old, k.name)
 		}
 		if !ok {
-			return els, fmt.Errorf("postgres CDC source: table %s: a %s at LSN %s has no value of key column %q (the key columns must be the primary key or the replica identity's, or the table REPLICA IDENTITY FULL)", r.t.name, op, lsnString(st.txn.lsn), k.name)
+			return els, unrecoverable{fmt.Errorf("postgres CDC source: table %s: a %s at LSN %s has no value of key column %q (the key columns must be the primary key or the replica identity's, or the table REPLICA IDENTITY FULL)", r.t.name, op, lsnString(st.txn.lsn), k.name)}
 		}
 		parts[i] = v
 	}

@@ -382,7 +382,7 @@ func mapsEqual(a, b map[int64]int64) bool {
 }
 
 // TestCDCErrors: a missing publication, a publication without the table,
-// a missing slot (CreateSlot off), a missing table and a non-integer key
+// a missing slot (CreateSlot off), a missing table and a table without a primary key
 // fail with errors naming them.
 func TestCDCErrors(t *testing.T) {
 	url := needServer(t)

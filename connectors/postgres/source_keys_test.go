@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,5 +306,61 @@ func TestKeyComparison(t *testing.T) {
 				t.Fatalf("%s: key %d %v is in segment %d, want %d", kk.name, i, keys[i], s, i/64)
 			}
 		}
+	}
+}
+
+// TestCDCTruncateEndsTheJob: a TRUNCATE of the captured table ends the
+// job at once (no restarts: a restore would meet it again), naming it.
+func TestCDCTruncateEndsTheJob(t *testing.T) {
+	url := needServer(t)
+	table := newTable(t, "cdctrunc", "id bigint PRIMARY KEY, v bigint NOT NULL")
+	mustExec(t, "INSERT INTO "+table+" SELECT g, 0 FROM generate_series(1, 100) g")
+	slot, pub := "s_"+table, "p_"+table
+	dropSlot(t, url, slot, pub)
+	src, err := NewCDCSource(url, table, Slot(slot), Publication(pub), CreateSlot(true), CreatePublication(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := testsink.NewStore[Change]()
+	env := stream.New(stream.CheckpointEvery(50*time.Millisecond),
+		stream.Restart(restart.Exponential(20*time.Millisecond, time.Second, 20)), stream.Logger(stream.DiscardLogger()))
+	stream.SinkTo(stream.FromSource(env, src, watermark.None[Change](), "cdc"), testsink.NewTwoPhase(store), "out")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	h, err := env.Start(ctx, "trunc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { h.Cancel(); _, _ = h.Wait() }()
+	for i := 0; i < 1000 && len(store.Committed()) < 100; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustExec(t, "TRUNCATE "+table)
+	select {
+	case <-h.Done():
+	case <-ctx.Done():
+		t.Fatal("the job did not end after the TRUNCATE")
+	}
+	res, err := h.Wait()
+	if !errors.Is(err, restart.ErrUnrecoverable) || !strings.Contains(fmt.Sprint(err), "truncated") || res.Restarts != 0 {
+		t.Fatalf("the job ended with %v after %d restarts; want the TRUNCATE, unrecoverable, at once", err, res.Restarts)
+	}
+}
+
+// TestSourceUnrecoverable: the sources' setup errors a restart cannot fix
+// are restart.ErrUnrecoverable with their message unchanged; others not.
+func TestSourceUnrecoverable(t *testing.T) {
+	for _, e := range []error{ErrWALLevel, ErrSlotNotFound, ErrPublicationNotFound, ErrSlotAhead, ErrTableNotFound, ErrColumnNotFound, ErrInvalidConfig} {
+		err := fmt.Errorf("postgres CDC source: x: %w", e)
+		m := sourceUnrecoverable(err)
+		if !errors.Is(m, restart.ErrUnrecoverable) || !errors.Is(m, e) || m.Error() != err.Error() {
+			t.Errorf("sourceUnrecoverable(%v) = %v", err, m)
+		}
+	}
+	if err := sourceUnrecoverable(errors.New("connection refused")); errors.Is(err, restart.ErrUnrecoverable) {
+		t.Errorf("a refused connection is unrecoverable")
+	}
+	if sourceUnrecoverable(nil) != nil {
+		t.Error("nil is not nil")
 	}
 }
