@@ -134,3 +134,57 @@ func Example() {
 	// a.txt: gamma
 	// finished a.txt
 }
+
+// A BatchEmitter gets each split's lines of a fetch in one call and moves
+// the split's position once per group.
+func ExampleBatchEmitterFunc() {
+	files := map[string][]string{"a.txt": {"alpha", "beta", "gamma"}}
+	r, err := readerbase.New(exampleContext{}, readerbase.Config[string, string, lineSplit, *lineSplit]{
+		NewSplitReader: func() (readerbase.SplitReader[string, lineSplit], error) {
+			return &lineReader{files: files}, nil
+		},
+		Emitter: readerbase.BatchEmitterFunc[string, string, *lineSplit](
+			func(lines []string, out source.Output[string], s *lineSplit) error {
+				fmt.Printf("%d lines of %s from line %d\n", len(lines), s.Name, s.Next)
+				for _, line := range lines {
+					out.Collect(line)
+				}
+				s.Next += len(lines)
+				return nil
+			}),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+	if err := r.Start(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := r.AddSplits([]lineSplit{{Name: "a.txt"}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	r.NotifyNoMoreSplits()
+	for {
+		status, err := r.PollNext(printOutput{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if status == source.EndOfInput {
+			break
+		}
+		if status == source.NothingAvailable {
+			<-r.Available()
+		}
+	}
+	// Output:
+	// 2 lines of a.txt from line 0
+	// alpha
+	// beta
+	// 1 lines of a.txt from line 2
+	// gamma
+	// finished a.txt
+}
