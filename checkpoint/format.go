@@ -99,6 +99,12 @@ func readMetadata(dir string) (*metadata, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMetadata(b, path)
+}
+
+// parseMetadata parses and validates the content of the _metadata file
+// at path (named in errors).
+func parseMetadata(b []byte, path string) (*metadata, error) {
 	if len(b) > maxMetadataSize {
 		return nil, fmt.Errorf("read %s: %w", path, corruptf("metadata larger than %d bytes", maxMetadataSize))
 	}
@@ -106,6 +112,7 @@ func readMetadata(dir string) (*metadata, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, corruptf("invalid metadata: %v", err))
 	}
+	var err error
 	switch {
 	case m.FormatVersion != formatVersion:
 		return nil, fmt.Errorf("read %s: %w", path, unsupportedVersion("metadata", m.FormatVersion))
@@ -584,7 +591,13 @@ func readState(ctx context.Context, path string, m *metadata) (*Snapshot, error)
 	if fi.Size() != m.StateSize {
 		return nil, fmt.Errorf("read %s: %w", path, corruptf("size is %d bytes, metadata says %d", fi.Size(), m.StateSize))
 	}
-	cr := &crcReader{r: f}
+	return decodeState(ctx, f, path, m)
+}
+
+// decodeState decodes and verifies a state file of m.StateSize bytes read
+// from r (path names it in errors) against m.
+func decodeState(ctx context.Context, r io.Reader, path string, m *metadata) (*Snapshot, error) {
+	cr := &crcReader{r: r}
 	d := &decoder{r: bufio.NewReaderSize(cr, ioBufferSize), left: m.StateSize}
 	s, err := d.snapshot(ctx)
 	if err != nil {

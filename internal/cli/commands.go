@@ -28,6 +28,9 @@ func (a *App) cmdCheckpoints(args []string) error {
 	}
 	dir := pos[0]
 	ctx := context.Background()
+	if isS3(dir) {
+		return a.s3Checkpoints(ctx, dir)
+	}
 	infos, newest, hasNewest, newestDamaged, err := listSnapshots(ctx, dir)
 	if err != nil {
 		return err

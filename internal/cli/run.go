@@ -206,6 +206,9 @@ func loadRestore(ctx context.Context, from string, lookup func(string) (string, 
 
 // loadRestoreEncoded is loadRestore without decoding.
 func loadRestoreEncoded(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
+	if isS3(from) {
+		return s3Load(ctx, from)
+	}
 	s, info, err := checkpoint.Load(ctx, from)
 	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
 		return s, info, err
@@ -353,9 +356,16 @@ func (a *App) runLogger(o *runOptions) (*slog.Logger, error) {
 
 // openStore opens and locks the pipeline's checkpoint directory, if it has
 // one; unlock releases it (a no-op without one).
-func openStore(spec *pipeline.Spec) (store *checkpoint.Local, unlock func(), err error) {
+func openStore(spec *pipeline.Spec) (store checkpoint.Storage, unlock func(), err error) {
 	if spec.CheckpointDir == "" {
 		return nil, func() {}, nil
+	}
+	if isS3(spec.CheckpointDir) {
+		st, err := s3Storage(spec.CheckpointDir, cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		return st, func() {}, nil
 	}
 	var sopts []checkpoint.Option
 	if spec.CheckpointRetain > 0 {
@@ -385,7 +395,7 @@ func restorePoint(ctx context.Context, spec *pipeline.Spec, o runOptions, log *s
 		// The runtime warns about its own checkpoint dir when it is given
 		// the checkpoint.Local itself, not the storage that keeps secrets
 		// out of it.
-		if abs, _ := filepath.Abs(spec.CheckpointDir); spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs || len(sec.vals) > 0 {
+		if abs, _ := filepath.Abs(spec.CheckpointDir); !isS3(info.Path) && (spec.CheckpointDir == "" || filepath.Dir(info.Path) != abs || len(sec.vals) > 0) {
 			warnIfOlder(ctx, log, info)
 		}
 		if s.JobName != spec.Name {
@@ -397,11 +407,19 @@ func restorePoint(ctx context.Context, spec *pipeline.Spec, o runOptions, log *s
 	if spec.CheckpointDir == "" {
 		return nil, nil
 	}
-	infos, err := checkpoint.ListDir(ctx, spec.CheckpointDir)
-	if err != nil {
-		return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+	var infos []checkpoint.Info
+	var newest int64
+	var ok bool
+	var err, nerr error
+	if isS3(spec.CheckpointDir) {
+		infos, newest, ok, _, nerr = s3ListSnapshots(ctx, spec.CheckpointDir)
+	} else {
+		infos, err = checkpoint.ListDir(ctx, spec.CheckpointDir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		newest, ok, _, nerr = checkpoint.Newest(ctx, spec.CheckpointDir)
 	}
-	newest, ok, _, nerr := checkpoint.Newest(ctx, spec.CheckpointDir)
 	if nerr != nil {
 		return nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, nerr)
 	}
@@ -424,7 +442,7 @@ type secretRefs struct {
 }
 
 // streamOptions are the job's options from the pipeline and the flags.
-func streamOptions(spec *pipeline.Spec, o runOptions, log *slog.Logger, reg *metrics.Registry, store *checkpoint.Local, restore *checkpoint.Snapshot, sec secretRefs) []stream.Option {
+func streamOptions(spec *pipeline.Spec, o runOptions, log *slog.Logger, reg *metrics.Registry, store checkpoint.Storage, restore *checkpoint.Snapshot, sec secretRefs) []stream.Option {
 	opts := []stream.Option{
 		stream.Parallelism(spec.Parallelism),
 		stream.CheckpointTimeout(spec.CheckpointTimeout),
@@ -635,7 +653,8 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 		in = transform.AddTo(in, steps)
 	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil}, in); err != nil {
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil,
+		SinkOwnsRecords: len(spec.Transforms) == 0 && spec.DeadLetter == nil && !spec.SourceDeadLetters}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
 	}
 	if dl := spec.DeadLetter; dl != nil {

@@ -24,7 +24,7 @@ func init() {
 			"(.part-<job id>-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
 		ExactlyOnce: true,
 		Options: append([]Option{
-			{Name: "path", Type: String, Required: true, Description: "base directory of the part files"},
+			{Name: "path", Type: String, Required: true, Description: "base directory of the part files, or s3://bucket/prefix (object storage: multipart uploads completed at the checkpoint's commit; the s3.* options)"},
 			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<job id>-<subtask>-<counter><suffix>"},
 			{Name: "suffix", Type: String, Description: "part file name suffix; default: the format's: .jsonl (json), .csv, .txt (string, raw), .avro, .parquet"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
@@ -38,11 +38,15 @@ func init() {
 				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
 			{Name: "file-mode", Type: String, Default: "0600", Check: checkFileMode,
 				Description: "permission of the part files, octal (before the umask); directories the sink creates get x where r is set (0640 → 0750)"},
-		}, fileFormatOptions(true)...),
-		Validate:    validateFileFormat(true),
+		}, append(fileFormatOptions(true), s3Options()...)...),
+		Validate:    allValid(validateFileFormat(true), validateS3(true)),
 		CheckSource: checkFileLoop,
 		Step:        fileSinkStep,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
+			base, s3opts, err := s3SinkOptions(c.Options)
+			if err != nil {
+				return err
+			}
 			opts := []file.SinkOption{
 				file.PartPrefix(c.Options.String("prefix")),
 				file.PartSuffix(fileSuffix(c.Options)),
@@ -63,6 +67,7 @@ func init() {
 				return err
 			}
 			opts = append(opts, file.FileMode(mode))
+			opts = append(opts, s3opts...)
 			if !c.StepApplied {
 				step, _, err := fileSinkStep(c.Name, c.Options)
 				if err != nil {
@@ -89,7 +94,7 @@ func init() {
 					}
 					opts = append(opts, file.Compact(file.CompactStrategy{SizeThreshold: n, Compactor: file.RecordWiseCompactor(decode, file.BulkFormat[map[string]any](f))}))
 				}
-				s, err := file.NewBulkSink(c.Options.String("path"), file.BulkFormat[Record](recordBulk{f: f, sink: c.Name}), opts...)
+				s, err := file.NewBulkSink(base, file.BulkFormat[Record](recordBulk{f: f, sink: c.Name}), opts...)
 				if err != nil {
 					return err
 				}
@@ -103,7 +108,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			s, err := file.NewRowSink(c.Options.String("path"), lineFormat{codec}, opts...)
+			s, err := file.NewRowSink(base, lineFormat{codec}, opts...)
 			if err != nil {
 				return err
 			}
@@ -117,11 +122,11 @@ func init() {
 		Description: "Reads files with one record per line in format (JSON objects by default; .gz and .zst are decompressed), or Avro container or Parquet files, from files, directories or globs (connectors/file); " +
 			"records carry meta.path and meta.offset (the line's byte offset; avro: its block's; parquet: its row number).",
 		Options: append([]Option{
-			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns"},
+			{Name: "paths", Type: Strings, Required: true, Description: "files, directories (read recursively) or glob patterns; or s3://bucket/key URLs: an object, a prefix (every object under key/) or a glob (the s3.* options)"},
 			{Name: "discovery", Type: Duration, Default: time.Duration(0), Check: AtLeast(0), Description: "list the paths again this often and read new files (unbounded); 0 = read once (bounded)"},
 			{Name: "on-malformed", Type: Enum, Values: Policies, Default: string(PolicyFail), Description: "a line the format cannot decode (json: not a JSON object, or invalid UTF-8 or a repeated key): fail fails the job at once (no restarts) naming file, line and an excerpt; skip skips it, counted in numRecordsInErrors and logged (rate-limited); dead-letter sends it, with file, split and offset, to the pipeline's dead-letter sink"},
-		}, fileFormatOptions(false)...),
-		Validate: allValid(func(o Options) error {
+		}, append(fileFormatOptions(false), s3Options()...)...),
+		Validate: allValid(validateS3(false), func(o Options) error {
 			if o.Duration("discovery") < 0 {
 				return fmt.Errorf("discovery: must be >= 0")
 			}
@@ -129,6 +134,11 @@ func init() {
 		}, validateFileFormat(false)),
 		Build: func(c BuildContext) (stream.DataStream[Record], error) {
 			opts := []file.SourceOption{file.SourceLogger(c.Logger)}
+			s3opts, err := s3SourceOptions(c.Options)
+			if err != nil {
+				return stream.DataStream[Record]{}, err
+			}
+			opts = append(opts, s3opts...)
 			if d := c.Options.Duration("discovery"); d > 0 {
 				opts = append(opts, file.ContinuousDiscovery(d))
 			}
@@ -184,6 +194,9 @@ func checkFileLoop(sourceType string, source, sink Options) (string, error) {
 	// Values from the environment are never shown (docs/cli.md): the
 	// field names them instead.
 	sinkDesc := fmt.Sprintf("%q (%s)", base, absPath(base))
+	if strings.HasPrefix(base, "s3://") {
+		sinkDesc = fmt.Sprintf("%q", base)
+	}
 	if sink.FromEnvironment("path") {
 		sinkDesc = "sink.options.path (value from the environment not shown)"
 	}
@@ -212,6 +225,9 @@ func checkFileLoop(sourceType string, source, sink Options) (string, error) {
 // file sink writes them directly under base). Paths are compared absolute,
 // as given and with symbolic links resolved as far as they exist.
 func readsOutput(src, base string, outputs []string) bool {
+	if strings.HasPrefix(src, "s3://") || strings.HasPrefix(base, "s3://") {
+		return s3ReadsOutput(src, base)
+	}
 	bases := pathForms(base)
 	if strings.ContainsAny(src, "*?[") {
 		for _, g := range globForms(src) {

@@ -17,7 +17,7 @@ import (
 // with a codec, a sluice pipeline file, or the Flink job.
 type contender struct {
 	name     string
-	kind     string // loop, sluice, flink
+	kind     string // loop, sluice, flink, goapi
 	codec    string // loop: raw or json
 	pipeline string // sluice: the pipeline file
 	binary   string // sluice: the binary (-sluice, or the one after @)
@@ -46,6 +46,11 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 			return contender{}, fmt.Errorf("contender %s needs -loop", name)
 		}
 		return contender{name: name, kind: "loop", codec: strings.TrimPrefix(name, "loop-")}, nil
+	case "goapi":
+		if o.goapi == "" {
+			return contender{}, fmt.Errorf("contender goapi needs -goapi")
+		}
+		return contender{name: name, kind: "goapi"}, nil
 	case "flink", "flink-json", "flink-json-double":
 		if _, err := os.Stat(o.flinkJar); err != nil {
 			return contender{}, fmt.Errorf("contender flink: %w (build it: mvn -f bench/kafka/flink/pom.xml package)", err)
@@ -95,6 +100,13 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 			args = append(args, "-cpuprofile", filepath.Join(o.profile, filepath.Base(dir)+".cpu.pprof"))
 		}
 		cmd = exec.CommandContext(ctx, o.loop, args...)
+	case "goapi":
+		args := []string{"-brokers", brokers, "-in", in, "-out", out, "-p", strconv.Itoa(p),
+			"-checkpoint-dir", filepath.Join(dir, "checkpoints")}
+		if o.profile != "" {
+			args = append(args, "-cpuprofile", filepath.Join(o.profile, filepath.Base(dir)+".cpu.pprof"))
+		}
+		cmd = exec.CommandContext(ctx, o.goapi, args...)
 	case "flink":
 		cmd = exec.CommandContext(ctx, o.java, "-Xmx1g", "-jar", o.flinkJar,
 			"--brokers", brokers, "--in", in, "--out", out, "--parallelism", strconv.Itoa(p), "--codec", c.codec,
