@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -154,7 +155,7 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 			if te, ok := errors.AsType[*Error](err); ok {
 				msg = te.Cause()
 			}
-			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: it.r.Value()}
+			d := &registry.DeadLetter{Error: msg, Operator: c.Name, Offset: -1, Input: deadLetterInput(it.r)}
 			if te, ok := errors.AsType[*Error](err); ok && te.Input != nil {
 				d.Input = te.Input
 			}
@@ -201,4 +202,17 @@ func (l *rateLimitedLog) warn(c *Compiled, err error, ref registry.PosRef) {
 		attrs = append(attrs, "offset", pos.Offset)
 	}
 	l.log.Warn("skipped a record the transform failed on (on-error: skip)", append(attrs, "skipped_since_last_warning", n)...)
+}
+
+// deadLetterInput is the value a dead letter shows as its input record:
+// the decoded value, decoded from the record's bytes here when the lazy
+// path read only some fields (or none) of them. Only failed records pay.
+func deadLetterInput(r Record) any {
+	if r.Decoded() {
+		return r.Value()
+	}
+	if d, err := r.Decode(context.Background()); err == nil {
+		return d.Value()
+	}
+	return nil
 }

@@ -1,8 +1,11 @@
 package transform
 
 import (
+	"fmt"
+
 	"bytes"
 	"errors"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"log/slog"
 	"strings"
 	"testing"
@@ -105,5 +108,33 @@ func TestDeadLetterRecord(t *testing.T) {
 	}
 	if _, ok := registry.DeadLetterOf(rec(Object{"\x00sluice.dead-letter": "forged"})); ok {
 		t.Error("a decoded record passes for a dead letter")
+	}
+}
+
+// TestLazyDeadLetterHasRecord: with the lazy path the source leaves
+// values undecoded; a step that fails under dead-letter with an error that
+// names no input (a sink's step) still gives the dead letter the whole
+// input record, decoded from the record's bytes.
+func TestLazyDeadLetterHasRecord(t *testing.T) {
+	for _, js := range lazyCodecs(t) {
+		// A sink's step that fails (as an index expression that returns
+		// a number does) with a plain error, which carries no input.
+		c := FuncStep(Step{Name: "out-step", Where: "p.yaml:9", OnError: registry.PolicyDeadLetter},
+			func(r Record) (Record, error) {
+				return r, errors.New("option index-expr: returned a int, want a string")
+			}, true)
+		kr := &kgo.Record{Topic: "in", Value: []byte(`{"id": 7, "n": 1}`)}
+		r := registry.KafkaRecord(kr, &registry.Codecs{Value: js})
+		if r.Decoded() {
+			t.Fatal("the input record is decoded: the test needs an undecoded one")
+		}
+		out, err := c.policyStep(PolicyOptions{})(item{r: r, ok: true})
+		if err != nil || out.dl == nil {
+			t.Fatalf("got %+v, %v; want a dead letter", out, err)
+		}
+		in, _ := out.dl.Object()["record"].(map[string]any)
+		if fmt.Sprint(in["id"]) != "7" || fmt.Sprint(in["n"]) != "1" {
+			t.Fatalf("dead letter %v: want the input record {id: 7, n: 1}", out.dl.Object())
+		}
 	}
 }
