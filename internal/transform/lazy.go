@@ -16,7 +16,9 @@ import (
 // decoding the record: an expression that names the fields it reads
 // (`amount > 100`, not `record` or `$env`) gets only those fields,
 // found with jsonrecord.Lookup (which checks the whole record as the
-// decoder does) and decoded exactly with jsonrecord.DecodeValue. A map
+// decoder does; jsonrecord.LookupValid, which does not, for a record its
+// source checked: registry.Record.Checked) and decoded exactly with
+// jsonrecord.DecodeValue. A map
 // whose expression is an object literal with constant keys, like
 // {"amount": amount * 2, "id": id, "user": user}, writes its result as
 // bytes: each member whose value is a bare field name gets that field's
