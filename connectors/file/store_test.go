@@ -31,7 +31,9 @@ type dirUpload struct {
 	prepared bool
 }
 
-func newDirStore(root string) *dirStore { return &dirStore{root: root, uploads: map[string]*dirUpload{}} }
+func newDirStore(root string) *dirStore {
+	return &dirStore{root: root, uploads: map[string]*dirUpload{}}
+}
 
 func (d *dirStore) Create(_ context.Context, key string) (ObjectUpload, error) {
 	d.mu.Lock()
