@@ -133,6 +133,13 @@ if [[ -z "$short" && -z "${SLUICE_ELASTICSEARCH_URL:-}" ]]; then
   start_server "Elasticsearch node" SLUICE_ELASTICSEARCH_RUN elasticsearch start stop SLUICE_ELASTICSEARCH_URL
 fi
 
+# The Iceberg sink's tables are read back by an independent reader,
+# PyIceberg from PyPI, in a venv under ~/.cache/sluice (scripts/pyiceberg.sh).
+if [[ -z "$short" && -z "${SLUICE_PYICEBERG:-}" ]]; then
+  echo "== PyIceberg"
+  eval "$(scripts/pyiceberg.sh setup | grep '^SLUICE_PYICEBERG=')"; export SLUICE_PYICEBERG
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)

@@ -11,7 +11,9 @@ import (
 // Serializer turns a value into the record the sink produces: it sets at
 // least Value, and may set Key, Headers, Timestamp and Topic (a per-record
 // topic; when Topic is left empty the sink's [Topic] is used). The record
-// passed in is fresh for every call.
+// passed in is fresh (zeroed) for every call; the sink recycles it once it
+// is produced, so Serialize must not keep it (the slices it sets on it,
+// such as Value, are only referenced, never changed).
 type Serializer[T any] interface {
 	Serialize(v T, r *kgo.Record) error
 }

@@ -275,9 +275,12 @@ var (
 // kafkaSink writes records to Kafka; [NewSink] returns it wrapped as a
 // sink.Sink.
 type kafkaSink[T any] struct {
-	cfg    sinkConfig
-	ser    Serializer[T]
-	rser   RecordSerializer[T] // ser, if it implements it
+	cfg  sinkConfig
+	ser  Serializer[T]
+	rser RecordSerializer[T] // ser, if it implements it
+	// recs holds zeroed records for Serialize: a record is put back by
+	// its produce promise, after which franz-go no longer touches it.
+	recs   sync.Pool
 	bc     *backchannel
 	leases *leaseSet
 
@@ -428,10 +431,11 @@ type slot struct {
 	id      string
 	cl      *kgo.Client
 	promise func(*kgo.Record, error)
-	inTxn   bool         // a transaction is open and being written
-	pending *committable // prepared, not yet seen committed
-	done    *committable // the last one seen committed
-	started time.Time    // of the open transaction
+	recycle func(*kgo.Record, error) // promise, then the record back to the sink's pool
+	inTxn   bool                     // a transaction is open and being written
+	pending *committable             // prepared, not yet seen committed
+	done    *committable             // the last one seen committed
+	started time.Time                // of the open transaction
 }
 
 type writer[T any] struct {
@@ -456,6 +460,31 @@ type writer[T any] struct {
 
 	err     atomic.Pointer[error]    // the first produce failure
 	promise func(*kgo.Record, error) // of cl
+	recycle func(*kgo.Record, error) // of cl, for records from the pool
+}
+
+// newRecord returns a zeroed record for Serialize, from the pool.
+func (s *kafkaSink[T]) newRecord() *kgo.Record {
+	if r, ok := s.recs.Get().(*kgo.Record); ok {
+		return r
+	}
+	return &kgo.Record{}
+}
+
+// putRecord zeroes r (dropping its references to values) and puts it back.
+func (s *kafkaSink[T]) putRecord(r *kgo.Record) {
+	*r = kgo.Record{}
+	s.recs.Put(r)
+}
+
+// recycling returns promise followed by putting the record back into the
+// pool: franz-go reads nothing of a record after its promise returned
+// (kgo.Client.finishRecordPromise), and the sink keeps no reference.
+func (s *kafkaSink[T]) recycling(promise func(*kgo.Record, error)) func(*kgo.Record, error) {
+	return func(r *kgo.Record, err error) {
+		promise(r, err)
+		s.putRecord(r)
+	}
 }
 
 // promiseFor returns the produce callback of a producer (cl, with
@@ -495,6 +524,7 @@ func (s *kafkaSink[T]) newWriter(ctx context.Context, ictx sink.InitContext, sta
 			return nil, fmt.Errorf("%w: sink client: %w", ErrInvalidConfig, err)
 		}
 		w.promise = w.promiseFor(w.cl, "")
+		w.recycle = w.s.recycling(w.promise)
 		tctx, cancel := context.WithTimeout(ctx, s.cfg.setupTimeout)
 		defer cancel()
 		rctx, stop := w.reach.bound(tctx)
@@ -695,6 +725,7 @@ func (w *writer[T]) acquire(ctx context.Context) error {
 				return fmt.Errorf("%w: producer %q: %w", ErrInvalidConfig, sl.id, err)
 			}
 			sl.cl, sl.promise = cl, w.promiseFor(cl, sl.id)
+			sl.recycle = w.s.recycling(sl.promise)
 		}
 		if err := sl.cl.BeginTransaction(); err != nil {
 			return fmt.Errorf("kafka sink: begin transaction on %q: %w", sl.id, err)
@@ -748,14 +779,19 @@ func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 			r.Context = nil
 		}
 	}
-	if r == nil {
-		r = &kgo.Record{}
+	pooled := r == nil
+	if pooled {
+		r = w.s.newRecord()
 		if err := w.s.ser.Serialize(v, r); err != nil {
+			w.s.putRecord(r)
 			return fmt.Errorf("kafka sink: serialize: %w", err)
 		}
 	}
 	if r.Topic == "" {
 		if w.s.cfg.topic == "" {
+			if pooled {
+				w.s.putRecord(r)
+			}
 			return fmt.Errorf("%w: sink: record without topic and no DefaultTopic", ErrInvalidConfig)
 		}
 		r.Topic = w.s.cfg.topic
@@ -763,14 +799,20 @@ func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	if c.HasTimestamp && r.Timestamp.IsZero() {
 		r.Timestamp = time.UnixMilli(c.Timestamp)
 	}
-	cl, promise := w.cl, w.promise
+	cl, promise, recycle := w.cl, w.promise, w.recycle
 	if w.slots != nil {
 		if w.cur == nil {
 			if err := w.acquire(ctx); err != nil {
+				if pooled {
+					w.s.putRecord(r)
+				}
 				return err
 			}
 		}
-		cl, promise = w.cur.cl, w.cur.promise
+		cl, promise, recycle = w.cur.cl, w.cur.promise, w.cur.recycle
+	}
+	if pooled {
+		promise = recycle
 	}
 	// Under the reach context, a produce blocked on a full buffer (or a
 	// record still buffered) fails once the brokers stay unreachable, or

@@ -1,32 +1,37 @@
 package opensearch
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	es "github.com/elastic/go-elasticsearch/v8"
 	osgo "github.com/opensearch-project/opensearch-go/v4"
 )
 
-// client is one connection to the cluster: opensearch-go's client with
-// its own retries off (the sink and source retry with their own bounded,
-// jittered backoff and count what they retry).
+// client is one connection to the cluster: opensearch-go's or
+// go-elasticsearch's client (by flavor) with its own retries off (the
+// sink and source retry with their own bounded, jittered backoff and
+// count what they retry).
 type client struct {
-	cfg   *connConfig
-	os    *osgo.Client
-	nodes string // the URLs without passwords, for messages
-	tr    *http.Transport
+	cfg    *connConfig
+	be     backend // nil until ping resolved an automatic flavor
+	flavor Flavor  // FlavorAuto until resolved
+	probe  *osBackend
+	nodes  string // the URLs without passwords, for messages
+	tr     *http.Transport
+
+	addrs      []string
+	user, pass string
+	hdr        http.Header
 }
 
 func newClient(ctx context.Context, cfg *connConfig) (*client, error) {
@@ -63,75 +68,83 @@ func newClient(ctx context.Context, cfg *connConfig) (*client, error) {
 	if tlsCfg != nil {
 		tr.TLSClientConfig = tlsCfg
 	}
-	addrs := make([]string, len(cfg.urls))
+	c := &client{cfg: cfg, tr: tr, flavor: cfg.flavor, user: cfg.user, pass: cfg.pass, hdr: http.Header{}}
 	names := make([]string, len(cfg.urls))
-	user, pass := cfg.user, cfg.pass
 	for i, u := range cfg.urls {
-		c := *u
-		if c.User != nil && user == "" {
-			user = c.User.Username()
-			pass, _ = c.User.Password()
+		cu := *u
+		if cu.User != nil && c.user == "" {
+			c.user = cu.User.Username()
+			c.pass, _ = cu.User.Password()
 		}
-		c.User = nil
-		addrs[i] = c.String()
-		names[i] = c.String()
+		cu.User = nil
+		c.addrs = append(c.addrs, cu.String())
+		names[i] = cu.String()
 	}
-	h := http.Header{}
+	c.nodes = strings.Join(names, ",")
 	if cfg.apiKey != "" {
-		h.Set("Authorization", "ApiKey "+cfg.apiKey)
+		c.hdr.Set("Authorization", "ApiKey "+cfg.apiKey)
 	}
+	var err error
+	switch c.flavor {
+	case FlavorElasticsearch:
+		c.be, err = c.newES()
+	case FlavorOpenSearch:
+		c.probe, err = c.newOS(ctx)
+		c.be = c.probe
+	default:
+		c.probe, err = c.newOS(ctx)
+	}
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+func (c *client) newOS(ctx context.Context) (*osBackend, error) {
 	noDiscover := false
 	oc, err := osgo.NewClient(osgo.Config{
-		Addresses:             addrs,
-		Username:              user,
-		Password:              pass,
-		Header:                h,
-		Transport:             tr,
+		Addresses:             c.addrs,
+		Username:              c.user,
+		Password:              c.pass,
+		Header:                c.hdr,
+		Transport:             c.tr,
 		DisableRetry:          true,
-		RequestTimeout:        cfg.reqTimeout,
-		CompressRequestBody:   cfg.compression,
+		RequestTimeout:        c.cfg.reqTimeout,
+		CompressRequestBody:   c.cfg.compression,
 		DiscoverNodesOnStart:  &noDiscover,
 		HealthCheckMaxRetries: -1,
 		MaxRetryClusterHealth: -1,
 		Context:               context.WithoutCancel(ctx),
 	})
 	if err != nil {
-		tr.CloseIdleConnections()
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
-	return &client{cfg: cfg, os: oc, nodes: strings.Join(names, ","), tr: tr}, nil
+	return &osBackend{os: oc, nodes: c.nodes}, nil
 }
 
-func (c *client) close() {
-	_ = c.os.Close()
-	c.tr.CloseIdleConnections()
-}
-
-// rawRequest is an osgo.Request with a byte body.
-type rawRequest struct {
-	path  string
-	query url.Values
-	body  []byte
-	ctype string
-}
-
-func (r rawRequest) GetRequest(method string) (*http.Request, error) {
-	var body io.Reader
-	if r.body != nil {
-		body = bytes.NewReader(r.body)
-	}
-	u := r.path
-	if len(r.query) > 0 {
-		u += "?" + r.query.Encode()
-	}
-	req, err := http.NewRequest(method, u, body)
+func (c *client) newES() (*esBackend, error) {
+	ec, err := es.NewClient(es.Config{
+		Addresses:           c.addrs,
+		Username:            c.user,
+		Password:            c.pass,
+		Header:              c.hdr,
+		Transport:           c.tr,
+		DisableRetry:        true,
+		CompressRequestBody: c.cfg.compression,
+		DisableMetaHeader:   true,
+	})
 	if err != nil {
 		return nil, err
 	}
-	if r.body != nil {
-		req.Header.Set("Content-Type", r.ctype)
+	return &esBackend{es: ec, nodes: c.nodes, cfg: c.cfg}, nil
+}
+
+func (c *client) close() {
+	if c.probe != nil {
+		_ = c.probe.os.Close()
 	}
-	return req, nil
+	c.tr.CloseIdleConnections()
 }
 
 // httpError is a response with an error status.
@@ -169,33 +182,6 @@ func (e *transportError) Error() string {
 }
 
 func (e *transportError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
-
-// do sends one request once and returns the body of a 2xx answer; any
-// other answer is an *httpError, no answer a *transportError.
-func (c *client) do(ctx context.Context, method, path string, query url.Values, body []byte, ctype string) ([]byte, error) {
-	resp, err := osgo.Do[osgo.NoBody](ctx, c.os, method, rawRequest{path: path, query: query, body: body, ctype: ctype}, nil)
-	if resp == nil {
-		if err == nil {
-			err = errors.New("no response")
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("opensearch: %s %s: %w", method, path, context.Cause(ctx))
-		}
-		return nil, &transportError{nodes: c.nodes, err: err}
-	}
-	var data []byte
-	if resp.Body != nil {
-		data, _ = io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-	}
-	if err != nil && resp.StatusCode < 300 {
-		return nil, &transportError{nodes: c.nodes, err: err}
-	}
-	if resp.StatusCode >= 300 {
-		return nil, &httpError{nodes: c.nodes, method: method, path: path, status: resp.StatusCode, body: errorSummary(data)}
-	}
-	return data, nil
-}
 
 // errorSummary extracts type and reason from an error body.
 func errorSummary(data []byte) string {
@@ -287,10 +273,32 @@ func (c *client) retry(ctx context.Context, what string, onRetry func(error), fn
 	}
 }
 
-// ping checks that a node answers, with retries.
+// ping checks that a node answers and accepts the credentials, with
+// retries, and resolves an automatic flavor: the root endpoint's
+// version.distribution "opensearch" is OpenSearch, anything else
+// Elasticsearch.
 func (c *client) ping(ctx context.Context) error {
-	return c.retry(ctx, "opensearch: connect", nil, func() error {
-		_, err := c.do(ctx, http.MethodGet, "/", nil, nil, "")
+	be := c.be
+	if be == nil {
+		be = c.probe
+	}
+	var info serverInfo
+	err := c.retry(ctx, "opensearch: connect", nil, func() error {
+		var err error
+		info, err = be.info(ctx)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	if c.be == nil {
+		c.flavor = info.flavor()
+		if c.flavor == FlavorOpenSearch {
+			c.be = c.probe
+		} else if c.be, err = c.newES(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		c.cfg.logger.Debug("opensearch: flavor chosen by the node's answer", "nodes", c.nodes, "flavor", c.flavor.String(), "version", info.Number)
+	}
+	return nil
 }

@@ -87,22 +87,23 @@ func (c *sinkConf) Close() error {
 // have nothing to fail.
 func TestConformance(t *testing.T) {
 	const noPrepare = "the sink has no PrepareCommit and stages nothing, so nothing can be left to abort: the case's AfterPrepareCommit faults never fire for a plain writer"
-	base := nodeURL(t)
-	a := admin{base: base}
-	connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[connectortest.Record], error) {
-		c := &sinkConf{a: a, url: base, index: uniqueIndex("conf"), g: s.Guarantee}
-		err := a.createIndex(c.index, map[string]any{
-			"split":   map[string]any{"type": "integer"},
-			"seq":     map[string]any{"type": "long"},
-			"payload": map[string]any{"type": "keyword"},
-		})
-		return c, err
-	},
-		connectortest.Unordered(),
-		connectortest.CaseTimeout(2*time.Minute),
-		connectortest.SkipCase("cleanup-aborted", noPrepare),
-		connectortest.SkipCase("cleanup-aborted/full-failover", noPrepare),
-		connectortest.SkipCase("cleanup-aborted/scale-down", noPrepare),
-		connectortest.SkipCase("nothing-visible-before-commit", "idempotent sink: exactly-once comes from deterministic ids rewritten on replay, not from hiding data until the checkpoint completes"),
-	)
+	forEachNode(t, func(t *testing.T, base string) {
+		a := admin{base: base}
+		connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[connectortest.Record], error) {
+			c := &sinkConf{a: a, url: base, index: uniqueIndex("conf"), g: s.Guarantee}
+			err := a.createIndex(c.index, map[string]any{
+				"split":   map[string]any{"type": "integer"},
+				"seq":     map[string]any{"type": "long"},
+				"payload": map[string]any{"type": "keyword"},
+			})
+			return c, err
+		},
+			connectortest.Unordered(),
+			connectortest.CaseTimeout(2*time.Minute),
+			connectortest.SkipCase("cleanup-aborted", noPrepare),
+			connectortest.SkipCase("cleanup-aborted/full-failover", noPrepare),
+			connectortest.SkipCase("cleanup-aborted/scale-down", noPrepare),
+			connectortest.SkipCase("nothing-visible-before-commit", "idempotent sink: exactly-once comes from deterministic ids rewritten on replay, not from hiding data until the checkpoint completes"),
+		)
+	})
 }

@@ -66,8 +66,18 @@
 //
 // # Elasticsearch
 //
-// The sink's _bulk requests are the ones Elasticsearch accepts too, but
-// the connector is tested against OpenSearch 2.19 only, and the source
-// uses OpenSearch's point-in-time endpoint (Elasticsearch has its own,
-// POST /<index>/_pit). There is no Elasticsearch flavor yet.
+// One connector serves both: [ServerFlavor] picks the client library.
+// [FlavorAuto] (the default) asks the node's root endpoint when a writer
+// or the source connects: version.distribution "opensearch" is
+// OpenSearch (opensearch-go), anything else Elasticsearch
+// (github.com/elastic/go-elasticsearch/v8, which refuses servers that do
+// not say they are Elasticsearch). Both sit behind one small internal
+// interface (bulk, point in time and search, info). The sink's _bulk
+// requests are the same for both; the source opens Elasticsearch's point
+// in time (POST /<index>/_pit) and sorts a slice by _shard_doc, where
+// OpenSearch's is POST /<index>/_search/point_in_time sorted by (_doc,
+// _id). The real-node tests run against OpenSearch 2.19.6 and
+// Elasticsearch 8.19.21 (scripts/opensearch.sh, scripts/elasticsearch.sh);
+// the TLS and authentication tests and the node-restart test run against
+// OpenSearch only.
 package opensearch

@@ -161,47 +161,48 @@ var genProps = map[string]any{
 // version — for index, update (doc_as_upsert) and index with external
 // versions (the datagen index as the version).
 func TestExactlyOnceUnderFailures(t *testing.T) {
-	base := nodeURL(t)
-	a := admin{base: base}
-	cases := []struct {
-		name     string
-		op       Op
-		external bool
-		seed     int64
-	}{
-		{"index", Index, false, 1},
-		{"update", Update, false, 2},
-		{"external-version", Index, true, 3},
-	}
-	const n, splits, par = 12_000, 4, 3
-	gen := versions(n, splits)
-	want := lastVersions(gen, n)
-	kinds := []faultinject.Kind{faultinject.AfterRecords, faultinject.DuringSnapshot, faultinject.WriterAfterRecords}
-	fired := 0
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			index := uniqueIndex("eo")
-			if err := a.createIndex(index, genProps); err != nil {
-				t.Fatal(err)
-			}
-			defer a.deleteIndex(index)
-			snk, err := NewSink([]string{base}, indexDoc(index, c.op, c.external), BulkActions(300))
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := faultinject.RandomPlan(c.seed, 5, kinds, par, n/par/2, 20)
-			res, err := runJob(t, jobSpec{n: n, splits: splits, par: par, rate: 6000, plan: plan, restarts: 10}, gen, snk)
-			if err != nil {
-				t.Fatalf("job: %v (fired %v)", err, plan.Fired())
-			}
-			fired += len(plan.Fired())
-			t.Logf("fired %v; %d restarts, %d checkpoints", plan.Fired(), res.Restarts, res.Checkpoints.Completed)
-			checkIndex(t, a, index, want)
-		})
-	}
-	if fired < 10 {
-		t.Errorf("only %d injected failures fired, want at least 10", fired)
-	}
+	forEachNode(t, func(t *testing.T, base string) {
+		a := admin{base: base}
+		cases := []struct {
+			name     string
+			op       Op
+			external bool
+			seed     int64
+		}{
+			{"index", Index, false, 1},
+			{"update", Update, false, 2},
+			{"external-version", Index, true, 3},
+		}
+		const n, splits, par = 12_000, 4, 3
+		gen := versions(n, splits)
+		want := lastVersions(gen, n)
+		kinds := []faultinject.Kind{faultinject.AfterRecords, faultinject.DuringSnapshot, faultinject.WriterAfterRecords}
+		fired := 0
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				index := uniqueIndex("eo")
+				if err := a.createIndex(index, genProps); err != nil {
+					t.Fatal(err)
+				}
+				defer a.deleteIndex(index)
+				snk, err := NewSink([]string{base}, indexDoc(index, c.op, c.external), BulkActions(300))
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan := faultinject.RandomPlan(c.seed, 5, kinds, par, n/par/2, 20)
+				res, err := runJob(t, jobSpec{n: n, splits: splits, par: par, rate: 6000, plan: plan, restarts: 10}, gen, snk)
+				if err != nil {
+					t.Fatalf("job: %v (fired %v)", err, plan.Fired())
+				}
+				fired += len(plan.Fired())
+				t.Logf("fired %v; %d restarts, %d checkpoints", plan.Fired(), res.Restarts, res.Checkpoints.Completed)
+				checkIndex(t, a, index, want)
+			})
+		}
+		if fired < 10 {
+			t.Errorf("only %d injected failures fired, want at least 10", fired)
+		}
+	})
 }
 
 // TestItemFailurePolicies: documents whose field "k" is not a number are
@@ -209,119 +210,120 @@ func TestExactlyOnceUnderFailures(t *testing.T) {
 // naming index, id and reason; DeadLetter hands exactly those documents
 // over; Drop counts them; the other documents are written in every case.
 func TestItemFailurePolicies(t *testing.T) {
-	base := nodeURL(t)
-	a := admin{base: base}
-	const n = 3000
-	isBad := func(k int64) bool { return k%500 == 77 }
-	doc := func(index string) func(int64, sink.Meta) (Action, error) {
-		return func(k int64, _ sink.Meta) (Action, error) {
-			d := fmt.Sprintf(`{"k":%d}`, k)
+	forEachNode(t, func(t *testing.T, base string) {
+		a := admin{base: base}
+		const n = 3000
+		isBad := func(k int64) bool { return k%500 == 77 }
+		doc := func(index string) func(int64, sink.Meta) (Action, error) {
+			return func(k int64, _ sink.Meta) (Action, error) {
+				d := fmt.Sprintf(`{"k":%d}`, k)
+				if isBad(k) {
+					d = fmt.Sprintf(`{"k":"not a number %d"}`, k)
+				}
+				return Action{Index: index, ID: "id-" + strconv.FormatInt(k, 10), Doc: []byte(d)}, nil
+			}
+		}
+		var wantBad, wantGood []string
+		for k := range int64(n) {
 			if isBad(k) {
-				d = fmt.Sprintf(`{"k":"not a number %d"}`, k)
+				wantBad = append(wantBad, "id-"+strconv.FormatInt(k, 10))
+			} else {
+				wantGood = append(wantGood, "id-"+strconv.FormatInt(k, 10))
 			}
-			return Action{Index: index, ID: "id-" + strconv.FormatInt(k, 10), Doc: []byte(d)}, nil
 		}
-	}
-	var wantBad, wantGood []string
-	for k := range int64(n) {
-		if isBad(k) {
-			wantBad = append(wantBad, "id-"+strconv.FormatInt(k, 10))
-		} else {
-			wantGood = append(wantGood, "id-"+strconv.FormatInt(k, 10))
+		run := func(t *testing.T, index string, reg *metrics.Registry, opts ...SinkOption) error {
+			if err := a.createIndex(index, map[string]any{"k": map[string]any{"type": "long"}}); err != nil {
+				t.Fatal(err)
+			}
+			snk, err := NewSink([]string{base}, doc(index), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond),
+				stream.Restart(restart.None()), stream.Logger(stream.DiscardLogger()), stream.Metrics(reg))
+			stream.SinkTo(stream.FromSource(env, datagen.New(func(k int64) int64 { return k }, datagen.Count(n), datagen.Splits(2)),
+				watermark.None[int64](), "gen"), snk, "opensearch")
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			_, err = env.Execute(ctx, "policies")
+			return err
 		}
-	}
-	run := func(t *testing.T, index string, reg *metrics.Registry, opts ...SinkOption) error {
-		if err := a.createIndex(index, map[string]any{"k": map[string]any{"type": "long"}}); err != nil {
-			t.Fatal(err)
+		ids := func(t *testing.T, index string) []string {
+			hits, err := a.readAll(index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, h := range hits {
+				out = append(out, h.ID)
+			}
+			slices.Sort(out)
+			return out
 		}
-		snk, err := NewSink([]string{base}, doc(index), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond),
-			stream.Restart(restart.None()), stream.Logger(stream.DiscardLogger()), stream.Metrics(reg))
-		stream.SinkTo(stream.FromSource(env, datagen.New(func(k int64) int64 { return k }, datagen.Count(n), datagen.Splits(2)),
-			watermark.None[int64](), "gen"), snk, "opensearch")
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		_, err = env.Execute(ctx, "policies")
-		return err
-	}
-	ids := func(t *testing.T, index string) []string {
-		hits, err := a.readAll(index)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, h := range hits {
-			out = append(out, h.ID)
-		}
-		slices.Sort(out)
-		return out
-	}
-	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+		sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
 
-	t.Run("fail", func(t *testing.T) {
-		index := uniqueIndex("pol-fail")
-		defer a.deleteIndex(index)
-		err := run(t, index, metrics.NewRegistry())
-		var ie *ItemError
-		if !errors.As(err, &ie) || !errors.Is(err, ErrItemFailed) {
-			t.Fatalf("job error = %v, want an *ItemError", err)
-		}
-		if ie.Index != index || !slices.Contains(wantBad, ie.ID) || ie.Type != "mapper_parsing_exception" || ie.Status != 400 {
-			t.Errorf("item error = %+v, want index %s, one of the bad ids, status 400 mapper_parsing_exception", ie, index)
-		}
-		for _, s := range []string{index, ie.ID, "mapper_parsing_exception", "failed to parse field [k]"} {
-			if !strings.Contains(err.Error(), s) {
-				t.Errorf("error %q does not name %q", err, s)
+		t.Run("fail", func(t *testing.T) {
+			index := uniqueIndex("pol-fail")
+			defer a.deleteIndex(index)
+			err := run(t, index, metrics.NewRegistry())
+			var ie *ItemError
+			if !errors.As(err, &ie) || !errors.Is(err, ErrItemFailed) {
+				t.Fatalf("job error = %v, want an *ItemError", err)
 			}
-		}
-	})
-	t.Run("dead-letter", func(t *testing.T) {
-		index := uniqueIndex("pol-dlq")
-		defer a.deleteIndex(index)
-		var mu sync.Mutex
-		var got []string
-		reg := metrics.NewRegistry()
-		err := run(t, index, reg, DeadLetterTo(func(_ context.Context, act Action, ie *ItemError) error {
-			if ie.ID != act.ID || ie.Index != index || ie.Type != "mapper_parsing_exception" {
-				return fmt.Errorf("item error %+v does not match action %s", ie, act.ID)
+			if ie.Index != index || !slices.Contains(wantBad, ie.ID) || !isParseError(ie.Type) || ie.Status != 400 {
+				t.Errorf("item error = %+v, want index %s, one of the bad ids, status 400 mapper_parsing_exception (document_parsing_exception on Elasticsearch)", ie, index)
 			}
-			mu.Lock()
-			got = append(got, act.ID)
-			mu.Unlock()
-			return nil
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(sorted(got), sorted(wantBad)) {
-			t.Errorf("dead-lettered %v, want %v", sorted(got), sorted(wantBad))
-		}
-		if g := reg.Sum(MetricDeadLettered); g != int64(len(wantBad)) {
-			t.Errorf("%s = %d, want %d", MetricDeadLettered, g, len(wantBad))
-		}
-		if g := ids(t, index); !slices.Equal(g, sorted(wantGood)) {
-			t.Errorf("index holds %d documents, want the %d good ones", len(g), len(wantGood))
-		}
-	})
-	t.Run("drop", func(t *testing.T) {
-		index := uniqueIndex("pol-drop")
-		defer a.deleteIndex(index)
-		reg := metrics.NewRegistry()
-		if err := run(t, index, reg, OnItemFailure(Drop)); err != nil {
-			t.Fatal(err)
-		}
-		if g := reg.Sum(MetricDropped); g != int64(len(wantBad)) {
-			t.Errorf("%s = %d, want %d", MetricDropped, g, len(wantBad))
-		}
-		if g := reg.Sum(MetricItemFailures); g != int64(len(wantBad)) {
-			t.Errorf("%s = %d, want %d", MetricItemFailures, g, len(wantBad))
-		}
-		if g := ids(t, index); !slices.Equal(g, sorted(wantGood)) {
-			t.Errorf("index holds %d documents, want the %d good ones", len(g), len(wantGood))
-		}
+			for _, s := range []string{index, ie.ID, ie.Type, "failed to parse field [k]"} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not name %q", err, s)
+				}
+			}
+		})
+		t.Run("dead-letter", func(t *testing.T) {
+			index := uniqueIndex("pol-dlq")
+			defer a.deleteIndex(index)
+			var mu sync.Mutex
+			var got []string
+			reg := metrics.NewRegistry()
+			err := run(t, index, reg, DeadLetterTo(func(_ context.Context, act Action, ie *ItemError) error {
+				if ie.ID != act.ID || ie.Index != index || !isParseError(ie.Type) {
+					return fmt.Errorf("item error %+v does not match action %s", ie, act.ID)
+				}
+				mu.Lock()
+				got = append(got, act.ID)
+				mu.Unlock()
+				return nil
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(sorted(got), sorted(wantBad)) {
+				t.Errorf("dead-lettered %v, want %v", sorted(got), sorted(wantBad))
+			}
+			if g := reg.Sum(MetricDeadLettered); g != int64(len(wantBad)) {
+				t.Errorf("%s = %d, want %d", MetricDeadLettered, g, len(wantBad))
+			}
+			if g := ids(t, index); !slices.Equal(g, sorted(wantGood)) {
+				t.Errorf("index holds %d documents, want the %d good ones", len(g), len(wantGood))
+			}
+		})
+		t.Run("drop", func(t *testing.T) {
+			index := uniqueIndex("pol-drop")
+			defer a.deleteIndex(index)
+			reg := metrics.NewRegistry()
+			if err := run(t, index, reg, OnItemFailure(Drop)); err != nil {
+				t.Fatal(err)
+			}
+			if g := reg.Sum(MetricDropped); g != int64(len(wantBad)) {
+				t.Errorf("%s = %d, want %d", MetricDropped, g, len(wantBad))
+			}
+			if g := reg.Sum(MetricItemFailures); g != int64(len(wantBad)) {
+				t.Errorf("%s = %d, want %d", MetricItemFailures, g, len(wantBad))
+			}
+			if g := ids(t, index); !slices.Equal(g, sorted(wantGood)) {
+				t.Errorf("index holds %d documents, want the %d good ones", len(g), len(wantGood))
+			}
+		})
 	})
 }
 
@@ -329,47 +331,48 @@ func TestItemFailurePolicies(t *testing.T) {
 // answers 429 to the first bulk requests; the sink retries them and the
 // index ends with every document once.
 func TestRetriesTooManyRequests(t *testing.T) {
-	base := nodeURL(t)
-	a := admin{base: base}
-	target, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const rejects = 5
-	var bulks atomic.Int64
-	rp := httputil.NewSingleHostReverseProxy(target)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	rp.Transport = tr
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/_bulk") && bulks.Add(1) <= rejects {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"error":{"type":"rejected_execution_exception","reason":"rejected execution (queue full)"},"status":429}`))
-			return
+	forEachNode(t, func(t *testing.T, base string) {
+		a := admin{base: base}
+		target, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
-	index := uniqueIndex("retry")
-	if err := a.createIndex(index, genProps); err != nil {
-		t.Fatal(err)
-	}
-	defer a.deleteIndex(index)
-	const n, splits = 4000, 2
-	gen := versions(n, splits)
-	reg := metrics.NewRegistry()
-	snk, err := NewSink([]string{proxy.URL}, indexDoc(index, Index, false), Backoff(10*time.Millisecond, 100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runJob(t, jobSpec{n: n, splits: splits, par: 1, reg: reg}, gen, snk); err != nil {
-		t.Fatal(err)
-	}
-	if g := reg.Sum(MetricBulkRetries); g != rejects {
-		t.Errorf("%s = %d, want %d (the 429 answers)", MetricBulkRetries, g, rejects)
-	}
-	checkIndex(t, a, index, lastVersions(gen, n))
+		const rejects = 5
+		var bulks atomic.Int64
+		rp := httputil.NewSingleHostReverseProxy(target)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		defer tr.CloseIdleConnections()
+		rp.Transport = tr
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/_bulk") && bulks.Add(1) <= rejects {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"error":{"type":"rejected_execution_exception","reason":"rejected execution (queue full)"},"status":429}`))
+				return
+			}
+			rp.ServeHTTP(w, r)
+		}))
+		defer proxy.Close()
+		index := uniqueIndex("retry")
+		if err := a.createIndex(index, genProps); err != nil {
+			t.Fatal(err)
+		}
+		defer a.deleteIndex(index)
+		const n, splits = 4000, 2
+		gen := versions(n, splits)
+		reg := metrics.NewRegistry()
+		snk, err := NewSink([]string{proxy.URL}, indexDoc(index, Index, false), Backoff(10*time.Millisecond, 100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runJob(t, jobSpec{n: n, splits: splits, par: 1, reg: reg}, gen, snk); err != nil {
+			t.Fatal(err)
+		}
+		if g := reg.Sum(MetricBulkRetries); g != rejects {
+			t.Errorf("%s = %d, want %d (the 429 answers)", MetricBulkRetries, g, rejects)
+		}
+		checkIndex(t, a, index, lastVersions(gen, n))
+	})
 }
 
 // startOwnNode starts a node of the test's own with scripts/opensearch.sh
@@ -475,4 +478,10 @@ func TestNodeKilledAndRestarted(t *testing.T) {
 		t.Errorf("no bulk request was retried: the outage was not seen")
 	}
 	checkIndex(t, a, index, lastVersions(gen, n))
+}
+
+// isParseError reports whether typ is the error type of a document the
+// mapping rejects: OpenSearch's and Elasticsearch's names.
+func isParseError(typ string) bool {
+	return typ == "mapper_parsing_exception" || typ == "document_parsing_exception"
 }

@@ -150,3 +150,26 @@ func (a admin) readAll(index string) ([]hit, error) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testNodes are the real nodes the connector's tests run against, each
+// only where its variable is set.
+var testNodes = []struct{ name, env, script string }{
+	{"opensearch", "SLUICE_OPENSEARCH_URL", "opensearch"},
+	{"elasticsearch", "SLUICE_ELASTICSEARCH_URL", "elasticsearch"},
+}
+
+// forEachNode runs f as a subtest per real node (OpenSearch,
+// Elasticsearch), with the node's URL; a node whose variable is unset is
+// skipped with the reason.
+func forEachNode(t *testing.T, f func(t *testing.T, base string)) {
+	t.Helper()
+	for _, n := range testNodes {
+		t.Run(n.name, func(t *testing.T) {
+			u := os.Getenv(n.env)
+			if u == "" {
+				t.Skipf("%s is not set: start a node with `eval \"$(scripts/%s.sh start)\"; export %s` (scripts/test.sh does)", n.env, n.script, n.env)
+			}
+			f(t, strings.TrimRight(u, "/"))
+		})
+	}
+}

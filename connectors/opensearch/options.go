@@ -59,6 +59,45 @@ func (g Guarantee) String() string {
 	return "Guarantee(" + strconv.Itoa(int(g)) + ")"
 }
 
+// Flavor is the kind of server, and so the client library the connector
+// talks to it with.
+type Flavor int
+
+const (
+	// FlavorAuto asks the node's root endpoint when a writer or the
+	// source connects: version.distribution "opensearch" is OpenSearch,
+	// anything else (or an answer with X-Elastic-Product:
+	// Elasticsearch) is Elasticsearch. The default.
+	FlavorAuto Flavor = iota
+	// FlavorOpenSearch talks through opensearch-go.
+	FlavorOpenSearch
+	// FlavorElasticsearch talks through go-elasticsearch (v8), which
+	// refuses any server that does not say it is Elasticsearch.
+	FlavorElasticsearch
+)
+
+func (f Flavor) String() string {
+	switch f {
+	case FlavorAuto:
+		return "auto"
+	case FlavorOpenSearch:
+		return "opensearch"
+	case FlavorElasticsearch:
+		return "elasticsearch"
+	}
+	return "Flavor(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ParseFlavor parses "auto", "opensearch" or "elasticsearch".
+func ParseFlavor(s string) (Flavor, error) {
+	for _, f := range []Flavor{FlavorAuto, FlavorOpenSearch, FlavorElasticsearch} {
+		if s == f.String() {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: flavor %q; allowed: auto, opensearch, elasticsearch", ErrInvalidConfig, s)
+}
+
 // Policy says what happens to a document OpenSearch rejects for good
 // (mapping or parse errors, a version conflict that is not a replay).
 type Policy int
@@ -124,6 +163,7 @@ type sinkConfig struct {
 	inFlight   int
 	policy     Policy
 	deadLetter func(ctx context.Context, a Action, err *ItemError) error
+	dlIndex    string
 	refresh    string
 	conn       connConfig
 }
@@ -143,6 +183,7 @@ type connConfig struct {
 	backoffMax  time.Duration
 	logger      *slog.Logger
 	compression bool
+	flavor      Flavor
 }
 
 func defaultSinkConfig() sinkConfig {
@@ -175,8 +216,10 @@ func (c *sinkConfig) validate() error {
 		return bad("MaxInFlightRequests is %d; allowed: 1 to 64", c.inFlight)
 	case c.policy < Fail || c.policy > Drop:
 		return bad("OnItemFailure is %v; allowed: Fail, DeadLetter, Drop", c.policy)
-	case c.policy == DeadLetter && c.deadLetter == nil:
-		return bad("OnItemFailure(DeadLetter) without DeadLetterTo")
+	case c.policy == DeadLetter && c.deadLetter == nil && c.dlIndex == "":
+		return bad("OnItemFailure(DeadLetter) without DeadLetterTo or DeadLetterIndex")
+	case c.dlIndex != "" && ValidIndexName(c.dlIndex) != nil:
+		return bad("DeadLetterIndex: %v", ValidIndexName(c.dlIndex))
 	case c.refresh != "" && c.refresh != "true" && c.refresh != "wait_for" && c.refresh != "false":
 		return bad("Refresh is %q; allowed: true, wait_for, false", c.refresh)
 	}
@@ -200,6 +243,8 @@ func (c *connConfig) validate(what string) error {
 		return bad("MaxTries is %d; must be >= 1", c.maxTries)
 	case c.backoffMin <= 0 || c.backoffMax < c.backoffMin:
 		return bad("Backoff(%v, %v): want 0 < min <= max", c.backoffMin, c.backoffMax)
+	case c.flavor < FlavorAuto || c.flavor > FlavorElasticsearch:
+		return bad("ServerFlavor is %v; allowed: FlavorAuto, FlavorOpenSearch, FlavorElasticsearch", c.flavor)
 	case c.apiKey != "" && (c.user != "" || c.pass != ""):
 		return bad("both BasicAuth and APIKey; pick one")
 	}
@@ -293,6 +338,21 @@ func DeadLetterTo(fn func(ctx context.Context, a Action, err *ItemError) error) 
 	return sinkOptionFunc(func(c *sinkConfig) { c.policy, c.deadLetter = DeadLetter, fn })
 }
 
+// DeadLetterIndex sets the policy to DeadLetter and writes each
+// rejected document, as a dead letter, to index: a document with the
+// fields "index", "id", "op", "status", "error_type", "reason" (the
+// node's) and "document" (the rejected document's JSON as a string).
+// Its id is derived from the rejected document's index and id
+// ("<index>/<id>", or its SHA-256 if that is longer than 512 bytes), so a
+// replay after a failure rewrites the same dead letter: exactly once,
+// like the documents (at least once for documents without ids). The
+// dead letters of a bulk request are written, with retries, before the
+// request counts as answered, so before the checkpoint that covers them
+// completes; a dead letter the node rejects fails the job. Default: none.
+func DeadLetterIndex(index string) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.policy, c.dlIndex = DeadLetter, index })
+}
+
 // Refresh sets the refresh parameter of bulk requests: "true", "wait_for"
 // or "false" (default: not sent, the index's refresh interval applies).
 // For tests; it slows indexing down.
@@ -319,6 +379,10 @@ func BasicAuth(user, password string) ConnOption {
 // APIKey sends "Authorization: ApiKey <key>" (key: the base64 of id:key
 // as the server issued it; default: none). Never logged or put in errors.
 func APIKey(key string) ConnOption { return func(c *connConfig) { c.apiKey = key } }
+
+// ServerFlavor sets the kind of server (default FlavorAuto: ask the
+// node when connecting).
+func ServerFlavor(f Flavor) ConnOption { return func(c *connConfig) { c.flavor = f } }
 
 // CompressRequests gzips bulk request bodies (default off).
 func CompressRequests() ConnOption { return func(c *connConfig) { c.compression = true } }

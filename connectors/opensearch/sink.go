@@ -3,12 +3,13 @@ package opensearch
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -139,10 +140,6 @@ func (s *osSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	w.query = url.Values{"filter_path": {"errors,items.*.status,items.*.error"}}
-	if s.cfg.refresh != "" {
-		w.query.Set("refresh", s.cfg.refresh)
-	}
 	if s.cfg.interval > 0 {
 		go w.tick()
 	} else {
@@ -166,7 +163,6 @@ type writer[T any] struct {
 	cancel context.CancelCauseFunc
 	log    *slog.Logger
 	m      writerMetrics
-	query  url.Values
 
 	mu  sync.Mutex // guards cur: Write and the interval ticker
 	cur *batch
@@ -393,7 +389,7 @@ func (w *writer[T]) send(ctx context.Context, b *batch) error {
 			w.m.bytesOut.Add(int64(len(body)))
 			start := time.Now()
 			var err error
-			data, err = w.cl.do(ctx, http.MethodPost, "/_bulk", w.query, body, "application/x-ndjson")
+			data, err = w.cl.be.bulk(ctx, body, w.s.cfg.refresh)
 			w.m.latency.set(time.Since(start))
 			return err
 		})
@@ -415,6 +411,7 @@ func (w *writer[T]) send(ctx context.Context, b *batch) error {
 		}
 		var again []int
 		var firstAgain *ItemError
+		var dead []Action // dead letters for DeadLetterIndex
 		for i, m := range resp.Items {
 			ai := i
 			if idx != nil {
@@ -450,9 +447,18 @@ func (w *writer[T]) send(ctx context.Context, b *batch) error {
 				}
 			default:
 				w.m.failures.Inc()
+				if cfg.dlIndex != "" {
+					dead = append(dead, deadLetterAction(cfg.dlIndex, a, ie))
+					continue
+				}
 				if err := w.route(ctx, a, ie); err != nil {
 					return err
 				}
+			}
+		}
+		if len(dead) > 0 {
+			if err := w.writeDeadLetters(ctx, dead); err != nil {
+				return err
 			}
 		}
 		if len(again) == 0 {
@@ -501,4 +507,74 @@ func (w *writer[T]) route(ctx context.Context, a *Action, ie *ItemError) error {
 	default:
 		return ie
 	}
+}
+
+// deadLetterAction is the dead letter of a rejected action, for
+// DeadLetterIndex: its id is derived from the action's index and id, so
+// a replay rewrites it.
+func deadLetterAction(index string, a *Action, ie *ItemError) Action {
+	doc, _ := json.Marshal(map[string]any{
+		"index": a.Index, "id": a.ID, "op": a.Op.String(), "status": ie.Status,
+		"error_type": ie.Type, "reason": ie.Reason, "document": string(a.Doc),
+	})
+	dl := Action{Op: Index, Index: index, Doc: doc}
+	if a.ID != "" {
+		dl.ID = a.Index + "/" + a.ID
+		if len(dl.ID) > 512 {
+			sum := sha256.Sum256([]byte(dl.ID))
+			dl.ID = hex.EncodeToString(sum[:])
+		}
+	}
+	return dl
+}
+
+// writeDeadLetters writes dead letters to the DeadLetterIndex in one bulk
+// request, with retries; a dead letter the node rejects fails the job.
+func (w *writer[T]) writeDeadLetters(ctx context.Context, dead []Action) error {
+	var body []byte
+	for i := range dead {
+		var err error
+		if body, err = dead[i].appendTo(body); err != nil {
+			return fmt.Errorf("opensearch sink: dead letter of id %q: %w", dead[i].ID, err)
+		}
+	}
+	what := fmt.Sprintf("opensearch sink: writing %d dead letters to index %q", len(dead), w.s.cfg.dlIndex)
+	var data []byte
+	err := w.cl.retry(ctx, what, func(err error) {
+		w.m.retries.Inc()
+		w.log.Warn("opensearch: dead-letter request failed; retrying", "error", err)
+	}, func() error {
+		w.m.requests.Inc()
+		w.m.bytesOut.Add(int64(len(body)))
+		var err error
+		data, err = w.cl.be.bulk(ctx, body, w.s.cfg.refresh)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if bytes.HasPrefix(data, noErrors) {
+		w.m.deadLettered.Add(int64(len(dead)))
+		return nil
+	}
+	var resp bulkResponse
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return fmt.Errorf("%s: the bulk response does not parse: %w", what, err)
+	}
+	for i, m := range resp.Items {
+		for _, it := range m {
+			if it.Error != nil || it.Status >= 300 {
+				ie := &ItemError{Op: Index, Index: w.s.cfg.dlIndex, Status: it.Status}
+				if i < len(dead) {
+					ie.ID = dead[i].ID
+				}
+				if it.Error != nil {
+					ie.Type, ie.Reason = it.Error.Type, it.Error.Reason
+				}
+				return fmt.Errorf("%s: %w", what, ie)
+			}
+		}
+	}
+	w.m.deadLettered.Add(int64(len(dead)))
+	return nil
 }

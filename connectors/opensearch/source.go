@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -138,26 +137,22 @@ func NewSource(ctx context.Context, urls []string, index string, opts ...SourceO
 		return nil, err
 	}
 	defer cl.close()
-	var data []byte
-	path := "/" + url.PathEscape(index) + "/_search/point_in_time"
-	q := url.Values{"keep_alive": {keepAliveString(c.keepAlive)}}
+	if err := cl.ping(ctx); err != nil {
+		return nil, fmt.Errorf("opensearch source: %w", err)
+	}
+	c.conn.flavor = cl.flavor // the readers need not ask again
+	var pit string
 	err = cl.retry(ctx, "opensearch source: open a point in time on "+strconv.Quote(index), nil, func() error {
 		var err error
-		data, err = cl.do(ctx, http.MethodPost, path, q, nil, "")
+		pit, err = cl.be.openPIT(ctx, index, keepAliveString(c.keepAlive))
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("opensearch source: opening a point in time on %q: %w", index, err)
 	}
-	var resp struct {
-		PIT string `json:"pit_id"`
-	}
-	if err := json.Unmarshal(data, &resp); err != nil || resp.PIT == "" {
-		return nil, fmt.Errorf("opensearch source: opening a point in time on %q: no pit_id in %s", index, errorSummary(data))
-	}
-	s := &Source{cfg: c, index: index, pit: resp.PIT}
+	s := &Source{cfg: c, index: index, pit: pit}
 	for i := range c.slices {
-		s.Splits = append(s.Splits, Split{PIT: resp.PIT, Slice: i, Slices: c.slices})
+		s.Splits = append(s.Splits, Split{PIT: pit, Slice: i, Slices: c.slices})
 	}
 	return s, nil
 }
@@ -175,8 +170,12 @@ func (s *Source) Close(ctx context.Context) error {
 		return err
 	}
 	defer cl.close()
-	body, _ := json.Marshal(map[string]any{"pit_id": []string{s.pit}})
-	_, err = cl.do(ctx, http.MethodDelete, "/_search/point_in_time", nil, body, "application/json")
+	if cl.be == nil {
+		if err := cl.ping(ctx); err != nil {
+			return err
+		}
+	}
+	err = cl.be.closePIT(ctx, s.pit)
 	var he *httpError
 	if errors.As(err, &he) && he.status == http.StatusNotFound {
 		return nil
@@ -191,6 +190,7 @@ func (s *Source) SplitSerializer() serde.Versioned[Split] { return serde.JSON[Sp
 type page struct {
 	hits  []Hit
 	after []json.RawMessage
+	pit   string // a new point-in-time id, if the search returned one
 }
 
 // CreateReader returns a reader whose elements are whole pages, so a
@@ -206,6 +206,9 @@ func (s *Source) CreateReader(ctx source.ReaderContext) (source.Reader[Hit, Spli
 			}
 			if p.after != nil {
 				sp.After = p.after
+			}
+			if p.pit != "" {
+				sp.PIT = p.pit
 			}
 			return nil
 		}),
@@ -243,7 +246,7 @@ func (r *sliceReader) body() ([]byte, error) {
 	b := map[string]any{
 		"size":             c.pageSize,
 		"pit":              map[string]any{"id": r.split.PIT, "keep_alive": keepAliveString(c.keepAlive)},
-		"sort":             []any{map[string]string{"_doc": "asc"}, map[string]string{"_id": "asc"}},
+		"sort":             r.cl.be.pitSort(),
 		"track_total_hits": false,
 	}
 	if r.split.Slices > 1 {
@@ -271,6 +274,11 @@ func (r *sliceReader) Fetch(ctx context.Context) (readerbase.Batch[page], error)
 			return b, err
 		}
 		r.cl = cl
+		if cl.be == nil { // a Source not made by NewSource
+			if err := cl.ping(ctx); err != nil {
+				return b, fmt.Errorf("opensearch source: %w", err)
+			}
+		}
 	}
 	body, err := r.body()
 	if err != nil {
@@ -280,7 +288,7 @@ func (r *sliceReader) Fetch(ctx context.Context) (readerbase.Batch[page], error)
 	what := fmt.Sprintf("opensearch source: search slice %d of %d of %q", r.split.Slice, r.split.Slices, r.s.index)
 	err = r.cl.retry(ctx, what, nil, func() error {
 		var err error
-		data, err = r.cl.do(ctx, http.MethodPost, "/_search", url.Values{"filter_path": {"hits.hits._index,hits.hits._id,hits.hits._source,hits.hits.sort,_shards.failures"}}, body, "application/json")
+		data, err = r.cl.be.search(ctx, body)
 		return err
 	})
 	if err != nil {
@@ -291,6 +299,7 @@ func (r *sliceReader) Fetch(ctx context.Context) (readerbase.Batch[page], error)
 		return b, fmt.Errorf("%s: %w", what, err)
 	}
 	var resp struct {
+		PIT    string `json:"pit_id"`
 		Shards struct {
 			Failures []json.RawMessage `json:"failures"`
 		} `json:"_shards"`
@@ -312,6 +321,12 @@ func (r *sliceReader) Fetch(ctx context.Context) (readerbase.Batch[page], error)
 	if n := len(p.hits); n > 0 {
 		p.after = p.hits[n-1].Sort
 		r.split.After = p.after
+		if resp.PIT != "" && resp.PIT != r.split.PIT {
+			// Elasticsearch may answer with a new id: the next search
+			// must use it.
+			p.pit = resp.PIT
+			r.split.PIT = resp.PIT
+		}
 	}
 	id := r.split.SplitID()
 	b.Records = []readerbase.SplitRecords[page]{{SplitID: id, Records: []page{p}}}

@@ -393,12 +393,14 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 }
 
 // asyncCommits makes an at-least-once writer's batches commit without
-// waiting for their WAL to reach the disk (synchronous_commit = off, for
-// this session only): a batch's commit then costs no flush of its own.
-// Flush, at each checkpoint, makes every batch committed before it
-// durable (flushWAL), so a server crash loses at most batches sent after
-// the last completed checkpoint, which a restore sends again. A session
-// whose synchronous_commit is already off is left as it is.
+// waiting for their WAL to reach the disk: each batch is a transaction
+// with SET LOCAL synchronous_commit = off (never the session's setting,
+// which a pooler in transaction mode would hand on to other clients), so
+// its commit costs no WAL flush of its own. Flush, at each checkpoint,
+// makes every batch committed before it durable (flushWAL), so a server
+// crash loses at most batches sent after the last completed checkpoint,
+// which a restore sends again. A session whose synchronous_commit is
+// already off is left as it is.
 func (w *writer[T]) asyncCommits(ctx context.Context) error {
 	if w.s.syncBatches {
 		return nil
@@ -407,13 +409,9 @@ func (w *writer[T]) asyncCommits(ctx context.Context) error {
 	if err := w.conn.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&setting); err != nil {
 		return fmt.Errorf("read synchronous_commit: %w", err)
 	}
-	if setting == "off" {
-		return nil
+	if setting != "off" {
+		w.durable = setting
 	}
-	if _, err := w.conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
-		return fmt.Errorf("set synchronous_commit = off: %w", err)
-	}
-	w.durable = setting
 	return nil
 }
 
@@ -613,11 +611,18 @@ func (w *writer[T]) send(ctx context.Context) error {
 	if len(w.rows) == 0 {
 		return nil
 	}
-	if w.s.cfg.guarantee == ExactlyOnce && !w.inTx {
-		if _, err := w.conn.Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED"); err != nil {
-			return w.fail(fmt.Errorf("postgres sink: table %s: begin: %w", w.t.name, err))
+	async := false // at-least-once: a batch of its own, committed asynchronously
+	if !w.inTx {
+		begin := "BEGIN ISOLATION LEVEL READ COMMITTED"
+		if w.s.cfg.guarantee != ExactlyOnce {
+			async, begin = w.durable != "", "BEGIN; SET LOCAL synchronous_commit = off"
 		}
-		w.inTx = true
+		if w.s.cfg.guarantee == ExactlyOnce || async {
+			if _, err := w.conn.Exec(ctx, begin); err != nil {
+				return w.fail(fmt.Errorf("postgres sink: table %s: begin: %w", w.t.name, err))
+			}
+			w.inTx = true
+		}
 	}
 	var err error
 	if w.s.cfg.mode == Upsert {
@@ -628,10 +633,15 @@ func (w *writer[T]) send(ctx context.Context) error {
 	if err != nil {
 		return w.fail(err)
 	}
+	if async {
+		if _, err := w.conn.Exec(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("postgres sink: table %s: commit: %w", w.t.name, err)
+		}
+		w.inTx, w.unsynced = false, true
+	}
 	clear(w.rows)
 	clear(w.recs)
 	w.rows, w.metas, w.recs = w.rows[:0], w.metas[:0], w.recs[:0]
-	w.unsynced = w.durable != "" && !w.inTx
 	return nil
 }
 

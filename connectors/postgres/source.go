@@ -455,7 +455,7 @@ func (s *pgSource[T]) EnumeratorStateSerializer() serde.Versioned[EnumState] {
 // discover connects, checks and returns the splits of a fresh start. An
 // error a restart cannot fix is restart.ErrUnrecoverable.
 func (s *pgSource[T]) discover(ctx context.Context) ([]Split, error) {
-	splits, err := s.discover1(ctx)
+	splits, err := s.setup(ctx)
 	return splits, sourceUnrecoverable(err)
 }
 
@@ -473,7 +473,8 @@ func sourceUnrecoverable(err error) error {
 	return markUnrecoverable(err)
 }
 
-func (s *pgSource[T]) discover1(ctx context.Context) ([]Split, error) {
+// setup is discover without the marking of errors.
+func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.setupTimeout,
 		fmt.Errorf("postgres source: SourceSetupTimeout (%v) expired", s.cfg.setupTimeout))
 	defer cancel()

@@ -346,3 +346,21 @@ func TestCDCTruncateEndsTheJob(t *testing.T) {
 		t.Fatalf("the job ended with %v after %d restarts; want the TRUNCATE, unrecoverable, at once", err, res.Restarts)
 	}
 }
+
+// TestSourceUnrecoverable: the sources' setup errors a restart cannot fix
+// are restart.ErrUnrecoverable with their message unchanged; others not.
+func TestSourceUnrecoverable(t *testing.T) {
+	for _, e := range []error{ErrWALLevel, ErrSlotNotFound, ErrPublicationNotFound, ErrSlotAhead, ErrTableNotFound, ErrColumnNotFound, ErrInvalidConfig} {
+		err := fmt.Errorf("postgres CDC source: x: %w", e)
+		m := sourceUnrecoverable(err)
+		if !errors.Is(m, restart.ErrUnrecoverable) || !errors.Is(m, e) || m.Error() != err.Error() {
+			t.Errorf("sourceUnrecoverable(%v) = %v", err, m)
+		}
+	}
+	if err := sourceUnrecoverable(errors.New("connection refused")); errors.Is(err, restart.ErrUnrecoverable) {
+		t.Errorf("a refused connection is unrecoverable")
+	}
+	if sourceUnrecoverable(nil) != nil {
+		t.Error("nil is not nil")
+	}
+}

@@ -150,6 +150,7 @@ func (t textReader) Read() (Record, int64, error) {
 			r, err = r.Decode(context.Background())
 		} else {
 			err = checkValue(context.Background(), t.t.c.Value, "", b)
+			r.checked = err == nil
 		}
 		if err != nil {
 			return Record{}, next, file.MalformedError(b, fmt.Errorf("%s line: %w", t.t.what, err))

@@ -161,6 +161,7 @@ func kafkaRecords(c *Codecs, name string, decode bool) kafka.Deserializer[Record
 			r, err = r.Decode(context.Background())
 		} else {
 			err = checkValue(context.Background(), c.Value, rec.Topic, rec.Value)
+			r.checked = err == nil
 		}
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)

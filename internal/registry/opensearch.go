@@ -26,6 +26,8 @@ import (
 var osConnOptions = []Option{
 	{Name: "hosts", Type: Strings, Required: true,
 		Description: "OpenSearch (or Elasticsearch) nodes, http://host:port or https://host:port"},
+	{Name: "flavor", Type: Enum, Values: []string{"auto", "opensearch", "elasticsearch"}, Default: "auto",
+		Description: "the kind of server: auto asks the node's root endpoint when connecting (version.distribution opensearch: OpenSearch, anything else: Elasticsearch); opensearch talks through opensearch-go, elasticsearch through go-elasticsearch (which refuses servers that are not Elasticsearch)"},
 	{Name: "username", Type: String, Description: "HTTP basic authentication user (default: none)"},
 	{Name: "password", Type: String, Secret: true, Description: "HTTP basic authentication password; a secret: write ${VAR} (default: none)"},
 	{Name: "api-key", Type: String, Secret: true, Description: "API key, sent as Authorization: ApiKey <key> (Elasticsearch); a secret: write ${VAR}; not with username (default: none)"},
@@ -62,8 +64,10 @@ var osSinkOptions = []Option{
 		Description: "a partly filled bulk request is sent once its first action is this old; 0 = only by size and at checkpoints"},
 	{Name: "sink.bulk-flush.max-in-flight", Type: Int, Default: int64(1), Check: Between(1, 64),
 		Description: "unanswered bulk requests per subtask; a full next request waits (backpressure); above 1 two versions of one id may be applied out of order (use version)"},
-	{Name: "on-item-error", Type: Enum, Values: []string{"fail", "drop"}, Default: "fail",
-		Description: "a document OpenSearch rejects for good (mapping, parse, version conflict): fail fails the job at once (no restarts) naming index, id and reason; drop counts it (numRecordsDropped) and logs it at most every 10s"},
+	{Name: "on-item-error", Type: Enum, Values: []string{"fail", "dead-letter", "drop"}, Default: "fail",
+		Description: "a document the node rejects for good (mapping, parse, version conflict): fail fails the job at once (no restarts) naming index, id and reason; dead-letter writes it with its index, id and the node's reason to dead-letter-index and goes on (numRecordsDeadLettered); drop counts it (numRecordsDropped) and logs it at most every 10s"},
+	{Name: "dead-letter-index", Type: String,
+		Description: "with on-item-error: dead-letter, the index of dead letters: documents {index, id, op, status, error_type, reason, document (the rejected JSON as a string)} with the id <index>/<id>, written before the checkpoint completes, so a replay rewrites them: exactly once with ids (default: none)"},
 }
 
 func init() {
@@ -158,6 +162,16 @@ func validateOSSource(o Options) error {
 }
 
 func validateOSSink(o Options) error {
+	switch dl, ix := o.String("on-item-error") == "dead-letter", o.String("dead-letter-index"); {
+	case dl && ix == "":
+		return optErr("on-item-error", "dead-letter needs dead-letter-index (the index of dead letters)")
+	case !dl && ix != "":
+		return optErr("dead-letter-index", "only with on-item-error: dead-letter")
+	case ix != "":
+		if err := opensearch.ValidIndexName(ix); err != nil {
+			return &OptionError{Option: "dead-letter-index", Err: err}
+		}
+	}
 	_, err := compileOSSink(o)
 	return err
 }
@@ -166,6 +180,9 @@ func validateOSSink(o Options) error {
 func osConn(c BuildContext) []opensearch.ConnOption {
 	o := c.Options
 	opts := []opensearch.ConnOption{opensearch.Logger(c.Logger)}
+	if f, err := opensearch.ParseFlavor(o.String("flavor")); err == nil && o.Has("flavor") {
+		opts = append(opts, opensearch.ServerFlavor(f))
+	}
 	if o.Has("connection.request-timeout") {
 		opts = append(opts, opensearch.RequestTimeout(o.Duration("connection.request-timeout")))
 	}
@@ -562,8 +579,11 @@ func buildOSSink(c BuildContext, in stream.DataStream[Record]) error {
 	if o.Has("sink.bulk-flush.max-in-flight") {
 		opts = append(opts, opensearch.MaxInFlightRequests(int(o.Int("sink.bulk-flush.max-in-flight"))))
 	}
-	if o.String("on-item-error") == "drop" {
+	switch o.String("on-item-error") {
+	case "drop":
 		opts = append(opts, opensearch.OnItemFailure(opensearch.Drop))
+	case "dead-letter":
+		opts = append(opts, opensearch.DeadLetterIndex(o.String("dead-letter-index")))
 	}
 	step := s.step(c.Name)
 	doc := func(r Record, _ sink.Meta) (opensearch.Action, error) {

@@ -28,6 +28,9 @@ type Record struct {
 	meta   *Meta
 	pos    PosRef
 	hasRaw bool // raw is the value's bytes
+	// checked: raw decodes without error (the source checked it, or a
+	// transform built it), so a reader may scan it without checking.
+	checked bool
 }
 
 // Codecs are the formats a source reads values and keys with. A source
@@ -123,24 +126,32 @@ func (r Record) Bytes() (b []byte, c format.Codec, ok bool) {
 // WithValue returns r with value v: its bytes are dropped, its metadata
 // and position kept.
 func (r Record) WithValue(v any) Record {
-	r.val, r.raw, r.hasRaw = v, nil, false
+	r.val, r.raw, r.hasRaw, r.checked = v, nil, false, false
 	return r
 }
 
 // WithRawValue returns r with b as its value's new bytes, in the codec
 // r's bytes were in (r must have bytes: see Bytes): undecoded, with r's
 // metadata and position. A transform that rewrote part of r's bytes
-// returns its result so; b is referenced, not copied.
+// returns its result so; b is referenced, not copied. b must decode
+// without error in that codec: the record is Checked.
 func (r Record) WithRawValue(b []byte) Record {
-	r.val, r.raw, r.hasRaw = undecoded, b, true
+	r.val, r.raw, r.hasRaw, r.checked = undecoded, b, true, true
 	return r
 }
+
+// Checked reports whether the record's bytes (Bytes) are known to decode
+// without error: the source checked them with its codec (a source that
+// emits values undecoded, see BuildContext.DecodeValues), or a transform
+// built them (WithRawValue). A reader of checked bytes may scan them
+// without checking them again.
+func (r Record) Checked() bool { return r.hasRaw && r.checked }
 
 // withEncoded returns r with b, the value already encoded by a sink's
 // step, as its bytes in codec c (preEncoded): the sink writes them as
 // they are. Metadata and position are kept.
 func (r Record) withEncoded(b []byte, c *Codecs) Record {
-	r.val, r.raw, r.src, r.hasRaw = undecoded, b, c, true
+	r.val, r.raw, r.src, r.hasRaw, r.checked = undecoded, b, c, true, false
 	return r
 }
 

@@ -99,8 +99,10 @@ var benchValue = []byte(`{"amount":37,"id":1234567,"pad":"q3ZkTa9Lm2Xc7Vb1Nn4Rt6
 // copies the other fields, each the lazy way (the default: the fields
 // read from the bytes, the map's result written as bytes, lazy.go) and
 // the full way (the value decoded into a map[string]any first, the map's
-// result encoded as the sink encodes it); and the parts: the source's
-// check of the bytes, a full decode, and the encoding.
+// result encoded as the sink encodes it); lazy-checked is the lazy way on
+// a record its source checked (a pipeline's case: not checked again);
+// and the parts: the source's check of the bytes (validate) and a full
+// decode.
 func BenchmarkJSONRecord(b *testing.B) {
 	js, err := format.Builtin().New("json", format.Config{})
 	if err != nil {
@@ -108,6 +110,9 @@ func BenchmarkJSONRecord(b *testing.B) {
 	}
 	kr := &kgo.Record{Topic: "in", Partition: 1, Offset: 7, Value: benchValue}
 	raw := registry.KafkaRecord(kr, &registry.Codecs{Value: js})
+	// checked is raw as a source that checked it emits it (the pipeline's
+	// case: the source's check is the validate line).
+	checked := raw.WithRawValue(benchValue)
 	filter, err := Compile(Step{Kind: Filter, Name: "f", Expr: `amount >= 0`})
 	if err != nil {
 		b.Fatal(err)
@@ -159,6 +164,18 @@ func BenchmarkJSONRecord(b *testing.B) {
 				b.Fatal(err)
 			}
 			encode(out)
+		}},
+		{"double/lazy-checked", func() {
+			out, err := double.Apply(checked)
+			if err != nil {
+				b.Fatal(err)
+			}
+			encode(out)
+		}},
+		{"filter/lazy-checked", func() {
+			if keep, err := filter.Keep(checked); err != nil || !keep {
+				b.Fatal(keep, err)
+			}
 		}},
 		{"double/full", func() {
 			r, err := raw.Decode(ctx)

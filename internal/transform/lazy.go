@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"sync"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
+	"github.com/sluice-io/sluice/internal/registry"
 	"github.com/sluice-io/sluice/serde/jsonrecord"
 )
 
@@ -36,6 +38,15 @@ type lazyPlan struct {
 	// computes: a member of the map is computed (else the expression
 	// only copies fields, which cannot fail, and is not run).
 	computes bool
+	// part, if not nil, computes the computed members alone: the value
+	// of the one computed member, or an object of those members (one),
+	// so that a run builds no copied member; nil: run the step's
+	// expression.
+	part    *registry.Expr
+	partOne bool
+	// envs holds environments for reuse (an expression's run does not
+	// keep its environment; the values in it are not reused).
+	envs sync.Pool
 }
 
 // lazyMember is one member of a lazy map's output.
@@ -102,6 +113,7 @@ func planLazy(s Step) *lazyPlan {
 		p.members = append(p.members, mem)
 	}
 	p.decode = len(p.keys)
+	p.part, p.partOne = computedPart(m)
 	for i := range p.members {
 		if from := p.members[i].from; from >= 0 {
 			name := copied[from]
@@ -115,6 +127,39 @@ func planLazy(s Step) *lazyPlan {
 	}
 	slices.SortFunc(p.members, func(a, b lazyMember) int { return cmpString(a.key, b.key) })
 	return p
+}
+
+// computedPart compiles the expression of the computed members of a map
+// literal alone: the value of the only one (one true), or an object of
+// them. It returns nil when there is nothing to gain (every member is
+// computed) or the printed expression does not print back the same.
+func computedPart(m *ast.MapNode) (part *registry.Expr, one bool) {
+	var computed []ast.Node
+	for _, n := range m.Pairs {
+		pair := n.(*ast.PairNode)
+		if id, ok := pair.Value.(*ast.IdentifierNode); ok && !special(id.Value) {
+			continue
+		}
+		computed = append(computed, pair)
+	}
+	if len(computed) == 0 || len(computed) == len(m.Pairs) && len(computed) > 1 {
+		return nil, false
+	}
+	var src string
+	if len(computed) == 1 {
+		src, one = computed[0].(*ast.PairNode).Value.String(), true
+	} else {
+		src = (&ast.MapNode{Pairs: computed}).String()
+	}
+	tree, err := parser.Parse(src)
+	if err != nil || tree.Node.String() != src {
+		return nil, false
+	}
+	e, err := registry.CompileExpr(src, false)
+	if err != nil {
+		return nil, false
+	}
+	return e, one
 }
 
 func cmpString(a, b string) int {
@@ -192,29 +237,43 @@ func lazyBytes(r Record) ([]byte, bool) {
 // lazyEnv looks the plan's fields up in b and returns the environment
 // of the expression (the decoded fields present) and the bytes of every
 // field looked up (nil where absent); ok false when b is not a record the
-// decoder accepts.
-func (p *lazyPlan) lazyEnv(b []byte) (env map[string]any, vals [][]byte, ok bool) {
-	var arr [8][]byte
+// decoder accepts. checked: b is known to be (registry.Record.Checked),
+// and is not checked again.
+func (p *lazyPlan) lazyEnv(b []byte, checked bool, arr *[8][]byte) (env map[string]any, vals [][]byte, ok bool) {
 	if len(p.keys) <= len(arr) {
 		vals = arr[:len(p.keys)]
 	} else {
 		vals = make([][]byte, len(p.keys))
 	}
-	if err := jsonrecord.Lookup(b, p.keys, vals); err != nil {
+	lookup := jsonrecord.Lookup
+	if checked {
+		lookup = jsonrecord.LookupValid // the source checked b
+	}
+	if err := lookup(b, p.keys, vals); err != nil {
 		return nil, nil, false
 	}
-	env = make(map[string]any, p.decode+1)
+	env, _ = p.envs.Get().(map[string]any)
+	if env == nil {
+		env = make(map[string]any, p.decode+1)
+	}
 	for i, k := range p.keys[:p.decode] {
 		if vals[i] == nil {
 			continue
 		}
 		v, err := jsonrecord.DecodeValue(vals[i])
 		if err != nil {
+			p.putEnv(env)
 			return nil, nil, false
 		}
 		env[k] = v
 	}
 	return env, vals, true
+}
+
+// putEnv returns an environment lazyEnv made, for reuse.
+func (p *lazyPlan) putEnv(env map[string]any) {
+	clear(env)
+	p.envs.Put(env)
 }
 
 // keepLazy is Keep on the lazy path; ok false: take the full path.
@@ -223,11 +282,13 @@ func (c *Compiled) keepLazy(r Record) (keep, ok bool) {
 	if !ok {
 		return false, false
 	}
-	env, _, ok := c.lazy.lazyEnv(b)
+	var arr [8][]byte
+	env, _, ok := c.lazy.lazyEnv(b, r.Checked(), &arr)
 	if !ok {
 		return false, false
 	}
 	v, err := c.expr.RunFields(r, env)
+	c.lazy.putEnv(env)
 	if err != nil {
 		return false, false
 	}
@@ -242,20 +303,30 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 	if !ok {
 		return r, false
 	}
-	env, vals, ok := c.lazy.lazyEnv(b)
+	var arr [8][]byte
+	env, vals, ok := c.lazy.lazyEnv(b, r.Checked(), &arr)
 	if !ok {
 		return r, false
 	}
 	var computed map[string]any
-	if c.lazy.computes {
-		v, err := c.expr.RunFields(r, env)
+	var one any // the only computed member's value (partOne)
+	if p := c.lazy; p.computes {
+		e := c.expr
+		if p.part != nil {
+			e = p.part
+		}
+		v, err := e.RunFields(r, env)
 		if err != nil {
+			p.putEnv(env)
 			return r, false
 		}
-		if computed, ok = v.(map[string]any); !ok {
+		if p.part != nil && p.partOne {
+			one = v
+		} else if computed, ok = v.(map[string]any); !ok {
 			return r, false
 		}
 	}
+	c.lazy.putEnv(env)
 	out := make([]byte, 0, len(b)+16)
 	out = append(out, '{')
 	for i, m := range c.lazy.members {
@@ -266,7 +337,11 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 		switch {
 		case m.from < 0:
 			var err error
-			if out, err = jsonrecord.AppendValue(out, computed[m.key]); err != nil {
+			v := one
+			if computed != nil {
+				v = computed[m.key]
+			}
+			if out, err = jsonrecord.AppendValue(out, v); err != nil {
 				return r, false
 			}
 		case vals[m.from] == nil:

@@ -1,6 +1,7 @@
 package jsonrecord
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -92,4 +93,133 @@ func AppendValue(dst []byte, v any) ([]byte, error) {
 		return dst, err
 	}
 	return append(dst, b...), nil
+}
+
+// LookupValid is [Lookup] for data that [ValidateObject] accepts (a
+// source checked it already): it finds the same members without checking
+// anything again, skipping strings and nested values by their delimiters.
+// On other input its result is undefined (it does not panic, and returns
+// an error where it cannot go on).
+func LookupValid(data []byte, keys []string, vals [][]byte) error {
+	if len(vals) != len(keys) {
+		return fmt.Errorf("jsonrecord: LookupValid of %d keys into %d values", len(keys), len(vals))
+	}
+	clear(vals)
+	p := parser{data: data, want: keys, found: vals}
+	p.ws()
+	if p.i >= len(data) || data[p.i] != '{' {
+		return p.fail(p.i, ErrNotObject, "not an object")
+	}
+	p.i++
+	for {
+		p.ws()
+		if p.i >= len(data) {
+			return p.fail(p.i, ErrSyntax, "unexpected end of input")
+		}
+		switch data[p.i] {
+		case '}':
+			return nil
+		case ',':
+			p.i++
+			p.ws()
+		}
+		if p.i >= len(data) || data[p.i] != '"' {
+			return p.fail(p.i, ErrSyntax, "want a key")
+		}
+		keyAt := p.i
+		esc := p.skipValidStr()
+		sp := span{start: keyAt + 1, end: p.i - 1, escaped: esc}
+		p.ws()
+		if p.i >= len(data) || data[p.i] != ':' {
+			return p.fail(p.i, ErrSyntax, "want ':'")
+		}
+		p.i++
+		p.ws()
+		valAt := p.i
+		if !p.skipValidValue() {
+			return p.fail(valAt, ErrSyntax, "want a value")
+		}
+		switch {
+		case !esc:
+			p.wantKey(sp, valAt)
+		default: // rare: compare the unescaped key
+			q := parser{data: data, i: keyAt}
+			k, err := q.str()
+			if err != nil {
+				return err
+			}
+			for i, w := range keys {
+				if k == w {
+					vals[i] = data[valAt:p.i:p.i]
+				}
+			}
+		}
+	}
+}
+
+// skipValidStr skips a checked string at its opening quote and reports
+// whether it holds escapes.
+func (p *parser) skipValidStr() (escaped bool) {
+	p.i++
+	for {
+		j := bytes.IndexByte(p.data[p.i:], '"')
+		if j < 0 {
+			p.i = len(p.data)
+			return escaped
+		}
+		end := p.i + j
+		// The quote is escaped when an odd number of backslashes
+		// precede it.
+		n := 0
+		for k := end - 1; k >= p.i && p.data[k] == '\\'; k-- {
+			n++
+		}
+		if !escaped && bytes.IndexByte(p.data[p.i:end], '\\') >= 0 {
+			escaped = true
+		}
+		p.i = end + 1
+		if n%2 == 0 {
+			return escaped
+		}
+	}
+}
+
+// skipValidValue skips a checked value; false at the end of the input or
+// a byte no value starts with.
+func (p *parser) skipValidValue() bool {
+	if p.i >= len(p.data) {
+		return false
+	}
+	switch c := p.data[p.i]; c {
+	case '"':
+		p.skipValidStr()
+	case '{', '[':
+		depth := 0
+		for p.i < len(p.data) {
+			switch p.data[p.i] {
+			case '"':
+				p.skipValidStr()
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			p.i++
+			if depth == 0 {
+				break
+			}
+		}
+	case ',', '}', ']', ':':
+		return false
+	default: // a number or a literal
+		for p.i < len(p.data) {
+			switch p.data[p.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return true
+			}
+			p.i++
+		}
+	}
+	return true
 }

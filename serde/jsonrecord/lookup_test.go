@@ -3,6 +3,7 @@ package jsonrecord
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -18,8 +19,13 @@ func lookupAgrees(t *testing.T, in []byte, keys []string) {
 	if fmt.Sprint(derr) != fmt.Sprint(lerr) {
 		t.Fatalf("DecodeObject(%q) = %v, Lookup = %v", in, derr, lerr)
 	}
+	valid := make([][]byte, len(keys))
+	verr := LookupValid(in, keys, valid)
 	if derr != nil {
 		return
+	}
+	if verr != nil || !reflect.DeepEqual(valid, vals) {
+		t.Fatalf("LookupValid(%q) = %q, %v; Lookup found %q", in, valid, verr, vals)
 	}
 	for i, k := range keys {
 		want, ok := m[k]
@@ -57,6 +63,23 @@ func TestLookupAgreesWithDecode(t *testing.T) {
 	}
 }
 
+func TestLookupValidNoAllocation(t *testing.T) {
+	in := []byte(`{"amount":37,"id":1,"pad":"q3ZkT\u00e9\"","user":"user-1","n":{"amount":[1,"]}"]}}`)
+	keys := []string{"amount", "user", "n"}
+	vals := make([][]byte, 3)
+	n := testing.AllocsPerRun(100, func() {
+		if err := LookupValid(in, keys, vals); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("%v allocations per LookupValid, want 0", n)
+	}
+	if string(vals[0]) != "37" || string(vals[1]) != `"user-1"` || string(vals[2]) != `{"amount":[1,"]}"]}` {
+		t.Errorf("found %q", vals)
+	}
+}
+
 func TestLookupNoAllocation(t *testing.T) {
 	in := []byte(`{"amount":37,"id":1,"pad":"q3ZkT\u00e9","user":"user-1","n":{"amount":1}}`)
 	keys := []string{"amount", "user"}
@@ -75,7 +98,7 @@ func TestLookupNoAllocation(t *testing.T) {
 }
 
 func TestAppendValueAsMarshal(t *testing.T) {
-	for _, v := range []any{nil, true, false, int64(-7), 3, 0.5, 1e21, 1e-7, -0.0, 123456789.125, json.Number("1.0"),
+	for _, v := range []any{nil, true, false, int64(-7), 3, 0.5, 1e21, 1e-7, math.Copysign(0, -1), 123456789.125, json.Number("1.0"),
 		json.Number("1e400"), "a<b>&\u2028\"", []any{int64(1), "x"}, map[string]any{"b": 1, "a": nil}} {
 		want, err := json.Marshal(v)
 		if err != nil {
@@ -105,4 +128,25 @@ func FuzzLookup(f *testing.F) {
 			lookupAgrees(t, in, keys)
 		}
 	})
+}
+
+// BenchmarkLookup finds two members of a benchmark record: checking it
+// (Lookup) and not (LookupValid, for bytes a source checked).
+func BenchmarkLookup(b *testing.B) {
+	in := []byte(`{"amount":37,"id":1234567,"pad":"q3ZkTa9Lm2Xc7Vb1Nn4Rt6Yu8Ii0Oo5Pp3Aa","user":"user-1234"}`)
+	keys := []string{"amount", "id", "pad", "user"}
+	vals := make([][]byte, len(keys))
+	for _, c := range []struct {
+		name string
+		fn   func([]byte, []string, [][]byte) error
+	}{{"checked", Lookup}, {"valid", LookupValid}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.fn(in, keys, vals); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

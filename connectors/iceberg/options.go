@@ -1,0 +1,178 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"time"
+)
+
+// Sentinel errors; the errors returned wrap them with details.
+var (
+	// ErrInvalidConfig is wrapped by every configuration error; the
+	// message names the option and what is allowed.
+	ErrInvalidConfig = errors.New("iceberg: invalid configuration")
+	// ErrUnsupportedSchema is wrapped when the table has a column type the
+	// sink cannot write (nested, decimal, uuid, …).
+	ErrUnsupportedSchema = errors.New("iceberg: unsupported table schema")
+	// ErrBadRecord is wrapped when a record does not fit the table: a
+	// field that is not a column, a value of the wrong kind, null in a
+	// required column. The message names the column.
+	ErrBadRecord = errors.New("iceberg: record does not fit the table")
+	// ErrCommitConflict is wrapped when a snapshot commit still conflicted
+	// with other writers after the last retry.
+	ErrCommitConflict = errors.New("iceberg: snapshot commit kept conflicting")
+)
+
+// Snapshot summary properties the global committer writes into every
+// snapshot it commits (Flink's Iceberg sink writes flink.job-id,
+// flink.operator-id and flink.max-committed-checkpoint-id).
+const (
+	SummaryJobID                        = "sluice.job-id"
+	SummaryOperatorID                   = "sluice.operator-id"
+	SummaryMaxCommittedCheckpoint       = "sluice.max-committed-checkpoint-id"
+	defaultTargetFileSize               = 64 << 20
+	defaultCommitRetries                = 10
+	defaultCommitRetryWait              = 100 * time.Millisecond
+	defaultCommitRetryMaxWait           = 5 * time.Second
+	maxTargetFileSize             int64 = 1 << 40
+)
+
+// Option configures a sink; see the functions returning one for what each
+// does and its default.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	create          *createSpec
+	targetFileSize  int64
+	eventTimeColumn string
+	snapshotProps   map[string]string
+	commitRetries   int
+	commitRetryWait time.Duration
+	logger          *slog.Logger
+	errs            []error
+	// hook, set by tests in this package only, runs in the global
+	// committer at the named stage ("before-commit": the files are
+	// written and validated, the snapshot not committed;
+	// "after-commit": the snapshot is committed, CommitGlobal has not
+	// returned); an error it returns is CommitGlobal's.
+	hook func(ctx context.Context, stage string, checkpointID int64) error
+}
+
+type createSpec struct {
+	columns   []Column
+	partition []PartitionField
+	props     map[string]string
+	location  string
+}
+
+func defaultConfig() config {
+	return config{targetFileSize: defaultTargetFileSize, commitRetries: defaultCommitRetries,
+		commitRetryWait: defaultCommitRetryWait, logger: slog.New(slog.DiscardHandler)}
+}
+
+func (c *config) validate() error {
+	if len(c.errs) > 0 {
+		return errors.Join(c.errs...)
+	}
+	return nil
+}
+
+// CreateTable lets the sink create the table (and its namespace) when it
+// does not exist, with these columns (field ids 1, 2, … in this order),
+// partitioned by partition (none = unpartitioned), with the given table
+// properties (nil = none). Without it (the default) the table must exist.
+// An existing table is used as it is: its schema and partition spec win,
+// these are not compared with it.
+func CreateTable(columns []Column, partition []PartitionField, properties map[string]string) Option {
+	return optionFunc(func(c *config) {
+		if len(columns) == 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: CreateTable: no columns", ErrInvalidConfig))
+		}
+		c.create = &createSpec{columns: columns, partition: partition, props: maps.Clone(properties)}
+	})
+}
+
+// TableLocation sets where a table the sink creates keeps its files (a
+// file:// or s3:// URL); "" (the default) lets the catalog choose (its
+// warehouse). Only with [CreateTable].
+func TableLocation(loc string) Option {
+	return optionFunc(func(c *config) {
+		if c.create == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: TableLocation: only with CreateTable (give it after CreateTable)", ErrInvalidConfig))
+			return
+		}
+		c.create.location = loc
+	})
+}
+
+// TargetFileSize is how many bytes of rows (their in-memory size, before
+// Parquet encoding and compression, so the files are smaller) a writer
+// buffers before it writes them as Parquet data files; it also writes
+// what it holds at every checkpoint. Default 64 MiB; at least 1 KiB.
+func TargetFileSize(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n < 1024 || n > maxTargetFileSize {
+			c.errs = append(c.errs, fmt.Errorf("%w: TargetFileSize %d: want 1 KiB to 1 TiB", ErrInvalidConfig, n))
+		}
+		c.targetFileSize = n
+	})
+}
+
+// EventTimeColumn fills the column with the record's event time (its
+// sink.Meta timestamp, such as a Kafka record's timestamp) when the row
+// has no value for it, so that day(col) or hour(col) partitions by event
+// time. The column must be a timestamp, timestamptz, date or long
+// (milliseconds) column. Default: none.
+func EventTimeColumn(name string) Option {
+	return optionFunc(func(c *config) { c.eventTimeColumn = name })
+}
+
+// SnapshotProperties adds properties to the summary of every snapshot the
+// sink commits. Keys starting with "sluice." are reserved. Default none.
+func SnapshotProperties(p map[string]string) Option {
+	return optionFunc(func(c *config) {
+		for k := range p {
+			if strings.HasPrefix(k, "sluice.") {
+				c.errs = append(c.errs, fmt.Errorf("%w: SnapshotProperties: key %q: the sluice. prefix is reserved", ErrInvalidConfig, k))
+			}
+		}
+		c.snapshotProps = maps.Clone(p)
+	})
+}
+
+// CommitRetries is how often the global committer retries a snapshot
+// commit that conflicted with another writer's (on the table's fresh
+// metadata, after checking again whether the checkpoint is committed),
+// waiting wait, doubled after each retry up to 5 s. Defaults: 10 and
+// 100 ms. When the retries are used up the job fails and restarts.
+func CommitRetries(n int, wait time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if n < 0 || wait < 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: CommitRetries(%d, %v): want n ≥ 0 and wait ≥ 0", ErrInvalidConfig, n, wait))
+		}
+		c.commitRetries, c.commitRetryWait = n, wait
+	})
+}
+
+// Logger is where the sink logs commits and skipped re-deliveries.
+// Default: nothing is logged.
+func Logger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
+
+// withHook sets the test hook of the global committer.
+func withHook(h func(ctx context.Context, stage string, checkpointID int64) error) Option {
+	return optionFunc(func(c *config) { c.hook = h })
+}

@@ -1,0 +1,114 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/sink"
+)
+
+// writer buffers one subtask's rows as Arrow columns and writes them as
+// Parquet data files (one per partition) when the buffer reaches the
+// target size and at every checkpoint. The files are durable but not part
+// of the table; PrepareCommit hands their descriptions over.
+type writer[T any] struct {
+	s       *Sink[T]
+	subtask int
+	cat     catalog.Catalog
+	tbl     *table.Table
+	rb      *rowBuilder
+	pending []fileDesc // written since the last PrepareCommit
+}
+
+func newWriter[T any](ctx context.Context, s *Sink[T], ic sink.InitContext) (*writer[T], error) {
+	cat, err := s.cat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := loadOrCreate(ctx, cat, s.ident, s.cfg.create)
+	if err != nil {
+		_ = closeCatalog(cat)
+		return nil, err
+	}
+	rb, err := newRowBuilder(tbl.Schema(), s.cfg.eventTimeColumn)
+	if err != nil {
+		_ = closeCatalog(cat)
+		return nil, fmt.Errorf("table %s: %w", strings.Join(s.ident, "."), err)
+	}
+	return &writer[T]{s: s, subtask: ic.SubtaskIndex(), cat: cat, tbl: tbl, rb: rb}, nil
+}
+
+func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
+	r, err := w.s.row(v)
+	if err != nil {
+		return fmt.Errorf("iceberg sink: row of a record: %w", err)
+	}
+	if err := w.rb.add(r, m.Timestamp, m.HasTimestamp); err != nil {
+		// the same record fails again after a restart
+		return fmt.Errorf("iceberg sink, table %s: %w (%w)", strings.Join(w.s.ident, "."), err, restart.ErrUnrecoverable)
+	}
+	if w.rb.bytes >= w.s.cfg.targetFileSize {
+		return w.writeFiles(ctx)
+	}
+	return nil
+}
+
+// Flush does nothing: the rows are written at PrepareCommit, which follows
+// every Flush.
+func (w *writer[T]) Flush(context.Context, bool) error { return nil }
+
+func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]committable, error) {
+	if err := w.writeFiles(ctx); err != nil {
+		return nil, err
+	}
+	if len(w.pending) == 0 {
+		return nil, nil
+	}
+	c := committable{Checkpoint: checkpointID, Subtask: w.subtask, Files: w.pending}
+	w.pending = nil
+	return []committable{c}, nil
+}
+
+// writeFiles writes the buffered rows as data files, one per partition,
+// under the table's data location with a fresh UUID in their names (a
+// retried attempt never overwrites nor reuses a file).
+func (w *writer[T]) writeFiles(ctx context.Context) error {
+	if w.rb.rows == 0 {
+		return nil
+	}
+	rec := w.rb.batch()
+	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	var seq iter.Seq2[arrow.RecordBatch, error] = one
+	files := table.WriteRecords(ctx, w.tbl, w.rb.schema, seq,
+		table.WithWriteUUID(uuid.New()), table.WithTargetFileSize(w.s.cfg.targetFileSize), table.WithMaxWriteWorkers(1))
+	var errs []error
+	for df, err := range files {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d, err := describeFile(df)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.pending = append(w.pending, d)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("iceberg sink: write data files of table %s: %w", strings.Join(w.s.ident, "."), err)
+	}
+	return nil
+}
+
+func (w *writer[T]) Close() error {
+	w.rb.release()
+	return closeCatalog(w.cat)
+}
