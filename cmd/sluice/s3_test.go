@@ -179,3 +179,69 @@ sink:
 		t.Errorf("unfinished multipart uploads left: %v", ups)
 	}
 }
+
+// TestS3FileSourceToLocal reads JSON lines objects from s3:// (a glob over
+// two prefixes, with an object the glob leaves out) with the file source,
+// through the binary, into local part files: every record once, and
+// meta.path names the object.
+func TestS3FileSourceToLocal(t *testing.T) {
+	c, bucket, env := s3Server(t)
+	work := t.TempDir()
+	const perObject, objects = 2000, 4
+	for o := range objects {
+		var b strings.Builder
+		for i := range perObject {
+			fmt.Fprintf(&b, `{"id":%d}`+"\n", o*perObject+i)
+		}
+		key := fmt.Sprintf("in/day-%d/part-%d.jsonl", o%2, o)
+		if _, err := c.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
+			Body: strings.NewReader(b.String())}); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	if _, err := c.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("in/day-0/notes.txt"),
+		Body: strings.NewReader("not json\n")}); err != nil {
+		t.Fatal(err)
+	}
+	out := work + "/out"
+	file := writeNamedPipeline(t, work, "p.yaml", fmt.Sprintf(`name: s3-read
+parallelism: 2
+checkpoint:
+  interval: 200ms
+  dir: %s/checkpoints
+source:
+  type: file
+  options:
+    paths: s3://%s/in/*/*.jsonl
+    s3.endpoint: ${S3E}
+    s3.access-key: ${S3A}
+    s3.secret-key: ${S3S}
+transforms:
+  - name: with-path
+    map: '{"id": id, "path": meta.path}'
+sink:
+  type: file
+  options:
+    path: %s
+`, work, bucket, out))
+	r := run(t, env, "run", "--progress", "off", file)
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	got := map[int64]int{}
+	eachCommittedRecord(t, out, func(f string, rec map[string]any) {
+		id, _ := rec["id"].(float64)
+		got[int64(id)]++
+		if p, _ := rec["path"].(string); !strings.HasPrefix(p, "s3://"+bucket+"/in/day-") {
+			t.Errorf("%s: meta.path %q, want the object's s3:// URL", f, p)
+		}
+	})
+	for i := range int64(objects * perObject) {
+		if got[i] != 1 {
+			t.Errorf("record %d: %d times, want once", i, got[i])
+		}
+	}
+	if len(got) != objects*perObject {
+		t.Errorf("%d distinct records, want %d", len(got), objects*perObject)
+	}
+}

@@ -137,6 +137,17 @@
 // sink finishes the files that were open at the restored checkpoint
 // instead of appending to them.
 //
+// # Object storage
+//
+// [WithObjectStore] puts a sink's part files on an [ObjectStore] instead
+// of the local file system: each part file is an upload, prepared (not
+// completed) at the checkpoint — the prepared upload is the committable —
+// and completed by the committer; recovery completes restored uploads
+// (an object already there counts as committed) and aborts the job's
+// unfinished uploads written after the restored checkpoint.
+// [WithSourceFS] lists and reads a source's paths through a [SourceFS].
+// Package connectors/s3 implements both for S3-compatible storage.
+//
 // # Options
 //
 // Source and sink options are [SourceOption] and [SinkOption] values; each
