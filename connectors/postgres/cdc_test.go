@@ -382,7 +382,7 @@ func mapsEqual(a, b map[int64]int64) bool {
 }
 
 // TestCDCErrors: a missing publication, a publication without the table,
-// a missing slot (CreateSlot off), a missing table and a non-integer key
+// a missing slot (CreateSlot off), a missing table and a table without a primary key
 // fail with errors naming them.
 func TestCDCErrors(t *testing.T) {
 	url := needServer(t)
@@ -426,8 +426,8 @@ func TestCDCErrors(t *testing.T) {
 	}
 	wantErr(t, err, `"no_such_cdc_table"`)
 
-	tk := newTable(t, "cdctext", "name text PRIMARY KEY")
-	wantErr(t, discover(tk), "integer key", `"name"`, "text")
+	nk := newTable(t, "cdcnokey", "name text")
+	wantErr(t, discover(nk), "no primary key", "KeyColumns")
 }
 
 // TestCDCWALLevel: a server with wal_level = replica fails the CDC source

@@ -11,8 +11,10 @@
 //
 // # Snapshot source
 //
-// [NewSnapshotSource] reads one table by its key (the primary key, one
-// column; or [KeyColumn]). Its enumerator cuts the table into chunks of
+// [NewSnapshotSource] reads one table by its key (the primary key, or
+// [KeyColumns]: one or more NOT NULL columns of any ordered types; several
+// compare as a row value, (a, b) > ($1, $2), in the server's order). Its
+// enumerator cuts the table into chunks of
 // [ChunkSize] rows at the keys of every ChunkSize-th row (one ordered scan
 // of the key, off the coordinator goroutine), one split per chunk, handed
 // to readers on request. A reader reads a chunk in pages of [FetchSize]
@@ -51,8 +53,12 @@
 // exact, also for transactions that commit while a page is read. Once the
 // stream passes the last page's WAL position every change is emitted.
 // [SnapshotInStream] reads the pages in the stream split itself, one
-// after the other, instead of in chunks. The CDC source needs an integer
-// key (smallint, integer, bigint).
+// after the other, instead of in chunks. Keys compare as the pages were
+// read: integer and uuid keys in Go, any other key (text with its
+// collation, numeric, composites) by the server, one query per fetched
+// batch of changes while pages remain. Every change must carry the key
+// columns: the primary key, the replica identity's columns, or REPLICA
+// IDENTITY FULL (generated columns are not replicated).
 //
 // The stream split's position is the commit LSN of the transaction it is
 // in, the number of the table's changes of that transaction emitted, and

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,11 @@ type pgSink[T any] struct {
 	bind     func(t *table, m *pgtype.Map) (func(T) ([]any, error), error)
 	prepared *tracker
 	pos      func(T) string // RecordPosition; nil = none
+
+	// syncBatches makes at-least-once writers commit every batch
+	// synchronously instead of asynchronously with a WAL flush at each
+	// checkpoint: the benchmarks' and tests' comparison.
+	syncBatches bool
 }
 
 // NewSink returns a sink of rows into table (a name as PostgreSQL parses
@@ -302,6 +308,13 @@ type writer[T any] struct {
 	n     int64 // records got in this attempt
 	inTx  bool  // exactly-once: a transaction is open
 	err   error // the writer failed: the open transaction is lost
+
+	// durable is, at-least-once, the session's synchronous_commit to
+	// flush with at each checkpoint ("on", "remote_apply", …), while
+	// batches commit with synchronous_commit = off; "" when batches
+	// commit with the session's setting (it is off, or syncBatches).
+	durable  string
+	unsynced bool // batches were committed since the last flush
 }
 
 // rowMeta locates a buffered row for error messages.
@@ -354,6 +367,9 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 		return nil, err
 	}
 	if s.cfg.guarantee != ExactlyOnce {
+		if err := w.asyncCommits(ctx); err != nil {
+			return nil, fmt.Errorf("postgres sink %q subtask %d: %w", ic.OperatorName(), w.sub, err)
+		}
 		return w, nil
 	}
 	w.prefix = s.cfg.gidPrefix
@@ -374,6 +390,89 @@ func (s *pgSink[T]) newWriter(ctx context.Context, ic sink.InitContext) (_ *writ
 		g.Gauge(MetricOldestPreparedAge, func() int64 { return s.prepared.oldestAge(sub, time.Now()) })
 	}
 	return w, nil
+}
+
+// asyncCommits makes an at-least-once writer's batches commit without
+// waiting for their WAL to reach the disk (synchronous_commit = off, for
+// this session only): a batch's commit then costs no flush of its own.
+// Flush, at each checkpoint, makes every batch committed before it
+// durable (flushWAL), so a server crash loses at most batches sent after
+// the last completed checkpoint, which a restore sends again. A session
+// whose synchronous_commit is already off is left as it is.
+func (w *writer[T]) asyncCommits(ctx context.Context) error {
+	if w.s.syncBatches {
+		return nil
+	}
+	var setting string
+	if err := w.conn.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&setting); err != nil {
+		return fmt.Errorf("read synchronous_commit: %w", err)
+	}
+	if setting == "off" {
+		return nil
+	}
+	if _, err := w.conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		return fmt.Errorf("set synchronous_commit = off: %w", err)
+	}
+	w.durable = setting
+	return nil
+}
+
+// flushWAL makes the batches committed since the last checkpoint durable.
+// Rows still buffered are sent in a transaction that commits with the
+// session's synchronous_commit: its commit waits until the WAL up to its
+// commit record, and so every earlier commit, is flushed (and, as that
+// setting says, replicated). (A transaction that writes no WAL of its own
+// does not wait, even with an id.) Without rows to send it waits until
+// the server's WAL writer has flushed the WAL written so far, which
+// PostgreSQL does for asynchronous commits within three times
+// wal_writer_delay (200 ms by default).
+func (w *writer[T]) flushWAL(ctx context.Context) error {
+	if w.durable == "" {
+		return w.send(ctx)
+	}
+	if len(w.rows) > 0 {
+		if _, err := w.conn.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = "+quoteLiteral(w.durable)); err != nil {
+			return fmt.Errorf("postgres sink: table %s: begin: %w", w.t.name, err)
+		}
+		w.inTx = true
+		if err := w.send(ctx); err != nil {
+			return err
+		}
+		if _, err := w.conn.Exec(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("postgres sink: table %s: commit: %w", w.t.name, err)
+		}
+		w.inTx, w.unsynced = false, false
+		return nil
+	}
+	if !w.unsynced {
+		return nil
+	}
+	var target string
+	if err := w.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&target); err != nil {
+		return fmt.Errorf("postgres sink: table %s: read the WAL position: %w", w.t.name, err)
+	}
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var flushed bool
+		if err := w.conn.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn", target).Scan(&flushed); err != nil {
+			return fmt.Errorf("postgres sink: table %s: wait for the WAL flush to %s: %w", w.t.name, target, err)
+		}
+		if flushed {
+			w.unsynced = false
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres sink: table %s: wait for the WAL flush to %s: %w", w.t.name, target, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // serverMajor is the major version of a server_version ("15.18 (Debian
@@ -499,12 +598,13 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 }
 
 // Flush sends every buffered row: into the open transaction
-// (exactly-once), or committed (at-least-once).
+// (exactly-once), or committed and, with every batch committed before,
+// flushed to disk (at-least-once).
 func (w *writer[T]) Flush(ctx context.Context, _ bool) error {
 	if w.err != nil {
 		return w.err
 	}
-	return w.send(ctx)
+	return w.flushWAL(ctx)
 }
 
 // send writes the buffered rows: COPY (Append) or a pipelined batch of
@@ -531,6 +631,7 @@ func (w *writer[T]) send(ctx context.Context) error {
 	clear(w.rows)
 	clear(w.recs)
 	w.rows, w.metas, w.recs = w.rows[:0], w.metas[:0], w.recs[:0]
+	w.unsynced = w.durable != "" && !w.inTx
 	return nil
 }
 

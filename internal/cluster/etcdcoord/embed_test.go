@@ -1,0 +1,139 @@
+package etcdcoord_test
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// etcdMember is one embedded etcd server that a test can stop and start
+// again on the same data directory and ports.
+type etcdMember struct {
+	name      string
+	dir       string
+	peerURL   url.URL
+	clientURL url.URL
+	e         *embed.Etcd
+}
+
+// etcdCluster is a cluster of embedded etcd servers on 127.0.0.1.
+type etcdCluster struct {
+	t       *testing.T
+	members []*etcdMember
+	initial string
+}
+
+func freeURL(t *testing.T) url.URL {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("picking a free port: %v", err)
+	}
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+// startEtcd starts an n-member embedded etcd cluster and stops it at the
+// test's cleanup. Ticks are short (50ms heartbeat, 500ms election), so the
+// smallest lease TTL etcd grants is 1s.
+func startEtcd(t *testing.T, n int) *etcdCluster {
+	t.Helper()
+	c := &etcdCluster{t: t}
+	dir := t.TempDir()
+	var initial []string
+	for i := range n {
+		m := &etcdMember{
+			name:      fmt.Sprintf("m%d", i),
+			dir:       filepath.Join(dir, fmt.Sprintf("m%d", i)),
+			peerURL:   freeURL(t),
+			clientURL: freeURL(t),
+		}
+		c.members = append(c.members, m)
+		initial = append(initial, m.name+"="+m.peerURL.String())
+	}
+	c.initial = strings.Join(initial, ",")
+	t.Cleanup(func() {
+		for i := range c.members {
+			c.stop(i)
+		}
+	})
+	for i := range c.members {
+		c.launch(i)
+	}
+	for i := range c.members {
+		c.awaitReady(i)
+	}
+	return c
+}
+
+func (c *etcdCluster) launch(i int) {
+	c.t.Helper()
+	m := c.members[i]
+	cfg := embed.NewConfig()
+	cfg.Name = m.name
+	cfg.Dir = m.dir
+	cfg.ListenPeerUrls = []url.URL{m.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
+	cfg.ListenClientUrls = []url.URL{m.clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{m.clientURL}
+	cfg.InitialCluster = c.initial
+	cfg.InitialClusterToken = "sluice-etcdcoord-test"
+	cfg.TickMs = 50
+	cfg.ElectionMs = 500
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{filepath.Join(filepath.Dir(m.dir), m.name+".log")}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		c.t.Fatalf("starting etcd member %s: %v", m.name, err)
+	}
+	m.e = e
+}
+
+func (c *etcdCluster) awaitReady(i int) {
+	c.t.Helper()
+	m := c.members[i]
+	select {
+	case <-m.e.Server.ReadyNotify():
+	case err := <-m.e.Err():
+		c.t.Fatalf("etcd member %s: %v", m.name, err)
+	case <-time.After(60 * time.Second):
+		c.t.Fatalf("etcd member %s not ready within 60s", m.name)
+	}
+}
+
+// stop stops member i (a no-op when it is stopped).
+func (c *etcdCluster) stop(i int) {
+	if m := c.members[i]; m.e != nil {
+		m.e.Close()
+		m.e = nil
+	}
+}
+
+// restart starts a stopped member i again on its data and ports; it does
+// not wait for it to be ready (that needs a quorum).
+func (c *etcdCluster) restart(i int) { c.launch(i) }
+
+func (c *etcdCluster) endpoints() []string {
+	var eps []string
+	for _, m := range c.members {
+		eps = append(eps, m.clientURL.String())
+	}
+	return eps
+}
+
+// raftLeader returns the index of the member that is etcd's raft leader, or
+// -1 when none of the running members knows one.
+func (c *etcdCluster) raftLeader() int {
+	for i, m := range c.members {
+		if m.e != nil && m.e.Server.Leader() == m.e.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
