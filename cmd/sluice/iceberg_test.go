@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/iceberg"
+	s3conn "github.com/sluice-io/sluice/connectors/s3"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -115,10 +116,10 @@ func icebergProduce(t *testing.T, cl *kgo.Client, topic string, count int, sprea
 // icebergTotal is the table's record count from its current snapshot's
 // summary, read through the sink's own catalog code; -1 before the first
 // snapshot.
-func icebergTotal(t *testing.T, catalogFile, ident string) int {
+func icebergTotal(t *testing.T, catalogFile, ident string, props map[string]string) int {
 	t.Helper()
 	ctx := t.Context()
-	c, err := iceberg.SQLCatalog("default", catalogFile, "", nil)(ctx)
+	c, err := iceberg.SQLCatalog("default", catalogFile, "", props)(ctx)
 	if err != nil {
 		return -1
 	}
@@ -156,17 +157,7 @@ func icebergTotal(t *testing.T, catalogFile, ident string) int {
 func TestIcebergKafkaKill9(t *testing.T) {
 	py := icebergPython(t)
 	brokers := kafkaBrokers(t)
-	count := 100_000
-	if s := os.Getenv("SLUICE_ICEBERG_RECORDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1000 {
-			t.Fatalf("SLUICE_ICEBERG_RECORDS=%q: want a number from 1000", s)
-		}
-		count = n
-	}
-	if testing.Short() {
-		count = 60_000
-	}
+	count := icebergRecords(t, 100_000)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +173,7 @@ func TestIcebergKafkaKill9(t *testing.T) {
 		"ICEBERG_CATALOG=" + catalogFile, "ICEBERG_WAREHOUSE=" + warehouse, "CHECKPOINTS=" + ckpt,
 		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
 	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
-	icebergRunAll(t, env, file, ckpt, catalogFile, "shop.orders", count)
+	icebergRunAll(t, env, file, ckpt, catalogFile, "shop.orders", count, nil)
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +185,12 @@ func TestIcebergKafkaKill9(t *testing.T) {
 // the first two are killed with SIGKILL once one of their checkpoints
 // completed, each later run resumes with --from; the third is stopped
 // with SIGTERM (stop with savepoint) once the table holds count records.
-func icebergRunAll(t *testing.T, env []string, file, ckpt, catalogFile, ident string, count int) {
+func icebergRunAll(t *testing.T, env []string, file, ckpt, catalogFile, ident string, count int, props map[string]string) {
 	t.Helper()
 	icebergRunKilled(t, env, file, ckpt)
 	p := start(t, env, "run", "--progress", "off", "--from", ckpt, file)
 	waitFor(t, p, fmt.Sprintf("the table holds %d records", count), 5*time.Minute, func() bool {
-		return icebergTotal(t, catalogFile, ident) >= count
+		return icebergTotal(t, catalogFile, ident, props) >= count
 	})
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -293,4 +284,86 @@ func icebergCheck(t *testing.T, tbl icebergTable, count int) {
 		files[f] = true
 	}
 	t.Logf("PyIceberg read %d rows in %d snapshots (checkpoints up to %d), %d data files", len(tbl.Rows), len(tbl.Snapshots), last, len(tbl.Files))
+}
+
+// icebergRecords is SLUICE_ICEBERG_RECORDS, else def (60000 with -short).
+func icebergRecords(t *testing.T, def int) int {
+	t.Helper()
+	if s := os.Getenv("SLUICE_ICEBERG_RECORDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1000 {
+			t.Fatalf("SLUICE_ICEBERG_RECORDS=%q: want a number from 1000", s)
+		}
+		return n
+	}
+	if testing.Short() {
+		return min(def, 60_000)
+	}
+	return def
+}
+
+// TestIcebergKafkaKill9S3 is TestIcebergKafkaKill9 with the warehouse on
+// S3-compatible object storage: versitygw (scripts/s3.sh), through
+// iceberg-go's S3 file IO (s3.endpoint, path-style requests); the catalog
+// stays a SQLite file. PyIceberg reads the table from the same bucket.
+// Default 50000 records (SLUICE_ICEBERG_RECORDS overrides).
+func TestIcebergKafkaKill9S3(t *testing.T) {
+	py := icebergPython(t)
+	brokers := kafkaBrokers(t)
+	ep := os.Getenv("SLUICE_S3_ENDPOINT")
+	if ep == "" {
+		t.Skip("SLUICE_S3_ENDPOINT is not set: start an S3-compatible server with scripts/s3.sh (scripts/test.sh does)")
+	}
+	ak, sk := os.Getenv("SLUICE_S3_ACCESS_KEY"), os.Getenv("SLUICE_S3_SECRET_KEY")
+	s3c, err := s3conn.New(s3conn.Endpoint(ep), s3conn.Credentials(ak, sk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := fmt.Sprintf("iceberg-%d", time.Now().UnixNano())
+	if err := s3c.CreateBucket(t.Context(), bucket); err != nil {
+		t.Fatal(err)
+	}
+	count := icebergRecords(t, 50_000)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topic := icebergTopic(t, cl)
+	work := t.TempDir()
+	// the example with the S3 properties added to the sink's options
+	ex, err := os.ReadFile(pipelines + "kafka-to-iceberg.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3props := "    properties.s3.endpoint: ${S3_ENDPOINT}\n    properties.s3.region: us-east-1\n" +
+		"    properties.s3.access-key-id: ${S3_ACCESS_KEY}\n    properties.s3.secret-access-key: ${S3_SECRET_KEY}\n"
+	file := filepath.Join(work, "kafka-to-iceberg-s3.yaml")
+	if err := os.WriteFile(file, append(ex, s3props...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ckpt := filepath.Join(work, "checkpoints")
+	catalogFile := filepath.Join(work, "catalog.db")
+	warehouse := "s3://" + bucket + "/warehouse"
+	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=unbounded",
+		"ICEBERG_CATALOG=" + catalogFile, "ICEBERG_WAREHOUSE=" + warehouse, "CHECKPOINTS=" + ckpt,
+		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576",
+		"S3_ENDPOINT=" + ep, "S3_ACCESS_KEY=" + ak, "S3_SECRET_KEY=" + sk}
+	props := map[string]string{"s3.endpoint": ep, "s3.region": "us-east-1", "s3.access-key-id": ak, "s3.secret-access-key": sk}
+	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
+	icebergRunAll(t, env, file, ckpt, catalogFile, "shop.orders", count, props)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	var kv []string
+	for k, v := range props {
+		kv = append(kv, k+"="+v)
+	}
+	tbl := icebergRead(t, py, catalogFile, warehouse, "shop.orders", kv...)
+	icebergCheck(t, tbl, count)
+	for _, f := range tbl.Files {
+		if !strings.HasPrefix(f, "s3://"+bucket+"/") {
+			t.Errorf("data file %s is not in the bucket", f)
+		}
+	}
 }

@@ -11,15 +11,18 @@ import (
 // one checkpoint: load the table, walk its ancestry, add the files of 3
 // writers (one data file each, 1000 rows) in one snapshot and commit it
 // to a SQLite SQL catalog with a local warehouse. history is the number of
-// snapshots the table has before the measured ones (each commit reads the
-// current snapshot's manifests for iceberg-go's duplicate-file check, so
-// the cost grows with the table).
+// snapshots the table has before the measured ones; with
+// DuplicateFileCheck each commit also reads every manifest of the table.
 func BenchmarkCommitPerCheckpoint(b *testing.B) {
-	for _, history := range []int{0, 100} {
-		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+	for _, bc := range []struct {
+		history  int
+		dupCheck bool
+	}{{0, false}, {100, false}, {0, true}, {100, true}} {
+		b.Run(fmt.Sprintf("history=%d/duplicate-check=%v", bc.history, bc.dupCheck), func(b *testing.B) {
+			history := bc.history
 			dir := b.TempDir()
 			ident := []string{"bench", "t"}
-			s, err := New(testCatalog(dir), ident, testRow, CreateTable(testColumns, nil, nil))
+			s, err := New(testCatalog(dir), ident, testRow, CreateTable(testColumns, nil, nil), DuplicateFileCheck(bc.dupCheck))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -178,7 +178,13 @@ func (g *globalCommitter) commitOnce(ctx context.Context, tbl *table.Table, cp i
 	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return fmt.Errorf("pin the main branch: %w", err)
 	}
-	if err := tx.AddDataFiles(ctx, dfs, props); err != nil {
+	var addOpts []table.WriteOption
+	if !g.cfg.duplicateCheck {
+		// the checkpoint skip above keeps a file from being added twice;
+		// iceberg-go's check reads every manifest of the table
+		addOpts = append(addOpts, table.WithoutDuplicateCheck())
+	}
+	if err := tx.AddDataFiles(ctx, dfs, props, addOpts...); err != nil {
 		return fmt.Errorf("add %d data files: %w", len(dfs), err)
 	}
 	if g.cfg.hook != nil {

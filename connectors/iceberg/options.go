@@ -56,6 +56,7 @@ type config struct {
 	snapshotProps   map[string]string
 	commitRetries   int
 	commitRetryWait time.Duration
+	duplicateCheck  bool
 	logger          *slog.Logger
 	errs            []error
 	// hook, set by tests in this package only, runs in the global
@@ -160,6 +161,16 @@ func CommitRetries(n int, wait time.Duration) Option {
 		}
 		c.commitRetries, c.commitRetryWait = n, wait
 	})
+}
+
+// DuplicateFileCheck turns on iceberg-go's check, at every commit, that
+// none of the checkpoint's files is referenced by the table already. It
+// reads every manifest of the current snapshot, so a commit's cost grows
+// with the table (see the README's figures). Default off: the skip of
+// committed checkpoints keeps a file from being added twice, and file
+// names carry a fresh UUID per write.
+func DuplicateFileCheck(on bool) Option {
+	return optionFunc(func(c *config) { c.duplicateCheck = on })
 }
 
 // Logger is where the sink logs commits and skipped re-deliveries.
