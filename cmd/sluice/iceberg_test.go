@@ -263,10 +263,13 @@ func icebergCheck(t *testing.T, tbl icebergTable, count int) {
 			t.Errorf("snapshot %d (%s, %v) is not an append of the sink", s.ID, s.Operation, s.Props)
 			continue
 		}
-		if cp <= last {
+		if _, late := s.Props["sluice.late-checkpoint-id"]; late {
+			// late files of a committed checkpoint (after a regional restart)
+			t.Logf("snapshot %d: late files of checkpoint %s", s.ID, s.Props["sluice.late-checkpoint-id"])
+		} else if cp <= last {
 			t.Errorf("snapshot %d commits checkpoint %d after checkpoint %d: a checkpoint in two snapshots, or out of order", s.ID, cp, last)
 		}
-		last = cp
+		last = max(last, cp)
 		a, _ := strconv.ParseInt(s.Props["added-records"], 10, 64)
 		if a <= 0 {
 			t.Errorf("snapshot %d (checkpoint %d) adds no records", s.ID, cp)

@@ -90,11 +90,24 @@ func (g *globalCommitter) commitCheckpoint(ctx context.Context, cp int64, files 
 			return fmt.Errorf("load the table: %w", err)
 		}
 		g.tbl = tbl
+		record, add, late := cp, files, false
 		if done := maxCommitted(tbl.Metadata(), g.job, g.op); done >= cp {
-			g.logger("checkpoint committed already, skipped", "checkpoint", cp, "max_committed_checkpoint", done, "files", len(files))
-			return nil
+			// A re-delivery, or part of the checkpoint's committables
+			// arriving after a later checkpoint was committed (a subtask's
+			// commit retried after a regional restart): add only the
+			// files the table does not reference yet.
+			add, err = g.uncommitted(ctx, tbl, files)
+			if err != nil {
+				return err
+			}
+			if len(add) == 0 {
+				g.logger("checkpoint committed already, skipped", "checkpoint", cp, "max_committed_checkpoint", done, "files", len(files))
+				return nil
+			}
+			g.logger("late files of a committed checkpoint; committing them", "checkpoint", cp, "max_committed_checkpoint", done, "files", len(add))
+			record, late = done, true
 		}
-		err = g.commitOnce(ctx, tbl, cp, files)
+		err = g.commitOnce(ctx, tbl, record, cp, late, add)
 		if err == nil {
 			return g.afterCommit(ctx, cp)
 		}
@@ -136,6 +149,30 @@ func (g *globalCommitter) afterCommit(ctx context.Context, cp int64) error {
 	return nil
 }
 
+// uncommitted returns the files the table's current snapshot does not
+// reference. It reads the table's manifests, so it runs only for
+// checkpoints at or below the newest committed one.
+func (g *globalCommitter) uncommitted(ctx context.Context, tbl *table.Table, files []fileDesc) ([]fileDesc, error) {
+	if tbl.CurrentSnapshot() == nil {
+		return files, nil
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the table's data files: %w", err)
+	}
+	in := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		in[t.File.FilePath()] = true
+	}
+	var out []fileDesc
+	for _, f := range files {
+		if !in[f.Path] {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
 // mainSnapshotID is the id of the main branch's snapshot, -1 for none.
 func mainSnapshotID(meta table.Metadata) int64 {
 	if s := meta.SnapshotByName(table.MainBranch); s != nil {
@@ -148,7 +185,7 @@ func mainSnapshotID(meta table.Metadata) int64 {
 // pins the main branch to tbl's current snapshot, so that a concurrent
 // commit makes it fail with table.ErrCommitFailed rather than being
 // replayed by iceberg-go on metadata this committer has not checked.
-func (g *globalCommitter) commitOnce(ctx context.Context, tbl *table.Table, cp int64, files []fileDesc) error {
+func (g *globalCommitter) commitOnce(ctx context.Context, tbl *table.Table, cp, prepared int64, late bool, files []fileDesc) error {
 	meta := tbl.Metadata()
 	specs := map[int]iceberg.PartitionSpec{}
 	for _, s := range meta.PartitionSpecs() {
@@ -174,6 +211,9 @@ func (g *globalCommitter) commitOnce(ctx context.Context, tbl *table.Table, cp i
 	props[SummaryJobID] = g.job
 	props[SummaryOperatorID] = g.op
 	props[SummaryMaxCommittedCheckpoint] = strconv.FormatInt(cp, 10)
+	if late {
+		props[SummaryLateCheckpoint] = strconv.FormatInt(prepared, 10)
+	}
 	tx := tbl.NewTransaction()
 	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
 		return fmt.Errorf("pin the main branch: %w", err)

@@ -21,7 +21,10 @@
 // committer walks the snapshot ancestry of the main branch back to the
 // newest snapshot of this job and operator; if it recorded a checkpoint ≥
 // n, the committables of n are a re-delivery (the job failed after the
-// snapshot was committed, before the runtime learnt it) and are skipped.
+// snapshot was committed, before the runtime learnt it): its files that
+// the table's data files already hold are skipped, and any it does not
+// (part of a checkpoint delivered late, after a subtask's regional
+// restart) are appended in a snapshot marked sluice.late-checkpoint-id.
 // The commit pins the main branch to the snapshot it checked; a commit
 // that raced with another writer fails in the catalog's compare-and-swap
 // and is retried ([CommitRetries]) on the table's fresh metadata, after

@@ -31,14 +31,19 @@ var (
 // snapshot it commits (Flink's Iceberg sink writes flink.job-id,
 // flink.operator-id and flink.max-committed-checkpoint-id).
 const (
-	SummaryJobID                        = "sluice.job-id"
-	SummaryOperatorID                   = "sluice.operator-id"
-	SummaryMaxCommittedCheckpoint       = "sluice.max-committed-checkpoint-id"
-	defaultTargetFileSize               = 64 << 20
-	defaultCommitRetries                = 10
-	defaultCommitRetryWait              = 100 * time.Millisecond
-	defaultCommitRetryMaxWait           = 5 * time.Second
-	maxTargetFileSize             int64 = 1 << 40
+	SummaryJobID                  = "sluice.job-id"
+	SummaryOperatorID             = "sluice.operator-id"
+	SummaryMaxCommittedCheckpoint = "sluice.max-committed-checkpoint-id"
+	// SummaryLateCheckpoint marks a snapshot of files that a checkpoint
+	// at or below the max committed one prepared and that reached the
+	// global committer late (after a subtask's regional restart); it
+	// holds that checkpoint's id.
+	SummaryLateCheckpoint           = "sluice.late-checkpoint-id"
+	defaultTargetFileSize           = 64 << 20
+	defaultCommitRetries            = 10
+	defaultCommitRetryWait          = 100 * time.Millisecond
+	defaultCommitRetryMaxWait       = 5 * time.Second
+	maxTargetFileSize         int64 = 1 << 40
 )
 
 // Option configures a sink; see the functions returning one for what each
