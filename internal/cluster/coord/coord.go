@@ -80,6 +80,12 @@ type Coordinator interface {
 	// Leader returns the current leader, or ErrNoLeader.
 	Leader(ctx context.Context) (LeaderInfo, error)
 
+	// WatchLeader sends the current leader as soon as there is one, and
+	// again each time leadership passes to a new term; periods without a
+	// leader are not reported. Like WatchMembers it coalesces, and the
+	// channel is closed when ctx ends or the Coordinator is closed.
+	WatchLeader(ctx context.Context) (<-chan LeaderInfo, error)
+
 	// Done is closed when the session is known to be lost (the lease
 	// expired or was revoked, or Close was called). It is advisory: the
 	// store, not this channel, decides whether a fenced write succeeds.
