@@ -427,10 +427,24 @@ func testBadInput(t *testing.T, h Harness) {
 		t.Fatalf("Join(a): %v", err)
 	}
 	la := campaign(t, a)
-	for _, ops := range [][]coord.Op{nil, {coord.Put("", nil)}, {coord.Put("/abs", nil)}} {
+	tooMany := make([]coord.Op, coord.MaxOps+1)
+	for i := range tooMany {
+		tooMany[i] = coord.Put(fmt.Sprint("k", i), nil)
+	}
+	for _, ops := range [][]coord.Op{
+		nil, {coord.Put("", nil)}, {coord.Put("/abs", nil)},
+		{coord.Put("k", nil), coord.Delete("k")}, tooMany,
+	} {
 		if err := la.Apply(ctx, ops...); err == nil {
-			t.Fatalf("Apply(%v) succeeded, want an error", ops)
+			t.Fatalf("Apply(%d ops) succeeded, want an error", len(ops))
 		}
+	}
+	maxOps := make([]coord.Op, coord.MaxOps)
+	for i := range maxOps {
+		maxOps[i] = coord.Put(fmt.Sprint("k", i), []byte("v"))
+	}
+	if err := la.Apply(ctx, maxOps...); err != nil {
+		t.Fatalf("Apply(%d ops): %v", len(maxOps), err)
 	}
 	if _, _, err := a.Get(ctx, ""); err == nil {
 		t.Fatalf("Get(\"\") succeeded, want an error")
