@@ -95,6 +95,25 @@ if [[ -z "$short" && -z "${SLUICE_POSTGRES_URL:-}" ]]; then
   start_server "PostgreSQL server" SLUICE_POSTGRES_RUN postgres start stop SLUICE_POSTGRES_URL
 fi
 
+# The object storage claims (s3:// file sources and sinks, checkpoints on
+# S3) are proven against a private S3-compatible server: versitygw
+# (Apache-2.0) with its POSIX backend in a run dir of its own on a free
+# loopback port, random keys, installed into ~/.cache/sluice with go
+# install when missing; stopped and removed on exit. Its tests skip
+# without SLUICE_S3_ENDPOINT, as in the quick subset.
+if [[ -z "$short" && -z "${SLUICE_S3_ENDPOINT:-}" ]]; then
+  echo "== S3-compatible server (versitygw)"
+  SLUICE_S3_RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-s3.XXXXXX")
+  export SLUICE_S3_RUN
+  cleanup+=("SLUICE_S3_RUN=$SLUICE_S3_RUN scripts/s3.sh stop")
+  s3vars=$(scripts/s3.sh start | grep -E '^SLUICE_S3_(ENDPOINT|ACCESS_KEY|SECRET_KEY)=') || {
+    echo "the S3-compatible server did not start; see scripts/s3.sh output above" >&2
+    exit 1
+  }
+  while IFS= read -r line; do export "${line?}"; done <<<"$s3vars"
+  echo "SLUICE_S3_RUN=$SLUICE_S3_RUN"
+fi
+
 # The OpenSearch connector's real-node tests run against OpenSearch's
 # integration-test distribution (Maven Central, cached), one node on
 # 127.0.0.1 in a run dir of its own, and its TLS and authentication tests
@@ -106,6 +125,12 @@ fi
 if [[ -z "$short" && -z "${SLUICE_OPENSEARCH_SECURE:-}" ]]; then
   need_java
   start_server "OpenSearch node with TLS and basic authentication" SLUICE_OPENSEARCH_SECURE_RUN opensearch-secure start-secure stop-secure SLUICE_OPENSEARCH_SECURE
+fi
+# The same tests' Elasticsearch flavor runs against Elasticsearch's
+# integration-test distribution (Maven Central, cached), security off.
+if [[ -z "$short" && -z "${SLUICE_ELASTICSEARCH_URL:-}" ]]; then
+  need_java
+  start_server "Elasticsearch node" SLUICE_ELASTICSEARCH_RUN elasticsearch start stop SLUICE_ELASTICSEARCH_URL
 fi
 
 echo "== go test -race"

@@ -30,6 +30,7 @@ else
   CGO_ENABLED=0 go build -o "$work/bin/sluice" ./cmd/sluice
 fi
 go build -o "$work/bin/loop" ./bench/kafka/loop
+go build -o "$work/bin/goapi" ./bench/kafka/goapi
 go build -o "$work/bin/driver" ./bench/kafka/driver
 
 jar=bench/kafka/flink/target/sluice-bench-flink.jar
@@ -61,4 +62,4 @@ if [[ " $* " == *" avro "* && -z "${SLUICE_SCHEMA_REGISTRY:-}" ]]; then
   eval "$(scripts/schema-registry.sh start | grep '^export ')"
 fi
 
-"$work/bin/driver" -work "$work" -sluice "$work/bin/sluice" -loop "$work/bin/loop" "$@"
+"$work/bin/driver" -work "$work" -sluice "$work/bin/sluice" -loop "$work/bin/loop" -goapi "$work/bin/goapi" "$@"

@@ -46,7 +46,7 @@ func newEnumerator(ctx source.EnumeratorContext[Split], cfg *sourceConfig, split
 	}
 	d := enumerate.Discovery[Split]{
 		Discover: func(ctx context.Context) ([]Split, error) {
-			files, err := listFiles(ctx, cfg.paths, cfg.filter)
+			files, err := cfg.list(ctx)
 			var splits []Split
 			for _, f := range files {
 				splits = append(splits, splitFile(f, splittable, cfg.blockSize)...)

@@ -334,7 +334,7 @@ func TestFileFormatsResumeEverywhere(t *testing.T) {
 			offsets := map[[2]int64]bool{}
 			for k := 0; k <= len(lines); k++ {
 				sr := newSplitReader(c.read, &cfg, new(metrics.Counter))
-				o, err := sr.open(Split{Path: path, End: -1})
+				o, err := sr.open(t.Context(), Split{Path: path, End: -1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -350,7 +350,7 @@ func TestFileFormatsResumeEverywhere(t *testing.T) {
 				pos := Split{Path: path, End: -1, Offset: o.off, Skip: o.skip}
 				offsets[[2]int64{o.off, o.skip}] = true
 				o.close()
-				o, err = sr.open(pos)
+				o, err = sr.open(t.Context(), pos)
 				if err != nil {
 					t.Fatalf("resume at %+v: %v", pos, err)
 				}
@@ -695,7 +695,7 @@ func TestFileFormatsCompressedWhole(t *testing.T) {
 	cfg := defaultSourceConfig()
 	for _, k := range []int{0, 1, 17, 49, 50} {
 		sr := newSplitReader(AvroFile(""), &cfg, new(metrics.Counter))
-		o, err := sr.open(Split{Path: p + ".gz", End: -1})
+		o, err := sr.open(t.Context(), Split{Path: p + ".gz", End: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -710,7 +710,7 @@ func TestFileFormatsCompressedWhole(t *testing.T) {
 		}
 		pos := Split{Path: p + ".gz", End: -1, Offset: o.off, Skip: o.skip}
 		o.close()
-		if o, err = sr.open(pos); err != nil {
+		if o, err = sr.open(t.Context(), pos); err != nil {
 			t.Fatalf("resume at %+v: %v", pos, err)
 		}
 		for range 100 {

@@ -103,7 +103,9 @@ type sourceConfig struct {
 	positionAs any
 	batchSize  int
 	logger     *slog.Logger
-	errs       []error
+	// fsys is nil (the local file system) unless WithSourceFS was given.
+	fsys SourceFS
+	errs []error
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -226,7 +228,10 @@ type sinkConfig struct {
 	// fileMode is the permission of part files; directories the sink
 	// creates get it with x added where r is set.
 	fileMode fs.FileMode
-	errs     []error
+	// store is nil (the local file system) unless WithObjectStore was
+	// given.
+	store ObjectStore
+	errs  []error
 }
 
 func defaultSinkConfig() sinkConfig {

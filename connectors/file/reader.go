@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -94,7 +93,7 @@ func (r *splitReader[T]) newChunk() *chunk[T] {
 type openSplit[T any] struct {
 	sp     Split
 	id     string // sp.SplitID(), made once
-	f      *os.File
+	f      SourceFile
 	dec    io.Closer // decompressor, if any
 	rr     RecordReader[T]
 	br     batchReader[T] // rr, if it reads many records per call
@@ -137,7 +136,7 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[*chunk[T]]
 		}
 		sp := r.queue[0]
 		r.queue = r.queue[1:]
-		cur, err := r.open(sp)
+		cur, err := r.open(ctx, sp)
 		if err != nil {
 			return b, err
 		}
@@ -262,8 +261,8 @@ func (r *splitReader[T]) logSkipped(cur *openSplit[T], err error) {
 // open opens a split at its position: it seeks (uncompressed) or
 // decompresses and discards (compressed) up to the offset, moves a fresh
 // block split to its first record, and skips sp.Skip records.
-func (r *splitReader[T]) open(sp Split) (*openSplit[T], error) {
-	f, err := os.Open(sp.Path)
+func (r *splitReader[T]) open(ctx context.Context, sp Split) (*openSplit[T], error) {
+	f, err := r.cfg.openFile(ctx, sp.Path)
 	if err != nil {
 		return nil, &RecordError{File: sp.Path, Offset: sp.Offset, Err: err}
 	}

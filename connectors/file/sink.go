@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
@@ -41,6 +42,9 @@ type committable struct {
 	// writer, files of a bucket close in counter order.
 	Closed    int64 `json:"closed,omitempty"`
 	AtRestore bool  `json:"atRestore,omitempty"`
+	// Upload is, for a sink on an ObjectStore, the prepared upload's
+	// handle (ObjectUpload.Prepare); Temp is empty then.
+	Upload string `json:"upload,omitempty"`
 }
 
 // writerState is a sink writer's checkpointed state.
@@ -155,10 +159,16 @@ func buildSink[T any](dir string, row RowFormat[T], bulk BulkFormat[T], opts []S
 		}
 	}
 	errs := []error{cfg.validate()}
-	if dir == "" {
+	if dir == "" && cfg.store == nil {
 		errs = append(errs, fmt.Errorf("%w: the base directory is empty", ErrInvalidConfig))
 	}
 	s := &fileSink[T]{dir: filepath.Clean(dir), row: row, bulk: bulk, cfg: cfg}
+	if cfg.store != nil {
+		s.dir = strings.Trim(path.Clean("/"+filepath.ToSlash(dir)), "/")
+		if cfg.compact != nil {
+			errs = append(errs, fmt.Errorf("%w: Compact is not supported with WithObjectStore", ErrInvalidConfig))
+		}
+	}
 	switch a := cfg.buckets.(type) {
 	case nil:
 		s.buckets = DateTimeBuckets[T]("2006-01-02--15", nil, ProcessingTime)
@@ -190,12 +200,26 @@ func (s *fileSink[T]) openRoot() (*os.Root, error) {
 	return r, nil
 }
 
-func (s *fileSink[T]) CreateWriter(_ context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+func (s *fileSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	if s.cfg.store != nil {
+		return asObjectWriter(s.newObjectWriter(ctx, ic, nil))
+	}
 	return asWriter(s.newWriter(ic, nil))
 }
 
-func (s *fileSink[T]) RestoreWriter(_ context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+func (s *fileSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	if s.cfg.store != nil {
+		return asObjectWriter(s.newObjectWriter(ctx, ic, states))
+	}
 	return asWriter(s.newWriter(ic, states))
+}
+
+// asObjectWriter returns w as an interface, a nil one when w is nil.
+func asObjectWriter[T any](w *objectWriter[T], err error) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
+	if w == nil {
+		return nil, err
+	}
+	return w, err
 }
 
 // asWriter returns w as an interface, a nil one when w is nil.
@@ -211,6 +235,9 @@ func (s *fileSink[T]) WriterStateSerializer() serde.Versioned[writerState] { ret
 func (s *fileSink[T]) CommittableSerializer() serde.Versioned[committable] { return committableSerde }
 
 func (s *fileSink[T]) CreateCommitter(context.Context, sink.InitContext) (sink.Committer[committable], error) {
+	if s.cfg.store != nil {
+		return &objectCommitter{store: s.cfg.store, key: s.objectKey}, nil
+	}
 	root, err := s.openRoot()
 	if err != nil {
 		return nil, err

@@ -192,6 +192,11 @@ func (r *reach) expire() {
 // err is the *UnreachableError once the brokers were unreachable for the
 // timeout, else nil.
 func (r *reach) err() error {
+	select {
+	case <-r.ctx.Done():
+	default:
+		return nil // the common case, without context.Cause's lock
+	}
 	var u *UnreachableError
 	if errors.As(context.Cause(r.ctx), &u) {
 		return u

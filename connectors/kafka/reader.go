@@ -95,41 +95,10 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 	pm := &partMetricsSet{group: m, parts: map[string]*partMetrics{}}
 	r := &reader[T]{cfg: cfg, log: log, offsets: map[int64][]Split{}, committed: map[string]int64{}, pm: pm,
 		reach: newReach(log, "kafka source", cfg.brokers, cfg.connTimeout)}
-	// skipped counts skipped records not yet logged; lastLog is when the
-	// last warning was logged (both owned by the task goroutine).
-	var skipped int64
-	var lastLog time.Time
-	emit := func(rec *kgo.Record, out source.Output[T], st *splitState) error {
-		st.Offset = rec.Offset + 1
-		st.m.current.Store(st.Offset)
-		if rec.Attrs.IsControl() {
-			return nil
-		}
-		bytesIn.Add(int64(len(rec.Key) + len(rec.Value)))
-		v, err := deser.Deserialize(rec)
-		if err != nil {
-			err = fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrMalformedRecord, rec.Topic, rec.Partition, rec.Offset, err)
-			if cfg.policy == SkipOnError {
-				// Counted always; logged at once for the first,
-				// then at most once per malformedLogEvery with
-				// the number skipped since the last warning.
-				errs.Inc()
-				skipped++
-				if now := time.Now(); lastLog.IsZero() || now.Sub(lastLog) >= cfg.malformedLogEvery {
-					log.Warn("kafka source: skipped a malformed record (on-malformed: skip)", "topic", rec.Topic,
-						"partition", rec.Partition, "offset", rec.Offset, "error", err, "skipped_since_last_warning", skipped)
-					skipped, lastLog = 0, now
-				}
-				return nil
-			}
-			return err
-		}
-		out.CollectAt(v, rec.Timestamp.UnixMilli())
-		return nil
-	}
+	em := &emitter[T]{deser: deser, cfg: cfg, log: log, errs: errs, bytesIn: bytesIn}
 	base, err := readerbase.New(rctx, readerbase.Config[*kgo.Record, T, Split, *splitState]{
 		NewSplitReader: func() (readerbase.SplitReader[*kgo.Record, Split], error) { return newSplitReader(cfg, pm, r.reach) },
-		Emitter:        readerbase.EmitterFunc[*kgo.Record, T, *splitState](emit),
+		Emitter:        em,
 		InitState: func(s Split) *splitState {
 			st := &splitState{Split: s, m: pm.get(s.SplitID())}
 			st.m.current.Store(s.Offset)
@@ -151,6 +120,82 @@ func newReader[T any](rctx source.ReaderContext, cfg *sourceConfig, deser Deseri
 	}
 	r.Reader = base
 	return r, nil
+}
+
+// emitter turns fetched records into values on the task goroutine. It is
+// a readerbase.BatchEmitter: a partition's records of one fetch come in
+// one call, and the split's position, its currentOffset gauge and
+// numBytesIn move once per call.
+type emitter[T any] struct {
+	deser         Deserializer[T]
+	cfg           *sourceConfig
+	log           *slog.Logger
+	errs, bytesIn *metrics.Counter
+	// skipped counts skipped records not yet logged; lastLog is when the
+	// last warning was logged (both owned by the task goroutine).
+	skipped int64
+	lastLog time.Time
+}
+
+// Emit emits one record and moves the split past it.
+func (e *emitter[T]) Emit(rec *kgo.Record, out source.Output[T], st *splitState) error {
+	st.Offset = rec.Offset + 1
+	st.m.current.Store(st.Offset)
+	if rec.Attrs.IsControl() {
+		return nil
+	}
+	e.bytesIn.Add(int64(len(rec.Key) + len(rec.Value)))
+	return e.one(rec, out)
+}
+
+// EmitBatch emits a partition's records of one fetch and moves the split
+// past the last one. A record is not read after it was emitted: a sink
+// that owns the records it is given (RecordSerializer) may produce, and
+// so change, it as soon as it is collected.
+func (e *emitter[T]) EmitBatch(recs []*kgo.Record, out source.Output[T], st *splitState) error {
+	next := recs[len(recs)-1].Offset + 1
+	var n int64
+	for _, rec := range recs {
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		n += int64(len(rec.Key) + len(rec.Value))
+		if err := e.one(rec, out); err != nil {
+			st.Offset = rec.Offset + 1
+			st.m.current.Store(st.Offset)
+			e.bytesIn.Add(n)
+			return err
+		}
+	}
+	st.Offset = next
+	st.m.current.Store(next)
+	e.bytesIn.Add(n)
+	return nil
+}
+
+// one deserializes rec and emits the value with the record's timestamp,
+// or handles a malformed record by the source's ErrorPolicy.
+func (e *emitter[T]) one(rec *kgo.Record, out source.Output[T]) error {
+	v, err := e.deser.Deserialize(rec)
+	if err == nil {
+		out.CollectAt(v, rec.Timestamp.UnixMilli())
+		return nil
+	}
+	err = fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrMalformedRecord, rec.Topic, rec.Partition, rec.Offset, err)
+	if e.cfg.policy != SkipOnError {
+		return err
+	}
+	// Counted always; logged at once for the first, then at most once
+	// per malformedLogEvery with the number skipped since the last
+	// warning.
+	e.errs.Inc()
+	e.skipped++
+	if now := time.Now(); e.lastLog.IsZero() || now.Sub(e.lastLog) >= e.cfg.malformedLogEvery {
+		e.log.Warn("kafka source: skipped a malformed record (on-malformed: skip)", "topic", rec.Topic,
+			"partition", rec.Partition, "offset", rec.Offset, "error", err, "skipped_since_last_warning", e.skipped)
+		e.skipped, e.lastLog = 0, now
+	}
+	return nil
 }
 
 // SnapshotState remembers the positions to commit once the checkpoint's

@@ -22,10 +22,35 @@ type SerializerFunc[T any] func(v T, r *kgo.Record) error
 // Serialize calls f(v, r).
 func (f SerializerFunc[T]) Serialize(v T, r *kgo.Record) error { return f(v, r) }
 
-// BytesSerializer writes byte slices as record values.
-func BytesSerializer() Serializer[[]byte] {
-	return SerializerFunc[[]byte](func(v []byte, r *kgo.Record) error { r.Value = v; return nil })
+// RecordSerializer is an optional interface of a [Serializer] for values
+// that carry a record to produce as it is (a record a Kafka source
+// fetched, passed through): the sink produces the returned record itself
+// instead of a fresh one that Serialize fills, so nothing is copied or
+// allocated per record.
+//
+// SerializeRecord returns the record to produce for v, with Topic set to
+// the output topic (or "" for the sink's [DefaultTopic]) and Key, Value,
+// Headers and Timestamp as they are to be written (a zero Timestamp gets
+// the value's event time, as with Serialize); or nil, and the sink calls
+// Serialize with a fresh record. The sink owns a returned record from
+// then on: franz-go sets its Partition (unless the partitioner is
+// manual), Timestamp (truncated to milliseconds), Offset, producer id and
+// epoch, Attrs and Context, from the producer's goroutines, until its
+// produce promise has run. So return a record only when nothing else
+// reads or changes it after the call — not the source that fetched it
+// (the Kafka source reads nothing of a record after emitting it), not
+// another operator, not a later retry — and never the same record twice.
+type RecordSerializer[T any] interface {
+	Serializer[T]
+	SerializeRecord(v T) (*kgo.Record, error)
 }
+
+// BytesSerializer writes byte slices as record values.
+func BytesSerializer() Serializer[[]byte] { return bytesSerializer{} }
+
+type bytesSerializer struct{}
+
+func (bytesSerializer) Serialize(v []byte, r *kgo.Record) error { r.Value = v; return nil }
 
 // StringSerializer writes strings as record values.
 func StringSerializer() Serializer[string] {
@@ -86,10 +111,15 @@ type DeserializerFunc[T any] func(r *kgo.Record) (T, error)
 // Deserialize calls f(r).
 func (f DeserializerFunc[T]) Deserialize(r *kgo.Record) (T, error) { return f(r) }
 
-// BytesDeserializer delivers record values. The slice is the record's own.
-func BytesDeserializer() Deserializer[[]byte] {
-	return DeserializerFunc[[]byte](func(r *kgo.Record) ([]byte, error) { return r.Value, nil })
-}
+// BytesDeserializer delivers record values. The slice is the record's own
+// (not copied); nothing is allocated per record.
+func BytesDeserializer() Deserializer[[]byte] { return bytesDeserializer{} }
+
+// bytesDeserializer is BytesDeserializer: a method, not a closure, so that
+// the source's per-record call is one indirect call.
+type bytesDeserializer struct{}
+
+func (bytesDeserializer) Deserialize(r *kgo.Record) ([]byte, error) { return r.Value, nil }
 
 // StringDeserializer delivers record values as strings.
 func StringDeserializer() Deserializer[string] {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -276,6 +277,7 @@ var (
 type kafkaSink[T any] struct {
 	cfg    sinkConfig
 	ser    Serializer[T]
+	rser   RecordSerializer[T] // ser, if it implements it
 	bc     *backchannel
 	leases *leaseSet
 
@@ -301,6 +303,7 @@ func NewSink[T any](brokers []string, ser Serializer[T], opts ...SinkOption) (si
 		return nil, err
 	}
 	s := &kafkaSink[T]{cfg: cfg, ser: ser, bc: newBackchannel(), leases: newLeaseSet()}
+	s.rser, _ = ser.(RecordSerializer[T])
 	if cfg.guarantee == ExactlyOnce {
 		return sink.NewStatefulTwoPhase[T, committable, writerState](s), nil
 	}
@@ -451,8 +454,7 @@ type writer[T any] struct {
 	pparent context.Context
 	pstop   context.CancelFunc
 
-	errMu   sync.Mutex
-	err     error
+	err     atomic.Pointer[error]    // the first produce failure
 	promise func(*kgo.Record, error) // of cl
 }
 
@@ -468,10 +470,9 @@ func (w *writer[T]) promiseFor(cl *kgo.Client, txnID string) func(*kgo.Record, e
 		if txnID != "" && isFenced(err) {
 			err = w.fencedError(txnID, err)
 		}
-		w.errMu.Lock()
-		defer w.errMu.Unlock()
-		if w.err == nil {
-			w.err = fmt.Errorf("kafka sink: produce to topic %q partition %d: %w", r.Topic, r.Partition, err)
+		if w.err.Load() == nil {
+			err = fmt.Errorf("kafka sink: produce to topic %q partition %d: %w", r.Topic, r.Partition, err)
+			w.err.CompareAndSwap(nil, &err)
 		}
 	}
 }
@@ -657,13 +658,10 @@ func (w *writer[T]) leftovers(states []writerState, restored bool, oldPar int) l
 }
 
 func (w *writer[T]) failed() error {
-	w.errMu.Lock()
-	err := w.err
-	w.errMu.Unlock()
-	if err == nil {
-		err = w.reach.err()
+	if p := w.err.Load(); p != nil {
+		return *p
 	}
-	return err
+	return w.reach.err()
 }
 
 // producerOpts are the sink's producer options plus the writer's
@@ -738,9 +736,23 @@ func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
-	r := &kgo.Record{}
-	if err := w.s.ser.Serialize(v, r); err != nil {
-		return fmt.Errorf("kafka sink: serialize: %w", err)
+	var r *kgo.Record
+	if w.s.rser != nil {
+		var err error
+		if r, err = w.s.rser.SerializeRecord(v); err != nil {
+			return fmt.Errorf("kafka sink: serialize: %w", err)
+		}
+		if r != nil {
+			// The serializer handed its record over: produce it
+			// under this writer's context.
+			r.Context = nil
+		}
+	}
+	if r == nil {
+		r = &kgo.Record{}
+		if err := w.s.ser.Serialize(v, r); err != nil {
+			return fmt.Errorf("kafka sink: serialize: %w", err)
+		}
 	}
 	if r.Topic == "" {
 		if w.s.cfg.topic == "" {

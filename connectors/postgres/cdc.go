@@ -97,32 +97,6 @@ func (s Segment) visible(xid uint32) bool {
 	return !slices.Contains(s.Xip, full)
 }
 
-func (s Segment) contains(key int64) bool {
-	if s.Lo != nil {
-		lo, err := strconv.ParseInt(*s.Lo, 10, 64)
-		if err == nil && key <= lo {
-			return false
-		}
-	}
-	if s.Hi != nil {
-		hi, err := strconv.ParseInt(*s.Hi, 10, 64)
-		if err == nil && key > hi {
-			return false
-		}
-	}
-	return true
-}
-
-// seenBySnapshot reports whether the page holding key saw transaction xid.
-func seenBySnapshot(segs []Segment, key int64, xid uint32) bool {
-	for _, s := range segs {
-		if s.contains(key) {
-			return s.visible(xid)
-		}
-	}
-	return false
-}
-
 // setupCDC checks the server, makes sure of the publication and the slot,
 // and returns the stream split, starting at the slot's position.
 func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable) ([]Split, error) {
@@ -260,6 +234,9 @@ func (r *splitReader[T]) startStream(ctx context.Context, sp *Split) error {
 	if err != nil {
 		return fmt.Errorf("%w: connection URL: %w", ErrInvalidConfig, err)
 	}
+	if cfg.password != nil {
+		pc.Password = *cfg.password
+	}
 	pc.RuntimeParams["replication"] = "database"
 	pc.RuntimeParams["application_name"] = "sluice-cdc-" + cfg.slot
 	// A previous attempt's walsender may still hold the slot for a moment.
@@ -328,14 +305,22 @@ func (r *splitReader[T]) sendStatus(ctx context.Context, force bool) error {
 func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
 	if r.st == nil || r.st.repl == nil {
 		if err := r.startStream(ctx, sp); err != nil {
-			return readerbase.Batch[elem]{}, err
+			return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
 		}
 	}
 	if err := r.sendStatus(ctx, false); err != nil {
 		return readerbase.Batch[elem]{}, err
 	}
 	var els []elem
+	// batch reconciles the changes with the snapshot's pages; on an error
+	// it keeps the error for the next Fetch (a woken Fetch's error is
+	// dropped) and drops the changes: the reader fails and restores.
 	batch := func() readerbase.Batch[elem] {
+		if err := r.reconcile(sp, els); err != nil {
+			r.failed = err
+			_ = r.st.close()
+			return readerbase.Batch[elem]{}
+		}
 		return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}
 	}
 	deadline := time.Now().Add(time.Second)
@@ -400,7 +385,8 @@ func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase
 			}
 		}
 	}
-	return batch(), nil
+	b := batch()
+	return b, r.failed
 }
 
 // handle decodes one pgoutput message, appending elements to els. It
@@ -474,15 +460,34 @@ func (r *splitReader[T]) change(els []elem, sp *Split, op Op, rel uint32, oldTyp
 	if img == nil {
 		img = ch.Before
 	}
-	key := r.t.keyCol().name
-	ch.Key = img[key]
-	k, ok := ch.Key.(int64)
-	if !ok {
-		return els, fmt.Errorf("postgres CDC source: table %s: a %s at LSN %s has no value of key column %q (%v)", r.t.name, op, lsnString(st.txn.lsn), key, ch.Key)
+	ch.Key = r.t.keyValue(img)
+	parts := make([]string, len(r.t.keys))
+	for i, k := range r.t.keys {
+		v, ok := rawCol(rm, new, k.name)
+		if !ok {
+			v, ok = rawCol(rm, old, k.name)
+		}
+		if !ok {
+			return els, fmt.Errorf("postgres CDC source: table %s: a %s at LSN %s has no value of key column %q (the key columns must be the primary key or the replica identity's, or the table REPLICA IDENTITY FULL)", r.t.name, op, lsnString(st.txn.lsn), k.name)
+		}
+		parts[i] = v
 	}
-	els = append(els, elem{kind: eChange, ch: ch, keyInt: k, lsn: st.txn.lsn, n: st.txn.n})
+	els = append(els, elem{kind: eChange, ch: ch, keyParts: parts, lsn: st.txn.lsn, n: st.txn.n})
 	sp.LSN, sp.N, sp.Done = st.txn.lsn, st.txn.n, false
 	return els, nil
+}
+
+// rawCol is the text form of column name in a tuple, if it has one.
+func rawCol(rm *pglogrepl.RelationMessage, td *pglogrepl.TupleData, name string) (string, bool) {
+	if td == nil {
+		return "", false
+	}
+	for i, col := range rm.Columns {
+		if col.Name == name && i < len(td.Columns) && td.Columns[i].DataType == pglogrepl.TupleDataTypeText {
+			return string(td.Columns[i].Data), true
+		}
+	}
+	return "", false
 }
 
 // tuple decodes a pgoutput tuple; keyOnly keeps only the key columns

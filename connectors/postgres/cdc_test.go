@@ -426,8 +426,8 @@ func TestCDCErrors(t *testing.T) {
 	}
 	wantErr(t, err, `"no_such_cdc_table"`)
 
-	tk := newTable(t, "cdctext", "name text PRIMARY KEY")
-	wantErr(t, discover(tk), "integer key", `"name"`, "text")
+	nk := newTable(t, "cdcnokey", "name text")
+	wantErr(t, discover(nk), "no primary key", "KeyColumns")
 }
 
 // TestCDCWALLevel: a server with wal_level = replica fails the CDC source

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/source/enumerate"
@@ -46,7 +47,8 @@ type Change struct {
 	// Table is the table, schema.name.
 	Table string
 	// Key is the value of the key column (after the change; before it for
-	// a delete).
+	// a delete); for a key of several columns ([KeyColumns]), their values
+	// in key order, an []any.
 	Key any
 	// Before is the row before an update or a delete. Without REPLICA
 	// IDENTITY FULL on the table PostgreSQL logs only the key columns of
@@ -72,7 +74,8 @@ type Split struct {
 	// ID is "chunk-<n>" or "stream".
 	ID string `json:"id"`
 	// Lo is the exclusive lower bound of the keys still to read, in the
-	// key's text form (nil: from the first key). It moves with each row
+	// key's text form, a JSON array of the columns' text forms for a
+	// composite key (nil: from the first key). It moves with each row
 	// read: the position of a chunk, and of the stream split while it
 	// snapshots.
 	Lo *string `json:"lo,omitempty"`
@@ -143,7 +146,7 @@ type sourceOptionFunc func(*sourceConfig)
 func (f sourceOptionFunc) applySource(c *sourceConfig) { f(c) }
 
 type sourceConfig struct {
-	key          string
+	keys         []string
 	chunkSize    int
 	fetchSize    int
 	slot         string
@@ -156,19 +159,25 @@ type sourceConfig struct {
 	setupTimeout time.Duration
 	logger       *slog.Logger
 	debeziumName string
+	password     *string
 }
 
 func defaultSourceConfig(table string) sourceConfig {
 	return sourceConfig{
 		chunkSize:    8192,
 		fetchSize:    8192,
-		slot:         "sluice_" + sanitizeIdent(table),
-		publication:  "sluice_" + sanitizeIdent(table),
+		slot:         DefaultSlotName(table),
+		publication:  DefaultSlotName(table),
 		statusEvery:  10 * time.Second,
 		setupTimeout: 60 * time.Second,
 		logger:       slog.New(slog.DiscardHandler),
 	}
 }
+
+// DefaultSlotName is the default Slot and Publication of a CDC source of
+// table: "sluice_<table>", the table name in lower case with other
+// characters than letters, digits and '_' as '_', cut to 50 characters.
+func DefaultSlotName(table string) string { return "sluice_" + sanitizeIdent(table) }
 
 // sanitizeIdent turns a table name into a slot-name fragment: lower-case
 // letters, digits and '_'.
@@ -201,6 +210,9 @@ func (c *sourceConfig) validate() error {
 	case c.setupTimeout <= 0:
 		return fmt.Errorf("%w: SourceSetupTimeout: %v; must be > 0", ErrInvalidConfig, c.setupTimeout)
 	}
+	if err := unique("KeyColumns", c.keys); err != nil {
+		return err
+	}
 	for opt, n := range map[string]string{"Slot": c.slot, "Publication": c.publication} {
 		if n == "" || len(n) > 63 {
 			return fmt.Errorf("%w: %s %q: 1 to 63 characters", ErrInvalidConfig, opt, n)
@@ -214,13 +226,21 @@ func (c *sourceConfig) validate() error {
 	return nil
 }
 
-// KeyColumn names the column the snapshot orders and chunks the table by;
-// it must be unique and not null. Default: the table's primary key, which
-// must then have one column (composite keys are not supported yet). The
-// CDC source needs an integer key (smallint, integer, bigint).
-func KeyColumn(name string) SourceOption {
-	return sourceOptionFunc(func(c *sourceConfig) { c.key = name })
+// KeyColumns names the columns the sources order and chunk the table by,
+// in order: together unique, each NOT NULL. Any types PostgreSQL orders
+// with a btree (integers, text with its collation, uuid, numeric,
+// timestamps, …): chunk bounds and page ranges are row-value comparisons,
+// (a, b) > ($1, $2), computed by the server; a position is the last key
+// read, stored in the columns' text forms (a JSON array of them for more
+// than one column). Default: the table's primary key. The CDC source
+// needs the key columns in every change: the primary key or the replica
+// identity's columns, or REPLICA IDENTITY FULL on the table.
+func KeyColumns(names ...string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.keys = append([]string(nil), names...) })
 }
+
+// KeyColumn is KeyColumns with one column.
+func KeyColumn(name string) SourceOption { return KeyColumns(name) }
 
 // ChunkSize is the number of rows per chunk of the bounded snapshot (one
 // split per chunk). Default: 8192.
@@ -295,6 +315,14 @@ func SourceLogger(l *slog.Logger) SourceOption {
 			c.logger = l
 		}
 	})
+}
+
+// SourcePassword sets the password the sources connect with (both the
+// regular and the replication connections), overriding one in the
+// connection string (and PGPASSWORD, ~/.pgpass). Default: the connection
+// string's.
+func SourcePassword(p string) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.password = &p })
 }
 
 // DebeziumServerName is the "name" of the Debezium envelope's source
@@ -389,6 +417,9 @@ func newPgSource[T any](url, table string, cdc bool, conv func(Change) (T, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: connection URL: %w", ErrInvalidConfig, err)
 	}
+	if cfg.password != nil {
+		cc.Password = *cfg.password
+	}
 	return &pgSource[T]{url: url, table: table, cdc: cdc, cfg: cfg, conv: conv, conn: cc}, nil
 }
 
@@ -421,8 +452,28 @@ func (s *pgSource[T]) EnumeratorStateSerializer() serde.Versioned[EnumState] {
 	return serde.JSON[EnumState](1)
 }
 
-// discover connects, checks and returns the splits of a fresh start.
+// discover connects, checks and returns the splits of a fresh start. An
+// error a restart cannot fix is restart.ErrUnrecoverable.
 func (s *pgSource[T]) discover(ctx context.Context) ([]Split, error) {
+	splits, err := s.discover1(ctx)
+	return splits, sourceUnrecoverable(err)
+}
+
+// sourceUnrecoverable marks the setup errors a restart cannot fix
+// (markUnrecoverable's, and the CDC source's wal_level, slot and
+// publication errors) as restart.ErrUnrecoverable, so the job fails at
+// once instead of restarting into the same error.
+func sourceUnrecoverable(err error) error {
+	if err == nil || errors.Is(err, restart.ErrUnrecoverable) {
+		return err
+	}
+	if errors.Is(err, ErrWALLevel) || errors.Is(err, ErrSlotNotFound) || errors.Is(err, ErrPublicationNotFound) || errors.Is(err, ErrSlotAhead) {
+		return unrecoverable{err}
+	}
+	return markUnrecoverable(err)
+}
+
+func (s *pgSource[T]) discover1(ctx context.Context) ([]Split, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.setupTimeout,
 		fmt.Errorf("postgres source: SourceSetupTimeout (%v) expired", s.cfg.setupTimeout))
 	defer cancel()
@@ -431,7 +482,7 @@ func (s *pgSource[T]) discover(ctx context.Context) ([]Split, error) {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	t, err := loadSourceTable(ctx, conn, s.table, s.cfg.key, s.cdc)
+	t, err := loadSourceTable(ctx, conn, s.table, s.cfg.keys)
 	if err != nil {
 		return nil, fmt.Errorf("postgres source: %w", err)
 	}

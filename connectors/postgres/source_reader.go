@@ -31,14 +31,15 @@ const (
 
 // elem is what the fetcher hands to the emitter.
 type elem struct {
-	kind   elemKind
-	ch     Change
-	key    string // eRow: the key's text
-	keyInt int64  // eChange: the key
-	seg    Segment
-	segs   []Segment
-	lsn    uint64
-	n      int
+	kind     elemKind
+	ch       Change
+	key      string   // eRow: the key, encoded
+	keyParts []string // eChange: the key columns' text forms
+	seen     bool     // eChange: the snapshot saw it (reconcile)
+	seg      Segment
+	segs     []Segment
+	lsn      uint64
+	n        int
 }
 
 // sourceReader is readerbase.Reader plus the confirmation of the stream's
@@ -89,7 +90,7 @@ func (s *pgSource[T]) CreateReader(rctx source.ReaderContext) (source.Reader[T, 
 			if e.kind != eChange {
 				return nil
 			}
-			if seenBySnapshot(st.Segments, e.keyInt, e.ch.Xid) {
+			if e.seen {
 				return nil
 			}
 			v, err := s.conv(e.ch)
@@ -228,6 +229,7 @@ type splitReader[T any] struct {
 	t       *srcTable
 	splits  []*Split // fetch positions, in assignment order
 	st      *streamConn
+	failed  error // reported by the next Fetch
 }
 
 func (r *splitReader[T]) AddSplits(splits []Split) error {
@@ -239,11 +241,14 @@ func (r *splitReader[T]) AddSplits(splits []Split) error {
 }
 
 func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], error) {
+	if r.failed != nil {
+		return readerbase.Batch[elem]{}, r.failed
+	}
 	if len(r.splits) == 0 {
 		return readerbase.Batch[elem]{}, nil
 	}
 	if err := r.connectOnce(ctx); err != nil {
-		return readerbase.Batch[elem]{}, err
+		return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
 	}
 	i := slices.IndexFunc(r.splits, func(sp *Split) bool { return !sp.Waiting })
 	if i < 0 {
@@ -277,7 +282,7 @@ func (r *splitReader[T]) connectOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := loadSourceTable(ctx, conn, r.s.table, r.s.cfg.key, r.s.cdc)
+	t, err := loadSourceTable(ctx, conn, r.s.table, r.s.cfg.keys)
 	if err != nil {
 		_ = conn.Close(context.Background())
 		return fmt.Errorf("postgres source: %w", err)
@@ -301,7 +306,7 @@ func (r *splitReader[T]) awaitChunks(ctx context.Context, sp *Split) (readerbase
 		for _, id := range slices.Sorted(maps.Keys(*m)) {
 			segs = append(segs, (*m)[id]...)
 		}
-		sp.Waiting = false
+		sp.Waiting, sp.Segments = false, segs
 		return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: []elem{{kind: eReady, segs: segs}}}}}, nil
 	}
 	t := time.NewTimer(100 * time.Millisecond)
@@ -321,7 +326,7 @@ func (r *splitReader[T]) fetchChunk(ctx context.Context, sp *Split) (readerbase.
 	}
 	els := make([]elem, len(rows))
 	for i, row := range rows {
-		els[i] = elem{kind: eRow, key: keys[i], ch: Change{Op: OpRead, Table: r.t.name, Key: row[r.t.keyCol().name], After: row}}
+		els[i] = elem{kind: eRow, key: keys[i], ch: Change{Op: OpRead, Table: r.t.name, Key: r.t.keyValue(row), After: row}}
 	}
 	b := readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}
 	if len(keys) > 0 {
@@ -371,7 +376,7 @@ func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split, at in
 	}
 	els := make([]elem, 0, len(rows)+2)
 	for i, row := range rows {
-		els = append(els, elem{kind: eRow, key: keys[i], ch: Change{Op: OpRead, Table: r.t.name, Key: row[r.t.keyCol().name], After: row}})
+		els = append(els, elem{kind: eRow, key: keys[i], ch: Change{Op: OpRead, Table: r.t.name, Key: r.t.keyValue(row), After: row}})
 	}
 	seg.Lo = clonePtr(sp.Lo)
 	short := len(rows) < r.s.cfg.fetchSize
@@ -380,6 +385,9 @@ func (r *splitReader[T]) fetchSnapshotPage(ctx context.Context, sp *Split, at in
 		seg.Hi = &keys[len(keys)-1]
 	}
 	els = append(els, elem{kind: eSegment, seg: seg})
+	if sp.Stream {
+		sp.Segments = append(sp.Segments, seg)
+	}
 	if len(keys) > 0 {
 		sp.Lo = &keys[len(keys)-1]
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -13,13 +14,28 @@ import (
 // Chunk i holds the keys in (bound i-1, bound i]; the first starts at the
 // first key, the last ends at the last.
 func (s *pgSource[T]) chunks(ctx context.Context, conn *pgx.Conn, t *srcTable) ([]Split, error) {
-	k := pgx.Identifier{t.keyCol().name}.Sanitize()
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT k FROM (SELECT %s::text AS k, %s AS o, row_number() OVER (ORDER BY %s) AS rn FROM %s) s
-		WHERE rn %% $1 = 0 ORDER BY o`, k, k, k, t.ident.Sanitize()), s.cfg.chunkSize)
+	k := t.keyExpr()
+	order := strings.TrimSuffix(strings.TrimPrefix(k, "("), ")")
+	sel := make([]string, len(t.keys))
+	for i, kc := range t.keys {
+		sel[i] = "src." + pgx.Identifier{kc.name}.Sanitize() + "::text"
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT %s FROM (SELECT %s, row_number() OVER (ORDER BY %s) AS rn FROM %s AS src) src
+		WHERE rn %% $1 = 0 ORDER BY rn`, pgListOf("k", len(t.keys)), aliased(sel, "k"), order, t.ident.Sanitize()), s.cfg.chunkSize)
 	if err != nil {
 		return nil, fmt.Errorf("postgres source: compute the chunks of table %s: %w", t.name, err)
 	}
-	bounds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	bounds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		parts := make([]string, len(t.keys))
+		ptrs := make([]any, len(parts))
+		for i := range parts {
+			ptrs[i] = &parts[i]
+		}
+		if err := r.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		return t.encodeKey(parts), nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres source: compute the chunks of table %s: %w", t.name, err)
 	}
@@ -36,4 +52,22 @@ func (s *pgSource[T]) chunks(ctx context.Context, conn *pgx.Conn, t *srcTable) (
 	}
 	s.cfg.logger.Info("postgres source: snapshot chunks", "table", t.name, "chunks", len(splits))
 	return splits, nil
+}
+
+// pgListOf is "p0, p1, …" (n names).
+func pgListOf(p string, n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = p + strconv.Itoa(i)
+	}
+	return strings.Join(names, ", ")
+}
+
+// aliased is "e0 AS p0, e1 AS p1, …".
+func aliased(exprs []string, p string) string {
+	out := make([]string, len(exprs))
+	for i, e := range exprs {
+		out[i] = e + " AS " + p + strconv.Itoa(i)
+	}
+	return strings.Join(out, ", ")
 }

@@ -318,14 +318,14 @@ func TestSourceBadInput(t *testing.T) {
 	_, err = s.(*pgSource[Change]).discover(ctx)
 	wantErr(t, err, nopk, "no primary key", "KeyColumn")
 
-	comp := newTable(t, "comp", "a int, b int, PRIMARY KEY (a, b)")
-	s, _ = NewSnapshotSource(url, comp)
+	comp := newTable(t, "comp", "a int, b int, c int, PRIMARY KEY (a, b)")
+	s, _ = NewSnapshotSource(url, comp, KeyColumns("a", "c"))
 	_, err = s.(*pgSource[Change]).discover(ctx)
-	wantErr(t, err, comp, "composite keys are not supported", "a, b")
+	wantErr(t, err, comp, `key column "c"`, "may be NULL")
 
-	s, _ = NewSnapshotSource(url, comp, KeyColumn("c"))
+	s, _ = NewSnapshotSource(url, comp, KeyColumn("d"))
 	_, err = s.(*pgSource[Change]).discover(ctx)
-	wantErr(t, err, comp, `no column "c"`)
+	wantErr(t, err, comp, `no column "d"`)
 
 	if _, err := NewSnapshotSource(url, comp, ChunkSize(0)); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("ChunkSize(0): %v", err)

@@ -623,7 +623,7 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
 	steps := spec.Steps()
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, DecodeValues: transform.ReadsValue(steps), ValuesReplaced: transform.ReplacesValue(steps),
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, DecodeValues: transform.DecodesValues(steps), ValuesReplaced: transform.ReplacesValue(steps),
 		Positions: transform.NeedsPositions(steps) || transform.ReadsMeta(steps)})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
@@ -635,7 +635,8 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 		in = transform.AddTo(in, steps)
 	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil}, in); err != nil {
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil,
+		SinkOwnsRecords: len(spec.Transforms) == 0 && spec.DeadLetter == nil && !spec.SourceDeadLetters}, in); err != nil {
 		return fmt.Errorf("%s:%d: sink: %w", spec.File, spec.Sink.Line, err)
 	}
 	if dl := spec.DeadLetter; dl != nil {

@@ -98,6 +98,24 @@ func (e *Expr) Run(r Record) (any, error) {
 	return m.Run(e.prog, env)
 }
 
+// RunFields evaluates the expression on r with fields as the variables
+// of its value instead of r's decoded value (an expression that reads
+// only these fields, not `record`, sees what Run shows it): fields
+// becomes the environment, and meta is added to it if the expression
+// reads meta.
+func (e *Expr) RunFields(r Record, fields map[string]any) (any, error) {
+	if e.readsMeta {
+		m, err := MetaView(r)
+		if err != nil {
+			return nil, err
+		}
+		fields["meta"] = m
+	}
+	m := e.vms.Get().(*vm.VM)
+	defer e.vms.Put(m)
+	return m.Run(e.prog, fields)
+}
+
 // MetaView is r's metadata as expressions see it (`meta`): key (decoded
 // with the source's key.format, a string by default; nil without a key),
 // headers (name → value as a string, the last for a repeated name),

@@ -58,6 +58,11 @@ func init() {
 			default:
 				deser = kafkaUnrecoverable(deser)
 			}
+			if !c.DecodeValues && codecs.Value.Identity() == "raw" {
+				// Raw bytes nobody decodes are never malformed: no
+				// check, no policy, one call per record.
+				deser = rawRecords{codecs}
+			}
 			src, err := kafka.NewSource(c.Options.Strings("brokers"), deser, opts...)
 			if err != nil {
 				return stream.DataStream[Record]{}, err
@@ -126,10 +131,10 @@ func init() {
 			if exprs.partition != nil {
 				opts = append(opts, kafka.SinkClientOpts(kgo.RecordPartitioner(kgo.ManualPartitioner())))
 			}
-			topic := c.Options.String("topic")
-			ser := kafka.SerializerFunc[Record](func(r Record, kr *kgo.Record) error {
-				return kafkaSerialize(vc, name, topic, exprs.partition != nil, r, kr)
-			})
+			var ser kafka.Serializer[Record] = &kafkaSer{vc: vc, fmtName: name, topic: c.Options.String("topic"), partition: exprs.partition != nil}
+			if c.SinkOwnsRecords {
+				ser = ownedKafkaSer{ser.(*kafkaSer)}
+			}
 			s, err := kafka.NewSink(c.Options.Strings("brokers"), ser, opts...)
 			if err != nil {
 				return err
@@ -162,6 +167,62 @@ func kafkaRecords(c *Codecs, name string, decode bool) kafka.Deserializer[Record
 		}
 		return r, nil
 	})
+}
+
+// rawRecords is kafkaRecords for values that are passed through as raw
+// bytes: a record referencing the Kafka record, never an error, nothing
+// allocated.
+type rawRecords struct{ c *Codecs }
+
+func (d rawRecords) Deserialize(rec *kgo.Record) (Record, error) { return KafkaRecord(rec, d.c), nil }
+
+// kafkaSer is the Kafka sink's serializer: kafkaSerialize with the sink's
+// value codec, format name, topic and whether a partition expression
+// partitions.
+type kafkaSer struct {
+	vc        format.Codec
+	fmtName   string
+	topic     string
+	partition bool
+}
+
+func (s *kafkaSer) Serialize(r Record, kr *kgo.Record) error {
+	return kafkaSerialize(s.vc, s.fmtName, s.topic, s.partition, r, kr)
+}
+
+// ownedKafkaSer is kafkaSer for a sink that owns its records
+// (BuildContext.SinkOwnsRecords): a record a Kafka source read and that
+// reaches the sink unchanged — its value's bytes written as read, its
+// metadata the fetched record's own — is produced as the fetched
+// *kgo.Record itself, its topic set to the sink's (the partitioner, or
+// with a partition expression the record's own partition, places it),
+// without a copy (kafka.RecordSerializer). Any other record is
+// serialized into a fresh one.
+type ownedKafkaSer struct{ *kafkaSer }
+
+// SerializeRecord returns r's fetched record, retargeted, or nil.
+func (s ownedKafkaSer) SerializeRecord(r Record) (*kgo.Record, error) {
+	kr := r.kr
+	if kr == nil || r.meta != nil {
+		return nil, nil
+	}
+	b, ok := preEncodedFor(r, s.fmtName, s.topic)
+	if !ok {
+		var c format.Codec
+		b, c, ok = r.Bytes()
+		ok = ok && c.Identity() != "" && c.Identity() == s.vc.Identity()
+	}
+	if !ok || !sameBytes(b, kr.Value) {
+		return nil, nil
+	}
+	kr.Topic = s.topic
+	return kr, nil
+}
+
+// sameBytes reports whether a and b are the same bytes in memory (not
+// merely equal): the record's value is the fetched record's.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // kafkaSerialize sets kr from r: the value encoded with vc (or r's bytes

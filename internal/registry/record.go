@@ -127,6 +127,15 @@ func (r Record) WithValue(v any) Record {
 	return r
 }
 
+// WithRawValue returns r with b as its value's new bytes, in the codec
+// r's bytes were in (r must have bytes: see Bytes): undecoded, with r's
+// metadata and position. A transform that rewrote part of r's bytes
+// returns its result so; b is referenced, not copied.
+func (r Record) WithRawValue(b []byte) Record {
+	r.val, r.raw, r.hasRaw = undecoded, b, true
+	return r
+}
+
 // withEncoded returns r with b, the value already encoded by a sink's
 // step, as its bytes in codec c (preEncoded): the sink writes them as
 // they are. Metadata and position are kept.

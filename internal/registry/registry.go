@@ -340,6 +340,12 @@ type BuildContext struct {
 	// it; a sink with a Step that is not told so applies it itself
 	// (failing the job on a record it fails on).
 	StepApplied bool
+	// SinkOwnsRecords tells a sink that nothing reads a record after
+	// the sink got it: no transform keeps records and no dead-letter
+	// path sees them. It may then hand a record's own buffers to its
+	// client, to be changed and kept (the Kafka sink produces a record a
+	// Kafka source read, unchanged, as the fetched *kgo.Record itself).
+	SinkOwnsRecords bool
 }
 
 // Source is a registered source connector.

@@ -1,9 +1,11 @@
 package transform
 
 import (
+	"context"
 	"testing"
 
 	"github.com/expr-lang/expr"
+	"github.com/sluice-io/sluice/internal/format"
 	"github.com/sluice-io/sluice/internal/registry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -82,6 +84,98 @@ func BenchmarkFilterPosition(b *testing.B) {
 				} else if _, err := f.Keep(r); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// benchValue is a value of the Kafka benchmark's input (bench/kafka): a
+// canonical 100-byte JSON object.
+var benchValue = []byte(`{"amount":37,"id":1234567,"pad":"q3ZkTa9Lm2Xc7Vb1Nn4Rt6Yu8Ii0Oo5Pp3Aa","user":"user-1234"}`)
+
+// BenchmarkJSONRecord is the CPU cost per record of the JSON work of the
+// Kafka benchmark's pipelines, on one undecoded Kafka record: a filter
+// that reads one field (`amount >= 0`) and a map that doubles it and
+// copies the other fields, each the lazy way (the default: the fields
+// read from the bytes, the map's result written as bytes, lazy.go) and
+// the full way (the value decoded into a map[string]any first, the map's
+// result encoded as the sink encodes it); and the parts: the source's
+// check of the bytes, a full decode, and the encoding.
+func BenchmarkJSONRecord(b *testing.B) {
+	js, err := format.Builtin().New("json", format.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kr := &kgo.Record{Topic: "in", Partition: 1, Offset: 7, Value: benchValue}
+	raw := registry.KafkaRecord(kr, &registry.Codecs{Value: js})
+	filter, err := Compile(Step{Kind: Filter, Name: "f", Expr: `amount >= 0`})
+	if err != nil {
+		b.Fatal(err)
+	}
+	double, err := Compile(Step{Kind: Map, Name: "m", Expr: `{"amount": amount * 2, "id": id, "pad": pad, "user": user}`})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	encode := func(r Record) {
+		if _, _, ok := r.Bytes(); ok && !r.Decoded() {
+			return // the sink writes the bytes
+		}
+		if _, err := js.Encode(ctx, "out", nil, r.Value()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		fn   func()
+	}{
+		{"validate", func() {
+			if err := js.(format.Validator).Validate(benchValue); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"decode", func() {
+			if _, err := raw.Decode(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"filter/lazy", func() {
+			if keep, err := filter.Keep(raw); err != nil || !keep {
+				b.Fatal(keep, err)
+			}
+		}},
+		{"filter/full", func() {
+			r, err := raw.Decode(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if keep, err := filter.Keep(r); err != nil || !keep {
+				b.Fatal(keep, err)
+			}
+		}},
+		{"double/lazy", func() {
+			out, err := double.Apply(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			encode(out)
+		}},
+		{"double/full", func() {
+			r, err := raw.Decode(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := double.Apply(r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			encode(out)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.fn()
 			}
 		})
 	}

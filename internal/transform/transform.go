@@ -9,7 +9,10 @@
 // (`amount > 100`), `record` is the whole value (`record["user id"]`) and
 // `meta` the record's metadata (`meta.key`, `meta.headers["h"]`, see
 // registry.MetaView). A record whose value no step reads is never decoded
-// (ReadsValue).
+// (ReadsValue); a JSON record whose fields a filter or map names is not
+// decoded either: the step reads those fields from its bytes, and a map
+// that is an object literal writes its result as bytes (lazy.go,
+// DecodesValues).
 //
 // An expression that fails at run time (a field of the wrong type or
 // missing, a map that does not return an object) is handled by the step's
@@ -87,6 +90,9 @@ type Compiled struct {
 	from    map[string]bool // a Rename's source fields
 	fn      func(Record) (Record, error)
 	fnReads bool // fn reads the value
+	// lazy runs the step on a JSON record's bytes without decoding it
+	// (lazy.go); nil: the step decodes.
+	lazy *lazyPlan
 }
 
 // FuncStep returns a SinkStep step (s.Kind is set) that applies fn to
@@ -112,6 +118,9 @@ func Compile(s Step) (*Compiled, error) {
 			return nil, err
 		}
 		c.expr = e
+		if e.ReadsValue() {
+			c.lazy = planLazy(s)
+		}
 	case Select:
 		if len(s.Fields) == 0 {
 			return nil, errors.New("select needs at least one field")
@@ -250,6 +259,11 @@ func (c *Compiled) decode(r Record) (Record, error) {
 
 // Keep applies a Filter step to one record.
 func (c *Compiled) Keep(r Record) (bool, error) {
+	if c.lazy != nil {
+		if keep, ok := c.keepLazy(r); ok {
+			return keep, nil
+		}
+	}
 	r, err := c.decode(r)
 	if err != nil {
 		return false, err
@@ -268,6 +282,11 @@ func (c *Compiled) Keep(r Record) (bool, error) {
 // Apply applies a Map, Select or Rename step to one record: the result
 // has the new value and r's metadata.
 func (c *Compiled) Apply(r Record) (Record, error) {
+	if c.lazy != nil && c.Kind == Map {
+		if out, ok := c.applyLazy(r); ok {
+			return out, nil
+		}
+	}
 	r, err := c.decode(r)
 	if err != nil {
 		return r, err

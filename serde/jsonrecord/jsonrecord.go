@@ -34,7 +34,12 @@
 // [Validate] and [ValidateObject] make the decision of [Decode] and
 // [DecodeObject] (same errors) without building the value, in one scan
 // that allocates nothing for records whose objects hold up to 16 keys: for
-// bytes passed on undecoded that must still be checked.
+// bytes passed on undecoded that must still be checked. [Lookup] makes the
+// same decision and also finds the bytes of chosen top-level members,
+// which [DecodeValue] decodes exactly: a transform that reads two fields
+// of a record decodes only those two, and [AppendValue] encodes a value as
+// encoding/json does, so a transform that changes one member re-encodes
+// only that one.
 package jsonrecord
 
 import (
@@ -211,6 +216,9 @@ type parser struct {
 	nkeys  int
 	keyArr [32]span
 	more   []span
+	// Lookup: the top-level keys wanted, and where their values go.
+	want  []string
+	found [][]byte
 }
 
 func (p *parser) key(i int) span {
@@ -385,6 +393,8 @@ func (p *parser) object() (any, error) {
 		keyAt := p.i
 		var k string
 		dup := false
+		var valKeyEnd int // without build: the end of the key's bytes
+		var keyEsc bool
 		if p.build {
 			var err error
 			if k, err = p.str(); err != nil {
@@ -397,6 +407,7 @@ func (p *parser) object() (any, error) {
 				return nil, err
 			}
 			sp := span{start: keyAt + 1, end: p.i - 1, escaped: esc}
+			valKeyEnd, keyEsc = sp.end, esc
 			switch {
 			case seen != nil:
 				k = p.unescape(sp)
@@ -432,12 +443,15 @@ func (p *parser) object() (any, error) {
 		}
 		p.i++
 		p.ws()
+		valAt := p.i
 		v, err := p.value()
 		if err != nil {
 			return nil, err
 		}
 		if p.build {
 			m[k] = v
+		} else if p.want != nil && p.depth == 1 {
+			p.wantKey(span{start: keyAt + 1, end: valKeyEnd, escaped: keyEsc}, valAt)
 		}
 		p.ws()
 		if p.i >= len(p.data) {

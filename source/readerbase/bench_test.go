@@ -72,6 +72,17 @@ var benchEmitter = readerbase.EmitterFunc[int, int, *benchState](
 		return nil
 	})
 
+// benchBatchEmitter emits the same records as benchEmitter, a split's
+// group per call, moving the state once.
+var benchBatchEmitter = readerbase.BatchEmitterFunc[int, int, *benchState](
+	func(es []int, out source.Output[int], s *benchState) error {
+		for _, e := range es {
+			out.Collect(e)
+		}
+		s.next += len(es)
+		return nil
+	})
+
 // BenchmarkReaderBase measures the cost per record (one op is one record)
 // of moving records from a SplitReader through the queue and PollNext to a
 // no-op output, against a plain loop that calls the same emitter over the
@@ -102,26 +113,29 @@ func BenchmarkReaderBase(b *testing.B) {
 			name   string
 			splits int
 			opt    readerbase.Option
+			em     readerbase.RecordEmitter[int, int, *benchState]
 		}{
-			{"single", 1, readerbase.SingleFetcher()},
-			{"single4", 4, readerbase.SingleFetcher()},
-			{"perSplit4", 4, readerbase.FetcherPerSplit()},
+			{"single", 1, readerbase.SingleFetcher(), benchEmitter},
+			{"single4", 4, readerbase.SingleFetcher(), benchEmitter},
+			{"perSplit4", 4, readerbase.FetcherPerSplit(), benchEmitter},
+			{"batchEmitter/single", 1, readerbase.SingleFetcher(), benchBatchEmitter},
+			{"batchEmitter/single4", 4, readerbase.SingleFetcher(), benchBatchEmitter},
 		} {
 			b.Run(fmt.Sprintf("%s/batch=%d", m.name, batch), func(b *testing.B) {
 				b.ReportAllocs()
-				benchReaderBase(b, recs, m.splits, m.opt)
+				benchReaderBase(b, recs, m.splits, m.opt, m.em)
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/record")
 			})
 		}
 	}
 }
 
-func benchReaderBase(b *testing.B, recs []int, nsplits int, opt readerbase.Option) {
+func benchReaderBase(b *testing.B, recs []int, nsplits int, opt readerbase.Option, em readerbase.RecordEmitter[int, int, *benchState]) {
 	r, err := readerbase.New(benchContext{}, readerbase.Config[int, int, benchSplit, *benchState]{
 		NewSplitReader: func() (readerbase.SplitReader[int, benchSplit], error) {
 			return &benchReader{recs: recs}, nil
 		},
-		Emitter:   benchEmitter,
+		Emitter:   em,
 		InitState: func(s benchSplit) *benchState { return &benchState{id: s.ID} },
 		ToSplit:   func(s *benchState) benchSplit { return benchSplit{ID: s.id} },
 	}, opt)

@@ -47,7 +47,9 @@
 //     from their positions, returns batches, reports splits read to their
 //     end in [Batch.Finished], and returns promptly when ctx is done;
 //   - a RecordEmitter that turns an element into records (usually with
-//     out.CollectAt) and moves the split state past it;
+//     out.CollectAt) and moves the split state past it; one that also
+//     implements [BatchEmitter] gets a split's whole group of a batch in
+//     one call and may move the state once per group;
 //   - a mutable split state SS (usually a pointer) with InitState and
 //     ToSplit to convert between it and the split type.
 //

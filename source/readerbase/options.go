@@ -16,7 +16,8 @@ type Config[E, T any, S source.Split, SS any] struct {
 	// block on I/O; connect lazily in Fetch. Required.
 	NewSplitReader func() (SplitReader[E, S], error)
 	// Emitter turns fetched elements into records and advances split
-	// states, on the task goroutine. Required.
+	// states, on the task goroutine; one that implements [BatchEmitter]
+	// gets each split's group of a batch in one call. Required.
 	Emitter RecordEmitter[E, T, SS]
 	// InitState makes the mutable state of a split when it is added.
 	// Required, unless SS is *S: then nil means a pointer to a copy of the

@@ -28,6 +28,7 @@ import (
 // hand-over queue are read again after a restore.
 type Reader[E, T any, S source.Split, SS any] struct {
 	cfg       Config[E, T, S, SS]
+	batchEm   BatchEmitter[E, T, SS] // cfg.Emitter, if it implements it
 	opts      options
 	rctx      source.ReaderContext
 	recordsIn *metrics.Counter
@@ -102,6 +103,7 @@ func New[E, T any, S source.Split, SS any](rctx source.ReaderContext, cfg Config
 		ready:     ready,
 		states:    map[string]SS{},
 	}
+	r.batchEm, _ = cfg.Emitter.(BatchEmitter[E, T, SS])
 	if o.perSplit {
 		r.bySplit = map[string]*fetcher[E, S]{}
 	}
@@ -193,10 +195,11 @@ func (r *Reader[E, T, S, SS]) idle() (source.InputStatus, error) {
 	return source.NothingAvailable, nil
 }
 
-// emit runs the batch's records through the emitter and finishes the
-// splits the batch reports finished.
+// emit runs the batch's records through the emitter (a split's group in
+// one call to a BatchEmitter) and finishes the splits the batch reports
+// finished.
 func (r *Reader[E, T, S, SS]) emit(out source.Output[T], b *Batch[E]) error {
-	em := r.cfg.Emitter
+	em, bem := r.cfg.Emitter, r.batchEm
 	n := 0
 	for _, g := range b.Records {
 		if len(g.Records) == 0 {
@@ -208,6 +211,14 @@ func (r *Reader[E, T, S, SS]) emit(out source.Output[T], b *Batch[E]) error {
 			return fmt.Errorf("%w: %d records for split %q", ErrUnknownSplit, len(g.Records), g.SplitID)
 		}
 		so := out.ForSplit(g.SplitID)
+		if bem != nil {
+			if err := bem.EmitBatch(g.Records, so, st); err != nil {
+				r.recordsIn.Add(int64(n + len(g.Records)))
+				return fmt.Errorf("readerbase: split %q: emit: %w", g.SplitID, err)
+			}
+			n += len(g.Records)
+			continue
+		}
 		for i, e := range g.Records {
 			if err := em.Emit(e, so, st); err != nil {
 				r.recordsIn.Add(int64(n + i))

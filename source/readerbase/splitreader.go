@@ -138,3 +138,39 @@ type EmitterFunc[E, T, SS any] func(e E, out source.Output[T], state SS) error
 func (f EmitterFunc[E, T, SS]) Emit(e E, out source.Output[T], state SS) error {
 	return f(e, out, state)
 }
+
+// BatchEmitter is an optional interface of a [RecordEmitter]. When
+// [Config.Emitter] implements it, the [Reader] hands each split's group of
+// a fetched batch to EmitBatch in one call instead of calling Emit once
+// per element, so that a connector can advance the split state and its
+// per-split metrics once per group and keep its per-record loop free of
+// interface calls. Emit is then not called by the Reader.
+//
+// EmitBatch gets the group's elements in read order (never an empty
+// slice) and must emit, in order, what Emit would emit for each of them,
+// and leave state where Emit would leave it after the last one. States
+// after earlier elements of the group are never snapshotted (see [Batch]),
+// so EmitBatch may move the position once. It is called on the task
+// goroutine during [Reader.PollNext]; out is the split's own output and
+// es belong to the batch: both are valid only during the call (the
+// elements themselves may be emitted as records). An error fails the
+// reader and should name the position and the cause; numRecordsFetched
+// then counts the whole group.
+type BatchEmitter[E, T, SS any] interface {
+	RecordEmitter[E, T, SS]
+	EmitBatch(es []E, out source.Output[T], state SS) error
+}
+
+// BatchEmitterFunc adapts a function that emits a group of elements to a
+// [BatchEmitter]. Its Emit calls the function with a one-element slice.
+type BatchEmitterFunc[E, T, SS any] func(es []E, out source.Output[T], state SS) error
+
+// Emit calls f with the one element e.
+func (f BatchEmitterFunc[E, T, SS]) Emit(e E, out source.Output[T], state SS) error {
+	return f([]E{e}, out, state)
+}
+
+// EmitBatch calls f(es, out, state).
+func (f BatchEmitterFunc[E, T, SS]) EmitBatch(es []E, out source.Output[T], state SS) error {
+	return f(es, out, state)
+}

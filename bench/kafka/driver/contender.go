@@ -17,7 +17,7 @@ import (
 // with a codec, a sluice pipeline file, or the Flink job.
 type contender struct {
 	name     string
-	kind     string // loop, sluice, flink
+	kind     string // loop, sluice, flink, goapi
 	codec    string // loop: raw or json
 	pipeline string // sluice: the pipeline file
 	binary   string // sluice: the binary (-sluice, or the one after @)
@@ -46,7 +46,12 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 			return contender{}, fmt.Errorf("contender %s needs -loop", name)
 		}
 		return contender{name: name, kind: "loop", codec: strings.TrimPrefix(name, "loop-")}, nil
-	case "flink", "flink-json":
+	case "goapi":
+		if o.goapi == "" {
+			return contender{}, fmt.Errorf("contender goapi needs -goapi")
+		}
+		return contender{name: name, kind: "goapi"}, nil
+	case "flink", "flink-json", "flink-json-double":
 		if _, err := os.Stat(o.flinkJar); err != nil {
 			return contender{}, fmt.Errorf("contender flink: %w (build it: mvn -f bench/kafka/flink/pom.xml package)", err)
 		}
@@ -56,8 +61,8 @@ func resolve(name, pipelines string, o *options) (contender, error) {
 		}
 		o.flinkJar = abs
 		codec := "raw"
-		if name == "flink-json" {
-			codec = "json"
+		if name != "flink" {
+			codec = strings.TrimPrefix(name, "flink-") // json, json-double
 		}
 		return contender{name: name, kind: "flink", codec: codec}, nil
 	}
@@ -95,6 +100,13 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 			args = append(args, "-cpuprofile", filepath.Join(o.profile, filepath.Base(dir)+".cpu.pprof"))
 		}
 		cmd = exec.CommandContext(ctx, o.loop, args...)
+	case "goapi":
+		args := []string{"-brokers", brokers, "-in", in, "-out", out, "-p", strconv.Itoa(p),
+			"-checkpoint-dir", filepath.Join(dir, "checkpoints")}
+		if o.profile != "" {
+			args = append(args, "-cpuprofile", filepath.Join(o.profile, filepath.Base(dir)+".cpu.pprof"))
+		}
+		cmd = exec.CommandContext(ctx, o.goapi, args...)
 	case "flink":
 		cmd = exec.CommandContext(ctx, o.java, "-Xmx1g", "-jar", o.flinkJar,
 			"--brokers", brokers, "--in", in, "--out", out, "--parallelism", strconv.Itoa(p), "--codec", c.codec,
@@ -193,6 +205,9 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 	if err != nil {
 		r.err = err
 		return r
+	}
+	if doubles(c.name) {
+		want = expectedDoubledHashes(len(want), o.valueSize)
 	}
 	missing, extra := diff(want, rb.hashes)
 	switch {

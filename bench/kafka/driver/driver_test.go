@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -112,5 +113,31 @@ func TestAvroValueRoundTrip(t *testing.T) {
 		if string(again) != string(v[avroHeader:]) {
 			t.Fatalf("avroValue(%d) changes in an Avro round trip", i)
 		}
+	}
+}
+
+// TestDoubledValue: the doubled value is the input value with amount
+// doubled, every other field the same, in the input's canonical form.
+func TestDoubledValue(t *testing.T) {
+	for _, i := range []int{0, 1, 27, 28, 999, 123456} {
+		in, out := value(nil, i, 100), doubledValue(nil, i, 100)
+		var a, b map[string]any
+		if err := json.Unmarshal(in, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(out, &b); err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+		if b["amount"] != 2*a["amount"].(float64) {
+			t.Errorf("record %d: amount %v, want twice %v", i, b["amount"], a["amount"])
+		}
+		a["amount"] = b["amount"]
+		canon, _ := json.Marshal(a)
+		if !reflect.DeepEqual(a, b) || string(canon) != string(out) {
+			t.Errorf("record %d: %s, want %s", i, out, canon)
+		}
+	}
+	if !doubles("sluice-json-double@sluice") || !doubles("flink-json-double") || doubles("sluice-json-map") {
+		t.Error("doubles: wrong contenders")
 	}
 }

@@ -35,6 +35,7 @@ type options struct {
 	contenders  []contender
 	sluice      string
 	loop        string
+	goapi       string
 	flinkJar    string
 	java        string
 	work        string
@@ -75,10 +76,11 @@ func mainErr() error {
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the input and output topics")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every contender at every parallelism once, interleaved")
 	ps := fs.String("p", "1,2", "parallelisms, comma-separated")
-	cs := fs.String("contenders", "loop-raw,loop-json,sluice-json", "contenders, comma-separated: loop-raw, loop-json, loop-avro, flink, flink-json, or the name of a pipeline file NAME.yaml in -pipelines; NAME@PATH runs that pipeline with the sluice binary PATH (to compare two builds in one run)")
+	cs := fs.String("contenders", "loop-raw,loop-json,sluice-json", "contenders, comma-separated: loop-raw, loop-json, loop-avro, goapi, flink, flink-json, or the name of a pipeline file NAME.yaml in -pipelines; NAME@PATH runs that pipeline with the sluice binary PATH (to compare two builds in one run)")
 	pipelines := fs.String("pipelines", "bench/kafka/pipelines", "directory of the sluice pipeline files")
 	fs.StringVar(&o.sluice, "sluice", "", "the sluice binary (required when a pipeline contender runs)")
 	fs.StringVar(&o.loop, "loop", "", "the loop binary (required when a loop contender runs)")
+	fs.StringVar(&o.goapi, "goapi", "", "the goapi binary, bench/kafka/goapi (required when the goapi contender runs)")
 	fs.StringVar(&o.flinkJar, "flink-jar", "bench/kafka/flink/target/sluice-bench-flink.jar", "the Flink job's shaded jar (contender flink)")
 	fs.StringVar(&o.java, "java", "java", "the java command (contender flink)")
 	fs.StringVar(&o.work, "work", "", "work directory for logs, checkpoints and offsets (default: a new temporary directory)")

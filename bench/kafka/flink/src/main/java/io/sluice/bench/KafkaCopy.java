@@ -16,6 +16,7 @@ import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsIni
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -28,7 +29,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * MiniCluster of --parallelism slots. The producer keeps Flink's and the
  * Kafka client's defaults (as a Flink user gets them). With --codec json
  * each value is parsed into a Map with Jackson and written again (the
- * JSON work of a job that reads its values).
+ * JSON work of a job that reads its values); with --codec json-double
+ * parsed into a tree, its field "amount" doubled, and written again (the
+ * work of a job that reads one field and writes it back).
  */
 public final class KafkaCopy {
     public static void main(String[] argv) throws Exception {
@@ -77,8 +80,11 @@ public final class KafkaCopy {
             case "json":
                 values = values.map(new JsonRecode()).name("json");
                 break;
+            case "json-double":
+                values = values.map(new JsonDouble()).name("json-double");
+                break;
             default:
-                throw new IllegalArgumentException("--codec: want raw or json, got " + codec);
+                throw new IllegalArgumentException("--codec: want raw, json or json-double, got " + codec);
         }
         values.sinkTo(sink);
         env.execute("sluice-bench-flink");
@@ -97,6 +103,25 @@ public final class KafkaCopy {
         }
     }
 
+    /**
+     * Reads a JSON object with Jackson (a tree: ObjectNode, members in
+     * their order), doubles its integer field "amount" and writes it
+     * again: the work of sluice's map {"amount": amount * 2, ...}.
+     */
+    static final class JsonDouble implements MapFunction<byte[], byte[]> {
+        private transient ObjectMapper mapper;
+
+        @Override
+        public byte[] map(byte[] v) throws Exception {
+            if (mapper == null) {
+                mapper = new ObjectMapper();
+            }
+            ObjectNode o = (ObjectNode) mapper.readTree(v);
+            o.put("amount", o.get("amount").longValue() * 2);
+            return mapper.writeValueAsBytes(o);
+        }
+    }
+
     /** The value as it is (a class, not a lambda: Flink's lineage reads its type). */
     static final class Bytes implements SerializationSchema<byte[]> {
         @Override
@@ -109,7 +134,7 @@ public final class KafkaCopy {
         Map<String, String> m = new HashMap<>();
         for (int i = 0; i < argv.length; i++) {
             if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
-                throw new IllegalArgumentException("usage: --brokers B --in T --out T [--codec raw|json] [--parallelism N] [--checkpoint-interval-ms MS] [--checkpoint-dir URI]; bad argument " + argv[i]);
+                throw new IllegalArgumentException("usage: --brokers B --in T --out T [--codec raw|json|json-double] [--parallelism N] [--checkpoint-interval-ms MS] [--checkpoint-dir URI]; bad argument " + argv[i]);
             }
             m.put(argv[i].substring(2), argv[++i]);
         }
