@@ -80,6 +80,12 @@ type Coordinator interface {
 	// Leader returns the current leader, or ErrNoLeader.
 	Leader(ctx context.Context) (LeaderInfo, error)
 
+	// WatchLeader sends the current leader as soon as there is one, and
+	// again each time leadership passes to a new term; periods without a
+	// leader are not reported. Like WatchMembers it coalesces, and the
+	// channel is closed when ctx ends or the Coordinator is closed.
+	WatchLeader(ctx context.Context) (<-chan LeaderInfo, error)
+
 	// Done is closed when the session is known to be lost (the lease
 	// expired or was revoked, or Close was called). It is advisory: the
 	// store, not this channel, decides whether a fenced write succeeds.
@@ -142,15 +148,29 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// ValidateOps checks every op's key; it also refuses an empty list.
+// MaxOps is the most ops one fenced write may carry: etcd's default limit
+// of operations in a transaction (--max-txn-ops), enforced by every
+// implementation alike.
+const MaxOps = 128
+
+// ValidateOps checks every op's key and refuses an empty list, more than
+// MaxOps ops, and a key written twice (etcd refuses that too).
 func ValidateOps(ops []Op) error {
 	if len(ops) == 0 {
 		return fmt.Errorf("coord: fenced write with no ops")
 	}
+	if len(ops) > MaxOps {
+		return fmt.Errorf("coord: fenced write with %d ops, more than %d", len(ops), MaxOps)
+	}
+	seen := make(map[string]int, len(ops))
 	for i, op := range ops {
 		if err := ValidateKey(op.Key); err != nil {
-			return fmt.Errorf("op %d: %w", i, err)
+			return fmt.Errorf("coord: op %d: %w", i, err)
 		}
+		if j, dup := seen[op.Key]; dup {
+			return fmt.Errorf("coord: ops %d and %d both write key %q", j, i, op.Key)
+		}
+		seen[op.Key] = i
 	}
 	return nil
 }

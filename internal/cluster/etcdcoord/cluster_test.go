@@ -125,6 +125,10 @@ func TestThreeMemberCluster(t *testing.T) {
 		t.Fatalf("WatchMembers: %v", err)
 	}
 	awaitMembers(t, watch, "n0", "n1", "n2", "obs")
+	leaders, err := obs.WatchLeader(stepCtx(t))
+	if err != nil {
+		t.Fatalf("WatchLeader: %v", err)
+	}
 
 	// n0 leads and completes checkpoint 1; n1 and n2 wait.
 	l0, err := n0.Campaign(stepCtx(t))
@@ -133,6 +137,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	}
 	publish(t, l0, 1)
 	wantPointer(t, obs, 1, l0.Term())
+	awaitLeaderInfo(t, leaders, coord.LeaderInfo{ID: "n0", Term: l0.Term()})
 	wins := make(chan won, 2)
 	for id, n := range nodes {
 		ctx := stepCtx(t)
@@ -183,6 +188,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	publish(t, w.l, 3)
 	wantPointer(t, obs, 3, w.l.Term())
 	t.Logf("%s leads at term %d", w.id, w.l.Term())
+	awaitLeaderInfo(t, leaders, coord.LeaderInfo{ID: w.id, Term: w.l.Term()})
 
 	// The new leader is paused past its lease: the remaining candidate
 	// wins; every write of the paused one is refused and the pointer stays
@@ -198,6 +204,7 @@ func TestThreeMemberCluster(t *testing.T) {
 		t.Fatalf("Campaign(%s): %v", w2.id, w2.err)
 	}
 	publish(t, w2.l, 4)
+	awaitLeaderInfo(t, leaders, coord.LeaderInfo{ID: w2.id, Term: w2.l.Term()})
 	for i, ops := range [][]coord.Op{
 		{coord.Put(coord.CheckpointKey, []byte(`{"id":99}`))},
 		{coord.Delete(coord.CheckpointKey)},
@@ -242,4 +249,27 @@ func TestThreeMemberCluster(t *testing.T) {
 	ec.awaitReady(k2)
 	publish(t, l3, 6)
 	wantPointer(t, obs, 6, l3.Term())
+	// The observer's watches came through the outage.
+	awaitLeaderInfo(t, leaders, coord.LeaderInfo{ID: "n3", Term: l3.Term()})
+	newNode(t, eps, "n4", ttl)
+	awaitMembers(t, watch, w2.id, "n3", "n4", "obs")
+}
+
+func awaitLeaderInfo(t *testing.T, ch <-chan coord.LeaderInfo, want coord.LeaderInfo) {
+	t.Helper()
+	timeout := time.After(step)
+	var last coord.LeaderInfo
+	for {
+		select {
+		case li, ok := <-ch:
+			if !ok {
+				t.Fatalf("leader watch closed; last %+v, want %+v", last, want)
+			}
+			if last = li; li == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("leader %+v, want %+v within %v", last, want, step)
+		}
+	}
 }

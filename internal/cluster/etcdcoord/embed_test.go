@@ -24,12 +24,12 @@ type etcdMember struct {
 
 // etcdCluster is a cluster of embedded etcd servers on 127.0.0.1.
 type etcdCluster struct {
-	t       *testing.T
+	t       testing.TB
 	members []*etcdMember
 	initial string
 }
 
-func freeURL(t *testing.T) url.URL {
+func freeURL(t testing.TB) url.URL {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +42,7 @@ func freeURL(t *testing.T) url.URL {
 // startEtcd starts an n-member embedded etcd cluster and stops it at the
 // test's cleanup. Ticks are short (50ms heartbeat, 500ms election), so the
 // smallest lease TTL etcd grants is 1s.
-func startEtcd(t *testing.T, n int) *etcdCluster {
+func startEtcd(t testing.TB, n int) *etcdCluster {
 	t.Helper()
 	c := &etcdCluster{t: t}
 	dir := t.TempDir()

@@ -316,18 +316,60 @@ func (c *Coordinator) WatchMembers(ctx context.Context) (<-chan []coord.Member, 
 	return out, nil
 }
 
-// sendLatest puts ms in the one-slot channel out, replacing an unread
-// snapshot. Only the owning goroutine sends on out, so it never blocks.
-func sendLatest(out chan []coord.Member, ms []coord.Member) {
+// sendLatest puts v in the one-slot channel out, replacing an unread
+// value. Only the owning goroutine sends on out, so it never blocks.
+func sendLatest[T any](out chan T, v T) {
 	select {
-	case out <- ms:
+	case out <- v:
 	default:
 		select {
 		case <-out:
 		default:
 		}
-		out <- ms
+		out <- v
 	}
+}
+
+// WatchLeader implements coord.Coordinator with Election.Observe, started
+// again (after a pause) whenever etcd ends the observation.
+func (c *Coordinator) WatchLeader(ctx context.Context) (<-chan coord.LeaderInfo, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, coord.ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	out := make(chan coord.LeaderInfo, 1)
+	go func() {
+		defer c.wg.Done()
+		defer close(out)
+		defer stop()
+		defer cancel()
+		e := concurrency.NewElection(c.sess, c.electionPrefix())
+		var last coord.LeaderInfo
+		for wctx.Err() == nil {
+			// Observe's goroutine closes its channel when wctx ends or its
+			// watch breaks; ranging to the close waits for it.
+			for resp := range e.Observe(clientv3.WithRequireLeader(wctx)) {
+				kv := resp.Kvs[0]
+				if li := (coord.LeaderInfo{ID: string(kv.Value), Term: kv.CreateRevision}); li != last {
+					last = li
+					sendLatest(out, li)
+				}
+			}
+			t := time.NewTimer(watchRetry)
+			select {
+			case <-wctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out, nil
 }
 
 // Campaign implements coord.Coordinator with concurrency.Election. It

@@ -226,18 +226,54 @@ func (n *Node) WatchMembers(ctx context.Context) (<-chan []coord.Member, error) 
 	return out, nil
 }
 
-// sendLatest puts ms in the one-slot channel out, replacing an unread
-// snapshot. Only the owning goroutine sends on out, so it never blocks.
-func sendLatest(out chan []coord.Member, ms []coord.Member) {
+// sendLatest puts v in the one-slot channel out, replacing an unread
+// value. Only the owning goroutine sends on out, so it never blocks.
+func sendLatest[T any](out chan T, v T) {
 	select {
-	case out <- ms:
+	case out <- v:
 	default:
 		select {
 		case <-out:
 		default:
 		}
-		out <- ms
+		out <- v
 	}
+}
+
+// WatchLeader implements coord.Coordinator.
+func (n *Node) WatchLeader(ctx context.Context) (<-chan coord.LeaderInfo, error) {
+	c := n.c
+	c.mu.Lock()
+	if err := n.checkClosedLocked(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	n.wg.Add(1)
+	c.mu.Unlock()
+	out := make(chan coord.LeaderInfo, 1)
+	go func() {
+		defer n.wg.Done()
+		defer close(out)
+		var last coord.LeaderInfo
+		for {
+			c.mu.Lock()
+			_, e, ok := c.leaderLocked()
+			changed := c.changed
+			c.mu.Unlock()
+			if li := (coord.LeaderInfo{ID: string(e.value), Term: e.create}); ok && li != last {
+				last = li
+				sendLatest(out, li)
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			case <-n.quit:
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // Campaign implements coord.Coordinator.

@@ -42,6 +42,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SingleLeader", testSingleLeader},
 		{"FailoverOnClose", testFailoverOnClose},
 		{"FailoverOnResign", testFailoverOnResign},
+		{"WatchLeader", testWatchLeader},
 		{"FencedAfterExpire", testFencedAfterExpire},
 		{"ApplyAtomicAndList", testApplyAtomicAndList},
 		{"CheckpointPointer", testCheckpointPointer},
@@ -426,10 +427,24 @@ func testBadInput(t *testing.T, h Harness) {
 		t.Fatalf("Join(a): %v", err)
 	}
 	la := campaign(t, a)
-	for _, ops := range [][]coord.Op{nil, {coord.Put("", nil)}, {coord.Put("/abs", nil)}} {
+	tooMany := make([]coord.Op, coord.MaxOps+1)
+	for i := range tooMany {
+		tooMany[i] = coord.Put(fmt.Sprint("k", i), nil)
+	}
+	for _, ops := range [][]coord.Op{
+		nil, {coord.Put("", nil)}, {coord.Put("/abs", nil)},
+		{coord.Put("k", nil), coord.Delete("k")}, tooMany,
+	} {
 		if err := la.Apply(ctx, ops...); err == nil {
-			t.Fatalf("Apply(%v) succeeded, want an error", ops)
+			t.Fatalf("Apply(%d ops) succeeded, want an error", len(ops))
 		}
+	}
+	maxOps := make([]coord.Op, coord.MaxOps)
+	for i := range maxOps {
+		maxOps[i] = coord.Put(fmt.Sprint("k", i), []byte("v"))
+	}
+	if err := la.Apply(ctx, maxOps...); err != nil {
+		t.Fatalf("Apply(%d ops): %v", len(maxOps), err)
 	}
 	if _, _, err := a.Get(ctx, ""); err == nil {
 		t.Fatalf("Get(\"\") succeeded, want an error")
@@ -452,10 +467,63 @@ func testClosed(t *testing.T, h Harness) {
 	if _, err := a.Campaign(ctx); !errors.Is(err, coord.ErrClosed) {
 		t.Fatalf("Campaign after Close = %v, want ErrClosed", err)
 	}
+	if _, err := a.WatchLeader(ctx); !errors.Is(err, coord.ErrClosed) {
+		t.Fatalf("WatchLeader after Close = %v, want ErrClosed", err)
+	}
 	if _, err := a.WatchMembers(ctx); !errors.Is(err, coord.ErrClosed) {
 		t.Fatalf("WatchMembers after Close = %v, want ErrClosed", err)
 	}
 	if _, _, err := a.Get(ctx, "k"); !errors.Is(err, coord.ErrClosed) {
 		t.Fatalf("Get after Close = %v, want ErrClosed", err)
+	}
+}
+
+func recvLeader(t *testing.T, ch <-chan coord.LeaderInfo, want coord.LeaderInfo) {
+	t.Helper()
+	deadline := time.After(wait)
+	var last coord.LeaderInfo
+	for {
+		select {
+		case li, ok := <-ch:
+			if !ok {
+				t.Fatalf("WatchLeader channel closed; last %+v, want %+v", last, want)
+			}
+			if last = li; li == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("WatchLeader: last %+v, want %+v within %v", last, want, wait)
+		}
+	}
+}
+
+func testWatchLeader(t *testing.T, h Harness) {
+	a := join(t, h, "a")
+	b := join(t, h, "b")
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	ch, err := b.WatchLeader(ctx)
+	if err != nil {
+		t.Fatalf("WatchLeader: %v", err)
+	}
+	la := campaign(t, a)
+	recvLeader(t, ch, coord.LeaderInfo{ID: "a", Term: la.Term()})
+	won := campaignAsync(t, b)
+	if err := la.Resign(ctxFor(t)); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	lb := awaitLeader(t, won)
+	recvLeader(t, ch, coord.LeaderInfo{ID: "b", Term: lb.Term()})
+	// A leader that dies (its lease ends) is followed by the next.
+	ch2, err := a.WatchLeader(ctxFor(t))
+	if err != nil {
+		t.Fatalf("WatchLeader: %v", err)
+	}
+	recvLeader(t, ch2, coord.LeaderInfo{ID: "b", Term: lb.Term()})
+	won = campaignAsync(t, a)
+	h.Expire(t, b)
+	la2 := awaitLeader(t, won)
+	recvLeader(t, ch2, coord.LeaderInfo{ID: "a", Term: la2.Term()})
+	cancel()
+	for range ch {
 	}
 }
