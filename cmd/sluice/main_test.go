@@ -193,13 +193,13 @@ func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct{ name, yaml, want string }{
 		{"unknown connector", "source:\n  type: datagen\nsink:\n  type: kafak\n",
-			`:4: sink.type: unknown sink connector "kafak" (known: file, kafka, opensearch, postgres, print)`},
+			`:4: sink.type: unknown sink connector "kafak" (known: file, iceberg, kafka, opensearch, postgres, print)`},
 		{"unknown field", "source:\n  type: datagen\n  options:\n    rate: 1\n    colour: red\nsink:\n  type: print\n",
 			`:5: source.options.colour: unknown field for source datagen (allowed: count, splits, rate)`},
 		{"wrong type", "source:\n  type: datagen\n  options:\n    count: ten\nsink:\n  type: print\n",
 			`:4: source.options.count: want an integer, got "ten"`},
 		{"missing required field", "source:\n  type: datagen\nsink:\n  type: file\n  options:\n    prefix: p\n",
-			`:6: sink.options.path: missing required field (base directory of the part files)`},
+			`:6: sink.options.path: missing required field (base directory of the part files, or s3://bucket/prefix)`},
 		{"unset variable", "source:\n  type: datagen\nsink:\n  type: file\n  options:\n    path: ${SLUICE_TEST_UNSET}\n",
 			`:6: sink.options.path: environment variable SLUICE_TEST_UNSET is not set`},
 		{"secret of wrong type", "source:\n  type: datagen\n  options:\n    count: ${SLUICE_TEST_SECRET}\nsink:\n  type: print\n",

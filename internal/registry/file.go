@@ -24,7 +24,7 @@ func init() {
 			"(.part-<job id>-….inprogress) until the checkpoint that prepared it completes, then renamed to its final name.",
 		ExactlyOnce: true,
 		Options: append([]Option{
-			{Name: "path", Type: String, Required: true, Description: "base directory of the part files, or s3://bucket/prefix (object storage: multipart uploads completed at the checkpoint's commit; the s3.* options)"},
+			{Name: "path", Type: String, Required: true, Description: "base directory of the part files, or s3://bucket/prefix"},
 			{Name: "prefix", Type: String, Default: "part", Description: "part file name prefix: <prefix>-<job id>-<subtask>-<counter><suffix>"},
 			{Name: "suffix", Type: String, Description: "part file name suffix; default: the format's: .jsonl (json), .csv, .txt (string, raw), .avro, .parquet"},
 			{Name: "rolling", Type: Enum, Values: []string{"checkpoint", "size"}, Default: "checkpoint",
