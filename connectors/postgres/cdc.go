@@ -98,8 +98,10 @@ func (s Segment) visible(xid uint32) bool {
 }
 
 // setupCDC checks the server, makes sure of the publication and the slot,
-// and returns the stream split, starting at the slot's position.
-func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable) ([]Split, error) {
+// and returns the stream split, starting at the slot's position, after
+// the chunks of the snapshot. restored: a restored job's check, which
+// creates nothing and returns no split (they are in the restored state).
+func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable, restored bool) ([]Split, error) {
 	var level string
 	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level')").Scan(&level); err != nil {
 		return nil, fmt.Errorf("postgres source: read wal_level: %w", err)
@@ -116,6 +118,9 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable)
 		return nil, fmt.Errorf("postgres CDC source: look up publication %q: %w", pub, err)
 	}
 	if !exists {
+		if restored {
+			return nil, fmt.Errorf("%w: postgres CDC source: publication %q does not exist (dropped since the checkpoint the job is restored from?): CREATE PUBLICATION %s FOR TABLE %s", ErrPublicationNotFound, pub, pub, t.ident.Sanitize())
+		}
 		if !s.cfg.createPub {
 			return nil, fmt.Errorf("%w: postgres CDC source: publication %q does not exist: CREATE PUBLICATION %s FOR TABLE %s, or let the source create it (CreatePublication(true))", ErrPublicationNotFound, pub, pub, t.ident.Sanitize())
 		}
@@ -138,6 +143,13 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable)
 	lsn, found, err := slotPosition(ctx, conn, s.cfg.slot)
 	if err != nil {
 		return nil, err
+	}
+	if restored {
+		if !found {
+			return nil, fmt.Errorf("%w: postgres CDC source: replication slot %q does not exist (dropped since the checkpoint the job is restored from?): the changes since the checkpoint are lost to this source; start afresh", ErrSlotNotFound, s.cfg.slot)
+		}
+		s.cfg.logger.Info("postgres CDC source: restored; the snapshot chunks are those of the checkpoint", "table", t.name, "slot", s.cfg.slot, "confirmed_lsn", lsnString(lsn))
+		return nil, nil
 	}
 	if !found {
 		if !s.cfg.createSlot {

@@ -439,8 +439,19 @@ func (s *pgSource[T]) CreateEnumerator(ctx source.EnumeratorContext[Split]) (sou
 }
 
 // RestoreEnumerator returns the enumerator of a checkpointed state.
+//
+// A CDC source's state whose discovery is done holds every split of the
+// job (the chunks and the stream split, pending or in the readers'
+// states): the restored enumerator checks the server again but computes
+// no chunks. (The Discovered enumerator of an unbounded source discovers
+// again on every start; chunks computed anew on a table that grew would
+// get ids the first computation did not have, and be read again.)
 func (s *pgSource[T]) RestoreEnumerator(ctx source.EnumeratorContext[Split], st EnumState) (source.Enumerator[Split, EnumState], error) {
-	d := enumerate.NewDiscovered(ctx, enumerate.Discovery[Split]{Discover: s.discover}, s.Boundedness(), st.DiscoveredState)
+	disc := s.discover
+	if s.cdc && st.Done {
+		disc = s.recheck
+	}
+	d := enumerate.NewDiscovered(ctx, enumerate.Discovery[Split]{Discover: disc}, s.Boundedness(), st.DiscoveredState)
 	return newEnumerator(d, ctx, st.Chunks), nil
 }
 
@@ -473,8 +484,20 @@ func sourceUnrecoverable(err error) error {
 	return markUnrecoverable(err)
 }
 
+// recheck is the discovery of a restored CDC source whose splits are all
+// in the restored state: setup's checks, creating nothing (a slot created
+// now would start after the changes the restored splits still need), and
+// no split.
+func (s *pgSource[T]) recheck(ctx context.Context) ([]Split, error) {
+	_, err := s.setupMode(ctx, true)
+	return nil, sourceUnrecoverable(err)
+}
+
 // setup is discover without the marking of errors.
-func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) {
+func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) { return s.setupMode(ctx, false) }
+
+// setupMode is setup; restored (CDC only) checks and returns no split.
+func (s *pgSource[T]) setupMode(ctx context.Context, restored bool) ([]Split, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.setupTimeout,
 		fmt.Errorf("postgres source: SourceSetupTimeout (%v) expired", s.cfg.setupTimeout))
 	defer cancel()
@@ -488,7 +511,7 @@ func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) {
 		return nil, fmt.Errorf("postgres source: %w", err)
 	}
 	if s.cdc {
-		return s.setupCDC(ctx, conn, t)
+		return s.setupCDC(ctx, conn, t, restored)
 	}
 	return s.chunks(ctx, conn, t)
 }
