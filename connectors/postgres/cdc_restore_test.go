@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +96,38 @@ func TestCDCRestoreKeepsChunks(t *testing.T) {
 	w.nextID = first + 250
 	run(newEnv(stream.RestoreFrom(last)), 100, 2)
 	w.checkExactlyOnce(t, store.Committed())
+}
+
+// TestChunkWaitWarning: a stream split that waits for its chunks longer
+// than ChunkWaitWarning without one arriving logs a warning naming the
+// missing chunks; once every chunk-<i> has its pages, it starts with all
+// of them. (No server: the wait does not touch the connection.)
+func TestChunkWaitWarning(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	src, err := NewCDCSource("postgres://u@127.0.0.1:1/db", "t", ChunkWaitWarning(50*time.Millisecond), SourceLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := &atomic.Pointer[map[string][]Segment]{}
+	// chunk-9 is not one of the split's chunks: it does not count.
+	m := map[string][]Segment{"chunk-0": {{H: 1}}, "chunk-2": {{H: 3}}, "chunk-9": {{H: 9}}}
+	ready.Store(&m)
+	r := &splitReader[Change]{s: src.(*pgSource[Change]), ready: ready, t: &srcTable{name: "public.t"}}
+	sp := &Split{ID: "stream", Stream: true, Waiting: true, Chunks: 4}
+	for i := 0; i < 50 && !strings.Contains(buf.String(), "level=WARN"); i++ {
+		b, err := r.awaitChunks(t.Context(), sp)
+		if err != nil || len(b.Records) > 0 || !sp.Waiting {
+			t.Fatalf("with 2 of 4 chunks: batch %v, error %v, waiting %v", b, err, sp.Waiting)
+		}
+	}
+	if out := buf.String(); !strings.Contains(out, "missing=2 of=4 chunks=chunk-1,chunk-3") || !strings.Contains(out, "table=public.t") {
+		t.Fatalf("log: %q; want a warning naming chunk-1 and chunk-3", out)
+	}
+	all := map[string][]Segment{"chunk-0": {{H: 1}}, "chunk-1": {{H: 2}}, "chunk-2": {{H: 3}}, "chunk-3": {{H: 4}}}
+	ready.Store(&all)
+	b, err := r.awaitChunks(t.Context(), sp)
+	if err != nil || sp.Waiting || len(sp.Segments) != 4 || len(b.Records) != 1 || b.Records[0].Records[0].kind != eReady {
+		t.Fatalf("with every chunk: batch %v, error %v, waiting %v, segments %v", b, err, sp.Waiting, sp.Segments)
+	}
 }

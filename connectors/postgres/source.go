@@ -157,20 +157,24 @@ type sourceConfig struct {
 	inStream     bool
 	statusEvery  time.Duration
 	setupTimeout time.Duration
-	logger       *slog.Logger
-	debeziumName string
-	password     *string
+	// chunkWaitWarn is the wait for chunks after which the stream split
+	// logs the missing ones (ChunkWaitWarning).
+	chunkWaitWarn time.Duration
+	logger        *slog.Logger
+	debeziumName  string
+	password      *string
 }
 
 func defaultSourceConfig(table string) sourceConfig {
 	return sourceConfig{
-		chunkSize:    8192,
-		fetchSize:    8192,
-		slot:         DefaultSlotName(table),
-		publication:  DefaultSlotName(table),
-		statusEvery:  10 * time.Second,
-		setupTimeout: 60 * time.Second,
-		logger:       slog.New(slog.DiscardHandler),
+		chunkSize:     8192,
+		fetchSize:     8192,
+		slot:          DefaultSlotName(table),
+		publication:   DefaultSlotName(table),
+		statusEvery:   10 * time.Second,
+		setupTimeout:  60 * time.Second,
+		chunkWaitWarn: time.Minute,
+		logger:        slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -209,6 +213,8 @@ func (c *sourceConfig) validate() error {
 		return fmt.Errorf("%w: StatusInterval: %v; must be > 0", ErrInvalidConfig, c.statusEvery)
 	case c.setupTimeout <= 0:
 		return fmt.Errorf("%w: SourceSetupTimeout: %v; must be > 0", ErrInvalidConfig, c.setupTimeout)
+	case c.chunkWaitWarn <= 0:
+		return fmt.Errorf("%w: ChunkWaitWarning: %v; must be > 0", ErrInvalidConfig, c.chunkWaitWarn)
 	}
 	if err := unique("KeyColumns", c.keys); err != nil {
 		return err
@@ -306,6 +312,15 @@ func StatusInterval(d time.Duration) SourceOption {
 // the slot and the publication, computing the chunks. Default: 60s.
 func SourceSetupTimeout(d time.Duration) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.setupTimeout = d })
+}
+
+// ChunkWaitWarning is how long the CDC source's stream split waits for
+// the snapshot's chunks without another one arriving before it logs a
+// warning naming the chunks still missing (and again after each further
+// ChunkWaitWarning). A chunk arrives once a reader read it to its end and
+// a checkpoint holding that completed. Default: 1m.
+func ChunkWaitWarning(d time.Duration) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.chunkWaitWarn = d })
 }
 
 // SourceLogger sets the logger of the sources. Default: none.
