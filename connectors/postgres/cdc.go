@@ -165,7 +165,7 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable,
 		}
 		s.cfg.logger.Info("postgres CDC source: created replication slot", "slot", s.cfg.slot, "lsn", cp)
 	}
-	stream := Split{ID: "stream", Stream: true, LSN: lsn}
+	stream := Split{ID: "stream", Stream: true, LSN: lsn, Key: t.keyColumns()}
 	switch {
 	case s.cfg.skipSnapshot:
 	case s.cfg.inStream:

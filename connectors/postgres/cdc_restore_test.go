@@ -3,8 +3,10 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -129,5 +132,54 @@ func TestChunkWaitWarning(t *testing.T) {
 	b, err := r.awaitChunks(t.Context(), sp)
 	if err != nil || sp.Waiting || len(sp.Segments) != 4 || len(b.Records) != 1 || b.Records[0].Records[0].kind != eReady {
 		t.Fatalf("with every chunk: batch %v, error %v, waiting %v, segments %v", b, err, sp.Waiting, sp.Segments)
+	}
+}
+
+// TestKeyChangedOnRestore: splits carry the key columns their positions
+// are of; a reader restored with another key fails at once (unrecoverable)
+// with an error naming both keys, instead of reading a position of one
+// key as a value of the other (one-column positions look alike).
+func TestKeyChangedOnRestore(t *testing.T) {
+	url := needServer(t)
+	table := newTable(t, "rekey", "id bigint PRIMARY KEY, code bigint NOT NULL UNIQUE")
+	mustExec(t, "INSERT INTO "+table+" SELECT g, 1000 - g FROM generate_series(1, 100) g")
+	byID, err := NewSnapshotSource(url, table, ChunkSize(40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, err := byID.(*pgSource[Change]).setup(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range splits {
+		if !slices.Equal(sp.Key, []string{"id"}) {
+			t.Fatalf("split %s: Key %v, want [id]", sp.ID, sp.Key)
+		}
+	}
+	byCode, err := NewSnapshotSource(url, table, KeyColumn("code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &splitReader[Change]{s: byCode.(*pgSource[Change]), confirm: &atomic.Uint64{}, ready: &atomic.Pointer[map[string][]Segment]{}}
+	defer func() { _ = r.Close() }()
+	if err := r.AddSplits(splits[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Fetch(t.Context())
+	if !errors.Is(err, restart.ErrUnrecoverable) {
+		t.Fatalf("Fetch with another key: %v; want an unrecoverable error", err)
+	}
+	wantErr(t, err, "split chunk-1", table, "positions of key (id)", "key is now (code)")
+
+	// Splits of checkpoints before the key was recorded are not checked.
+	old := splits[1]
+	old.Key = nil
+	r2 := &splitReader[Change]{s: byID.(*pgSource[Change]), confirm: &atomic.Uint64{}, ready: &atomic.Pointer[map[string][]Segment]{}}
+	defer func() { _ = r2.Close() }()
+	if err := r2.AddSplits([]Split{old}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r2.Fetch(t.Context()); err != nil || len(b.Records) != 1 || len(b.Records[0].Records) != 40 {
+		t.Fatalf("Fetch of a split without Key: %v, %v; want the chunk's 40 rows", b.Records, err)
 	}
 }

@@ -81,6 +81,11 @@ type Split struct {
 	Lo *string `json:"lo,omitempty"`
 	// Hi is the inclusive upper bound of a chunk (nil: to the last key).
 	Hi *string `json:"hi,omitempty"`
+	// Key names the key columns the split's positions (Lo, Hi, and the
+	// pages' bounds in Segments) are of, in key order: a restore with
+	// another key fails instead of reading the positions as keys they are
+	// not. Absent in checkpoints of versions before it (not checked).
+	Key []string `json:"key,omitempty"`
 
 	// CDC marks a chunk of the CDC source's snapshot: its pages record
 	// their snapshots (Segments) for the stream split.
@@ -118,6 +123,7 @@ func (s Split) clone() Split {
 	c.Lo = clonePtr(s.Lo)
 	c.Hi = clonePtr(s.Hi)
 	c.Segments = slices.Clone(s.Segments)
+	c.Key = slices.Clone(s.Key)
 	return c
 }
 

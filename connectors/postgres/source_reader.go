@@ -252,6 +252,11 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 	if err := r.connectOnce(ctx); err != nil {
 		return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
 	}
+	for _, sp := range r.splits {
+		if err := r.t.checkKey(sp); err != nil {
+			return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
+		}
+	}
 	i := slices.IndexFunc(r.splits, func(sp *Split) bool { return !sp.Waiting })
 	if i < 0 {
 		return r.awaitChunks(ctx, r.splits[0])
