@@ -335,11 +335,24 @@ func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase
 		}
 		return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}
 	}
+	// The wait is bounded by the connection's read deadline, not by a
+	// context per message (pgconn watches a message's context with a
+	// callback registered and removed per call): ctx's cancellation
+	// (readerbase's wake-up, the reader's close) moves the deadline to
+	// now, and the timeout is told apart by ctx.Err().
+	nc := r.st.repl.Conn()
 	deadline := time.Now().Add(time.Second)
+	if err := nc.SetReadDeadline(deadline); err != nil {
+		return readerbase.Batch[elem]{}, fmt.Errorf("postgres CDC source: set read deadline: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
+	defer func() {
+		if stop() { // the callback did not run, and will not
+			_ = nc.SetReadDeadline(time.Time{})
+		}
+	}()
 	for len(els) < r.s.cfg.fetchSize {
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		msg, err := r.st.repl.ReceiveMessage(rctx)
-		cancel()
+		msg, err := r.st.repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return batch(), ctx.Err()
@@ -394,6 +407,11 @@ func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase
 		if len(els) > 0 {
 			if d := time.Now().Add(20 * time.Millisecond); d.Before(deadline) {
 				deadline = d
+				if ctx.Err() == nil { // else the callback set it to now
+					if err := nc.SetReadDeadline(deadline); err != nil {
+						return batch(), fmt.Errorf("postgres CDC source: set read deadline: %w", err)
+					}
+				}
 			}
 		}
 	}
