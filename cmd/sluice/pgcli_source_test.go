@@ -343,6 +343,11 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 			t.Logf("resumed run: %.300s", l)
 		}
 	}
+	// The killed run's checkpoint holds its chunks (its output was
+	// committed): the resumed run computes none.
+	if e := p2.stderr(); strings.Contains(e, "postgres source: snapshot chunks") || !strings.Contains(e, "restored; the snapshot chunks are those of the checkpoint") {
+		t.Errorf("the resumed run computed the chunks again:\n%s", e)
+	}
 	pgcliReplay(t, recs, w.log, final)
 	t.Logf("%d change records for %d workload changes on %d prefilled rows", len(recs), changes, prefill)
 }
