@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/testsink"
 	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
@@ -181,5 +182,122 @@ func TestKeyChangedOnRestore(t *testing.T) {
 	}
 	if b, err := r2.Fetch(t.Context()); err != nil || len(b.Records) != 1 || len(b.Records[0].Records) != 40 {
 		t.Fatalf("Fetch of a split without Key: %v, %v; want the chunk's 40 rows", b.Records, err)
+	}
+}
+
+// TestCDCRestoreFromEachSnapshotCheckpoint restores, in new jobs, the
+// checkpoints a CDC job took during its parallel snapshot, while a
+// workload wrote the table: each is a point where a kill -9 can land
+// (chunks pending, being read, finished but not acknowledged, the stream
+// split waiting), and some restores change the parallelism. Each restore
+// runs on a copy of the slot as it was (the first job never streamed), so
+// each is an alternative future: the first job's output up to the
+// checkpoint plus the restored job's must be every change once.
+func TestCDCRestoreFromEachSnapshotCheckpoint(t *testing.T) {
+	url := needServer(t)
+	const prefill = 1500
+	table := newTable(t, "cdcsnapck", "id bigint PRIMARY KEY, v bigint NOT NULL")
+	mustExec(t, "ALTER TABLE "+table+" REPLICA IDENTITY FULL",
+		fmt.Sprintf("INSERT INTO %s SELECT g, 0 FROM generate_series(1, %d) g", table, prefill))
+	slot, pub := "s_"+table, "p_"+table
+	dropSlot(t, url, slot, pub)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	opts := []SourceOption{Publication(pub), CreatePublication(true), ChunkSize(100), FetchSize(25)}
+	store := testsink.NewStore[Change]()
+	newEnv := func(src source.Source[Change, Split, EnumState], p int, slow time.Duration, o ...stream.Option) *stream.Environment {
+		env := stream.New(append([]stream.Option{stream.Parallelism(p), stream.CheckpointEvery(30 * time.Millisecond),
+			stream.Logger(stream.DiscardLogger())}, o...)...)
+		s := stream.FromSource(env, src, watermark.None[Change](), "cdc")
+		s = stream.Map(s, func(c Change) Change { time.Sleep(slow); return c })
+		stream.SinkTo(s, testsink.NewTwoPhase(store), "out")
+		return env
+	}
+	src, err := NewCDCSource(url, table, append(opts, Slot(slot), CreateSlot(true))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkload(table, prefill)
+	h, err := newEnv(src, 2, time.Millisecond).Start(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	werr := make(chan error, 1)
+	go func() { werr <- w.run(ctx, url, 1500, 1) }()
+	// Keep every checkpoint until half the snapshot is committed.
+	var snaps []*checkpoint.Snapshot
+	for i := 0; i < 20000 && len(store.Committed()) < prefill/2; i++ {
+		if l := h.Latest(); l != nil && (len(snaps) == 0 || snaps[len(snaps)-1].ID != l.ID) {
+			snaps = append(snaps, l)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	h.Cancel()
+	_, _ = h.Wait()
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	final, err := tableState(ctx, url, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) < 3 {
+		t.Fatalf("%d checkpoints during the snapshot; want at least 3", len(snaps))
+	}
+	// Up to 6 checkpoints, spread evenly, the first and the last among them.
+	var picks []*checkpoint.Snapshot
+	for i := range 6 {
+		s := snaps[i*(len(snaps)-1)/5]
+		if len(picks) == 0 || picks[len(picks)-1] != s {
+			picks = append(picks, s)
+		}
+	}
+	for i, snap := range picks {
+		name := fmt.Sprintf("r%d", i)
+		cp := fmt.Sprintf("%s_%s", slot, name)
+		dropSlot(t, url, cp, pub)
+		mustExec(t, fmt.Sprintf("SELECT pg_copy_logical_replication_slot('%s', '%s')", slot, cp))
+		rsrc, err := NewCDCSource(url, table, append(opts, Slot(cp))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := []int{2, 1, 3}[i%3]
+		rh, err := newEnv(rsrc, p, 0, stream.RestoreFrom(snap)).Start(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := func() []Change {
+			var cs []Change
+			for _, txn := range store.CommittedTxns() {
+				if txn.Job == name || txn.Job == "first" && txn.CheckpointID <= snap.ID {
+					cs = append(cs, txn.Records...)
+				}
+			}
+			return cs
+		}
+		var after int64 = -1
+		for j := 0; j < 6000 && ctx.Err() == nil; j++ {
+			if after < 0 && mapsEqual(apply(out()), final) {
+				after = 0
+				if l := rh.Latest(); l != nil {
+					after = l.ID
+				}
+			}
+			if l := rh.Latest(); after >= 0 && l != nil && l.ID >= after+10 {
+				break
+			}
+			select {
+			case <-rh.Done():
+				_, err := rh.Wait()
+				t.Fatalf("restore %d of checkpoint %d: the job ended: %v", i, snap.ID, err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		rh.Cancel()
+		_, _ = rh.Wait()
+		if after < 0 {
+			t.Fatalf("restore %d of checkpoint %d (parallelism %d): the output did not catch up with the table", i, snap.ID, p)
+		}
+		t.Run(fmt.Sprintf("checkpoint-%d-parallelism-%d", snap.ID, p), func(t *testing.T) { w.checkExactlyOnce(t, out()) })
 	}
 }
