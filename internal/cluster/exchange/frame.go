@@ -35,7 +35,9 @@ func (e Epoch) Less(o Epoch) bool {
 	return e.Attempt < o.Attempt || e.Attempt == o.Attempt && e.Generation < o.Generation
 }
 
-func (e Epoch) String() string { return fmt.Sprintf("attempt %d generation %d", e.Attempt, e.Generation) }
+func (e Epoch) String() string {
+	return fmt.Sprintf("attempt %d generation %d", e.Attempt, e.Generation)
+}
 
 // Kind is what a [Message] (or an [Event]) is.
 type Kind uint8
