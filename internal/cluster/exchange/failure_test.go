@@ -3,7 +3,6 @@ package exchange_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -252,6 +251,9 @@ type proxy struct {
 	mu     sync.Mutex
 	conns  []net.Conn
 	wg     sync.WaitGroup
+	frozen chan struct{} // closed: stop forwarding (a partition)
+	thawed chan struct{} // closed by cut: forwarding goroutines give up
+	once   sync.Once
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -260,7 +262,7 @@ func startProxy(t *testing.T, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{lis: lis, target: target}
+	p := &proxy{lis: lis, target: target, frozen: make(chan struct{}), thawed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.cut)
@@ -292,14 +294,35 @@ func (p *proxy) accept() {
 
 func (p *proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-p.frozen: // partitioned: drop everything, read nothing more
+			<-p.thawed
+			return
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
+
+// freeze stops forwarding without closing anything, like a partition.
+func (p *proxy) freeze() { close(p.frozen) }
 
 // cut closes the listener and every connection, and waits for the
 // proxy's goroutines.
 func (p *proxy) cut() {
+	p.once.Do(func() { close(p.thawed) })
 	p.lis.Close()
 	p.mu.Lock()
 	for _, c := range p.conns {
@@ -362,4 +385,42 @@ func TestBrokenLink(t *testing.T) {
 		t.Errorf("Close after the cut: got %v, want ErrBroken", err)
 	}
 	t.Logf("%d records before the cut was noticed", n)
+}
+
+// TestPartition freezes the link (nothing passes, nothing closes): the
+// keepalive pings notice, and both ends fail with ErrBroken.
+func TestPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for gRPC keepalive timeouts (about 15s)")
+	}
+	srv, addr := startServer(t, exchange.WithKeepalive(time.Second))
+	p := startProxy(t, addr)
+	c := dial(t, p.addr(), exchange.WithKeepalive(time.Second)) // gRPC makes it 10s
+	r, s := pair[uint64](t, srv, c, u64Codec{}, nil, nil)
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := s.SendBatch(ctx, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.freeze()
+	start := time.Now()
+	if _, err := r.Next(ctx); !errors.Is(err, exchange.ErrBroken) {
+		t.Errorf("receiver across a partition: got %v, want ErrBroken", err)
+	}
+	t.Logf("receiver noticed after %v", time.Since(start).Round(time.Millisecond))
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err) // nothing is queued: Flush returns at once
+	}
+	for err := error(nil); err == nil; {
+		err = s.SendBatch(ctx, []uint64{2})
+		if err != nil && !errors.Is(err, exchange.ErrBroken) {
+			t.Fatalf("sender across a partition: got %v, want ErrBroken", err)
+		}
+	}
+	t.Logf("sender noticed after %v", time.Since(start).Round(time.Millisecond))
+	_ = s.Close(ctx)
 }

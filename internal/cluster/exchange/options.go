@@ -23,6 +23,7 @@ type config struct {
 	maxEvents     int
 	maxFrame      int
 	acceptTimeout time.Duration
+	keepalive     time.Duration
 	certFile      string
 	keyFile       string
 	caFile        string
@@ -36,6 +37,7 @@ func defaultConfig() config {
 		maxEvents:     1024,
 		maxFrame:      64 << 20,
 		acceptTimeout: 10 * time.Second,
+		keepalive:     10 * time.Second,
 	}
 }
 
@@ -56,6 +58,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("exchange: max pending events %d: must be at least 1", c.maxEvents)
 	case c.maxFrame < 1024:
 		return c, fmt.Errorf("exchange: max frame size %d: must be at least 1024", c.maxFrame)
+	case c.keepalive < time.Second:
+		return c, fmt.Errorf("exchange: keepalive %v: must be at least 1s", c.keepalive)
 	case c.acceptTimeout <= 0:
 		return c, fmt.Errorf("exchange: accept timeout %v: must be positive", c.acceptTimeout)
 	}
@@ -90,6 +94,17 @@ func WithMaxFrameSize(n int) Option { return optionFunc(func(c *config) { c.maxF
 func WithAcceptTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.acceptTimeout = d })
 }
+
+// WithKeepalive sets how often a [Client] and a [Server] ping an idle
+// connection, and how long they wait for the answer (half of it, at least
+// 1s) before they declare it dead and fail its channels with ErrBroken. It
+// bounds how long a partitioned or frozen peer goes unnoticed. gRPC
+// raises a client's interval below 10s to 10s. The default is 10s (a dead
+// peer is noticed within about 15s).
+func WithKeepalive(d time.Duration) Option { return optionFunc(func(c *config) { c.keepalive = d }) }
+
+// keepaliveTimeout is the wait for a ping's answer.
+func (c *config) keepaliveTimeout() time.Duration { return max(time.Second, c.keepalive/2) }
 
 // WithTLSFiles enables mutual TLS (TLS 1.3) for a [Server] or a [Client]:
 // this node's certificate and key and the CA bundle that signed every

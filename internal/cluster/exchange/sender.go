@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -24,8 +25,8 @@ type Client struct {
 }
 
 // Dial returns a client for the server at target (host:port). It connects
-// lazily, on the first Open. Options: [WithTLSFiles], and the sender
-// options every Open inherits.
+// lazily, on the first Open. Options: [WithTLSFiles], [WithKeepalive],
+// and the sender options every Open inherits.
 func Dial(target string, opts ...Option) (*Client, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -42,6 +43,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.CallContentSubtype(wireCodecName)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.keepalive, Timeout: cfg.keepaliveTimeout()}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("exchange: dial %s: %w", target, err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -68,7 +69,8 @@ type attachable interface {
 }
 
 // NewServer returns a server with its own gRPC server. Options:
-// [WithTLSFiles], [WithAcceptTimeout], [WithMaxFrameSize], [WithLogger].
+// [WithTLSFiles], [WithAcceptTimeout], [WithMaxFrameSize], [WithKeepalive],
+// [WithLogger].
 func NewServer(opts ...Option) (*Server, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -78,7 +80,12 @@ func NewServer(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.maxFrame + 64)}
+	gopts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.maxFrame + 64),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.keepalive, Timeout: cfg.keepaliveTimeout()}),
+		// Clients ping as often as every keepalive/2 (theirs may be shorter).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+	}
 	if tc != nil {
 		gopts = append(gopts, grpc.Creds(&loggingCreds{TransportCredentials: credentials.NewTLS(tc), log: cfg.logger}))
 	}
