@@ -241,3 +241,75 @@ func TestBackpressure(t *testing.T) {
 		t.Fatalf("got %d records and the barrier after %d, want %d and after %d", res.n, res.barrierAt, batches*size, (credits+queue)*size)
 	}
 }
+
+// TestSharedReady: a task with two inputs waits on one ready channel and
+// polls both; no wake-up is lost.
+func TestSharedReady(t *testing.T) {
+	const batches = 500
+	srv, addr := startServer(t)
+	c := dial(t, addr)
+	ctx := t.Context()
+	ready := make(chan struct{}, 1)
+	ep := exchange.Epoch{Attempt: 1}
+	var recvs []*exchange.Receiver[uint64]
+	sendErr := make(chan error, 2)
+	for src := range 2 {
+		ch := exchange.ChannelID{Job: "job", Edge: "a->b", Src: src, Dst: 0}
+		r, err := exchange.Listen(srv, ch, ep, u64Codec{}, exchange.WithReady(ready), exchange.WithCredits(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		recvs = append(recvs, r)
+		s, err := exchange.Open(ctx, c, ch, ep, u64Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for b := range batches {
+				if err := s.SendBatch(ctx, []uint64{uint64(b)}); err != nil {
+					sendErr <- err
+					return
+				}
+			}
+			sendErr <- s.Close(ctx)
+		}()
+	}
+	next, ended := []uint64{0, 0}, []bool{false, false}
+	for !ended[0] || !ended[1] {
+		found := false
+		for i, r := range recvs {
+			if ended[i] {
+				continue
+			}
+			m, ok, err := r.Poll()
+			switch {
+			case errors.Is(err, exchange.ErrEndOfStream):
+				ended[i] = true
+				if next[i] != batches {
+					t.Fatalf("input %d ended after %d batches, want %d", i, next[i], batches)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case ok:
+				found = true
+				if m.Records[0] != next[i] {
+					t.Fatalf("input %d: got %d, want %d", i, m.Records[0], next[i])
+				}
+				next[i]++
+			}
+		}
+		if !found && (!ended[0] || !ended[1]) {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+		}
+	}
+	for range 2 {
+		if err := <-sendErr; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

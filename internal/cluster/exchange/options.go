@@ -28,6 +28,7 @@ type config struct {
 	keyFile       string
 	caFile        string
 	logger        *slog.Logger
+	ready         chan struct{}
 }
 
 func defaultConfig() config {
@@ -115,6 +116,13 @@ func (c *config) keepaliveTimeout() time.Duration { return max(time.Second, c.ke
 func WithTLSFiles(certFile, keyFile, caFile string) Option {
 	return optionFunc(func(c *config) { c.certFile, c.keyFile, c.caFile = certFile, keyFile, caFile })
 }
+
+// WithReady makes a [Receiver] signal ch (a token, without blocking)
+// when a frame arrives or the channel ends, instead of a channel of its
+// own: a task with several inputs shares one (capacity 1) and waits on it
+// with its mailbox, as the engine's gate does with in-process channels.
+// Receiver.Ready returns ch. The default is a channel per receiver.
+func WithReady(ch chan struct{}) Option { return optionFunc(func(c *config) { c.ready = ch }) }
 
 // WithLogger sets the logger of a [Server] (refused peers and channels).
 // The default is slog.Default().

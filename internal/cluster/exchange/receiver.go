@@ -62,7 +62,7 @@ type ReceiverStats struct {
 // before or after. A receiver of an older epoch registered for ch is
 // superseded (its Poll fails with ErrSuperseded); registering one of an
 // older or equal epoch than the registered one fails with ErrStaleEpoch.
-// codec must not be nil (ErrNoCodec). Options: [WithCredits].
+// codec must not be nil (ErrNoCodec). Options: [WithCredits], [WithReady].
 func Listen[T any](s *Server, ch ChannelID, ep Epoch, codec Codec[T], opts ...Option) (*Receiver[T], error) {
 	if err := checkCodec(codec, ch); err != nil {
 		return nil, err
@@ -74,10 +74,13 @@ func Listen[T any](s *Server, ch ChannelID, ep Epoch, codec Codec[T], opts ...Op
 	r := &Receiver[T]{
 		srv: s, ch: ch, ep: ep, codec: codec, cfg: cfg,
 		frames:    make(chan []Message[T], cfg.credits),
-		ready:     make(chan struct{}, 1),
+		ready:     cfg.ready,
 		creditSig: make(chan struct{}, 1),
 		closed:    make(chan struct{}),
 		ended:     make(chan struct{}),
+	}
+	if r.ready == nil {
+		r.ready = make(chan struct{}, 1)
 	}
 	if err := s.register(ch, r); err != nil {
 		return nil, err
@@ -147,7 +150,8 @@ func (r *Receiver[T]) Poll() (m Message[T], ok bool, err error) {
 	return m, true, nil
 }
 
-// Next returns the next message, waiting for it until ctx is done.
+// Next returns the next message, waiting for it until ctx is done. It is
+// for a receiver with a Ready channel of its own (see [WithReady]).
 func (r *Receiver[T]) Next(ctx context.Context) (Message[T], error) {
 	for {
 		m, ok, err := r.Poll()
