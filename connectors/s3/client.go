@@ -145,6 +145,14 @@ func New(opts ...Option) (*Client, error) {
 	return &Client{api: s3.New(o), partSize: c.partSize, endpoint: c.endpoint}, nil
 }
 
+// endpointName names the server in errors: the endpoint, or AWS S3.
+func (c *Client) endpointName() string {
+	if c.endpoint == "" {
+		return "AWS S3"
+	}
+	return "endpoint " + c.endpoint
+}
+
 // API returns the underlying SDK client, for what this package does not
 // wrap (creating buckets, listing objects in tests).
 func (c *Client) API() *s3.Client { return c.api }
