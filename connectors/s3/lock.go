@@ -121,8 +121,8 @@ type lockState struct {
 	lostErr error
 	// lostOnce: the OnLockLost function is called once per storage.
 	lostOnce sync.Once
-	stop    chan struct{}
-	done    chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func (s *CheckpointStorage) lockKey() string { return s.prefix + lockName }
