@@ -240,7 +240,7 @@ func (s *CheckpointStorage) probeConditional(ctx context.Context) error {
 		in.Bucket, in.Key, in.Body, in.ContentLength = aws.String(s.bucket), aws.String(key), bytes.NewReader([]byte("probe2\n")), aws.Int64(7)
 		_, err := s.c.api.PutObject(ctx, in)
 		if err == nil {
-			return fmt.Errorf("lock checkpoint prefix %s: %s: %w; without it a second process on the prefix cannot be refused (checkpoint option s3.lock: false runs without the lock)", s.URL(), s.c.endpointName(), ErrNoConditionalWrites)
+			return fmt.Errorf("lock checkpoint prefix %s: %s: %w; without it a second process on the prefix cannot be refused (checkpoint option s3.lock: false runs without the lock)", s.URL(), s.c.ServerName(), ErrNoConditionalWrites)
 		}
 		if !isPrecondition(err) {
 			return fmt.Errorf("lock checkpoint prefix %s: conditional PUT of %s: %w", s.URL(), s.url(key), err)
