@@ -159,3 +159,85 @@ func TestS3CheckpointLockLost(t *testing.T) {
 		t.Errorf("the taker's lock object was changed: %q", b)
 	}
 }
+
+// s3credsPipeline is datagen → file sink on s3://bucket/out with
+// checkpoints on s3://bucket/chk, every S3 setting and secret written in
+// the file itself: the checkpoint's keys are ckKey/ckSecret, the sink's
+// sinkKey/sinkSecret.
+func s3credsPipeline(t *testing.T, work, bucket, endpoint string, count int, ckKey, ckSecret, sinkKey, sinkSecret string) string {
+	return writeNamedPipeline(t, work, "creds.yaml", fmt.Sprintf(`name: s3-creds
+checkpoint:
+  interval: 200ms
+  dir: s3://%[1]s/chk
+  s3.endpoint: %[2]s
+  s3.region: us-east-1
+  s3.path-style: true
+  s3.access-key: %[4]s
+  s3.secret-key: %[5]s
+source:
+  type: datagen
+  options:
+    count: %[3]d
+sink:
+  type: file
+  options:
+    path: s3://%[1]s/out
+    s3.endpoint: %[2]s
+    s3.access-key: %[6]s
+    s3.secret-key: %[7]s
+`, bucket, endpoint, count, ckKey, ckSecret, sinkKey, sinkSecret))
+}
+
+// TestS3CredentialsInPipeline: with the AWS_* variables cleared, a
+// pipeline whose checkpoint storage and file sink on s3:// get their
+// endpoint and keys from the file runs to the end (output read back with
+// the SDK); a wrong secret key, for the checkpoints or for the sink,
+// fails with an error naming the bucket and the endpoint, and no output
+// shows a secret.
+func TestS3CredentialsInPipeline(t *testing.T) {
+	c, bucket, env := s3Server(t)
+	ep, key, secret := env[0][len("S3E="):], env[1][len("S3A="):], env[2][len("S3S="):]
+	work := t.TempDir()
+	const count = 3000
+	file := s3credsPipeline(t, work, bucket, ep, count, key, secret, key, secret)
+	r := run(t, s3lockNoEnv, "run", "--progress", "off", "--log-level", "debug", file)
+	if r.code != 0 {
+		t.Fatalf("run with the credentials in the file: exit %d\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(r.stdout+r.stderr, key) {
+		t.Errorf("a key appears in the output:\n%s%s", r.stdout, r.stderr)
+	}
+	got := s3CountIDs(t, s3Objects(t, c, bucket, "out/"))
+	if len(got) != count {
+		t.Errorf("%d distinct records, want %d", len(got), count)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("record %d: %d times", id, n)
+		}
+	}
+	wrong := "WRONG" + secret[5:]
+	for _, c := range []struct {
+		name string
+		file string
+	}{
+		{"checkpoints", s3credsPipeline(t, t.TempDir(), bucket, ep, count, key, wrong, key, secret)},
+		{"sink", s3credsPipeline(t, t.TempDir(), bucket+"/x", ep, count, key, secret, key, wrong)},
+	} {
+		r := run(t, s3lockNoEnv, "run", "--progress", "off", c.file)
+		msg := r.stdout + r.stderr
+		if r.code == 0 || !strings.Contains(msg, "s3://"+bucket) || !strings.Contains(msg, ep) {
+			t.Errorf("%s with a wrong secret key: exit %d, want an error naming s3://%s and %s\n%s", c.name, r.code, bucket, ep, msg)
+		}
+		if strings.Contains(msg, wrong) || strings.Contains(msg, key) {
+			t.Errorf("%s with a wrong secret key: a key appears in the output:\n%s", c.name, msg)
+		}
+		t.Logf("%s with a wrong secret key: %s", c.name, s3lockLastLines(msg, 3))
+	}
+}
+
+// s3lockLastLines returns the last n lines of s.
+func s3lockLastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
+}

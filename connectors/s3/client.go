@@ -148,7 +148,10 @@ func New(opts ...Option) (*Client, error) {
 	if c.httpClient != nil {
 		o.HTTPClient = c.httpClient
 	}
-	return &Client{api: s3.New(o), partSize: c.partSize, endpoint: c.endpoint}, nil
+	cl := &Client{partSize: c.partSize, endpoint: c.endpoint}
+	o.APIOptions = append(o.APIOptions, authErrors(cl.ServerName()))
+	cl.api = s3.New(o)
+	return cl, nil
 }
 
 // ServerName names the server in errors: "endpoint <URL>", or "AWS S3".

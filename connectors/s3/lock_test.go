@@ -173,3 +173,28 @@ func TestCheckpointLockHeartbeatLost(t *testing.T) {
 		t.Fatal("the heartbeat did not notice the takeover")
 	}
 }
+
+// TestAuthErrorNamesServer: a request refused for its credentials fails
+// with an error naming the endpoint and the object, never the keys.
+func TestAuthErrorNamesServer(t *testing.T) {
+	_, bucket := testClient(t)
+	ep := os.Getenv("SLUICE_S3_ENDPOINT")
+	bad, err := New(Endpoint(ep), Credentials(os.Getenv("SLUICE_S3_ACCESS_KEY"), "wrong-secret-key-value"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := bad.CheckpointStorage("s3://"+bucket+"/p", 0)
+	_, err = st.Lock()
+	if err == nil {
+		t.Fatal("Lock with a wrong secret key: no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"endpoint " + ep + " refused the credentials", "s3://" + bucket + "/p"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not contain %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "wrong-secret-key-value") || strings.Contains(msg, os.Getenv("SLUICE_S3_ACCESS_KEY")) {
+		t.Errorf("error %q shows a key", msg)
+	}
+}
