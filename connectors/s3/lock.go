@@ -185,14 +185,14 @@ func (s *CheckpointStorage) unlockOnce() func() {
 
 // acquire takes the lock object or fails. Called with s.ls.lk held.
 func (s *CheckpointStorage) acquire(ctx context.Context) error {
-	if err := s.probeConditional(ctx); err != nil {
-		return err
-	}
 	host, _ := os.Hostname()
 	id := make([]byte, 8)
 	rand.Read(id)
 	now := time.Now()
 	s.ls.holder = LockHolder{Owner: hex.EncodeToString(id), Host: host, PID: os.Getpid(), Started: now, Heartbeat: now, TTL: s.ttl.String()}
+	if err := s.probeConditional(ctx); err != nil {
+		return err
+	}
 	for range 3 {
 		etag, err := s.putLock(ctx, "*", "")
 		if err == nil {
@@ -209,6 +209,12 @@ func (s *CheckpointStorage) acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("lock checkpoint prefix %s: %w", s.URL(), err)
 		}
+		if h.Owner == s.ls.holder.Owner {
+			// Our PUT went through, but its response was lost and the
+			// SDK's retry was refused.
+			s.ls.etag = hetag
+			return nil
+		}
 		locked := &LockedError{URL: s.url(s.lockKey()), Holder: h, Age: age, TTL: s.ttl}
 		if age < s.ttl {
 			return locked
@@ -220,6 +226,10 @@ func (s *CheckpointStorage) acquire(ctx context.Context) error {
 			return nil
 		}
 		if isPrecondition(err) || isNotFound(err) {
+			if etag, ok := s.ours(ctx); ok {
+				s.ls.etag = etag // as above
+				return nil
+			}
 			return locked
 		}
 		return fmt.Errorf("lock checkpoint prefix %s: take over the stale lock (%s): %w", s.URL(), h, err)
@@ -229,9 +239,9 @@ func (s *CheckpointStorage) acquire(ctx context.Context) error {
 
 // probeConditional checks that the server refuses a PUT If-None-Match: *
 // on an existing object and a PUT If-Match with a wrong ETag, on a probe
-// object next to the lock.
+// object of its own next to the lock.
 func (s *CheckpointStorage) probeConditional(ctx context.Context) error {
-	key := s.prefix + lockName + ".probe"
+	key := s.prefix + lockName + ".probe-" + s.ls.holder.Owner
 	if err := s.put(ctx, key, []byte("probe\n"), false); err != nil {
 		return fmt.Errorf("lock checkpoint prefix %s: %w", s.URL(), err)
 	}
@@ -324,6 +334,12 @@ func (s *CheckpointStorage) heartbeat(stop, done chan struct{}) {
 		case err == nil:
 			s.ls.etag, last = etag, start
 		case isPrecondition(err) || isNotFound(err):
+			if etag, ok := s.ours(ctx); ok {
+				// Our renewal went through, but its response was lost
+				// and the SDK's retry was refused.
+				s.ls.etag, last = etag, start
+				break
+			}
 			lost = fmt.Errorf("checkpoint prefix %s: %w: the lock object was taken over by another process (%s)", s.URL(), ErrLockLost, s.holderNow(ctx))
 		case time.Since(last) > s.ttl/2:
 			lost = fmt.Errorf("checkpoint prefix %s: %w: it could not be renewed for %s (another process may take it over after %s): %w", s.URL(), ErrLockLost, time.Since(last).Round(time.Second), s.ttl, err)
@@ -339,6 +355,13 @@ func (s *CheckpointStorage) heartbeat(stop, done chan struct{}) {
 			return
 		}
 	}
+}
+
+// ours reports whether the lock object names this storage as its
+// holder, with its ETag.
+func (s *CheckpointStorage) ours(ctx context.Context) (string, bool) {
+	h, etag, _, err := s.readLock(ctx)
+	return etag, err == nil && h.Owner == s.ls.holder.Owner
 }
 
 // holderNow describes the lock object's holder now, for the lost-lock
