@@ -1,0 +1,255 @@
+package main
+
+// sluice node through the binary: three node processes of one Kafka →
+// Kafka exactly-once pipeline against a real etcd (a process built from
+// the module's go.etcd.io/etcd/server/v3) and the real broker of
+// scripts/kafka.sh (skipped without SLUICE_KAFKA_BROKERS). The leader is
+// killed with SIGKILL twice and stopped with SIGSTOP past its lease, then
+// continued; an independent read_committed reader finds every input
+// record exactly once.
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const nodePipeline = `name: node-e2e
+parallelism: 2
+delivery: exactly-once
+checkpoint:
+  interval: 200ms
+  dir: ${CK}
+restart:
+  strategy: fixed-delay
+  attempts: 20
+  delay: 200ms
+source:
+  type: kafka
+  options:
+    brokers: ${BROKERS}
+    topics: ${IN}
+sink:
+  type: kafka
+  options:
+    brokers: ${BROKERS}
+    topic: ${OUT}
+`
+
+// nodeFreePort returns a free loopback port.
+func nodeFreePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// nodeStartEtcd builds etcd from the module, starts one member on
+// loopback and returns its client endpoint once it reports healthy.
+func nodeStartEtcd(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "etcd")
+	if out, err := exec.Command("go", "build", "-o", bin, "go.etcd.io/etcd/server/v3").CombinedOutput(); err != nil {
+		t.Fatalf("building etcd from the module: %v\n%s", err, out)
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t))
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--name", "e0", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "e0="+peer, "--listen-metrics-urls", "")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	hc := &http.Client{Timeout: time.Second}
+	for range 300 {
+		if resp, err := hc.Get(client + "/health"); err == nil {
+			ok := resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+			if ok {
+				return strings.TrimPrefix(client, "http://")
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+	t.Fatalf("etcd at %s not healthy within 30s:\n%s", client, b)
+	return ""
+}
+
+// nodeCluster is the node processes of a test, by node id.
+type nodeCluster struct {
+	t     *testing.T
+	env   []string
+	file  string
+	etcd  string
+	procs map[string]*proc
+	seen  map[*proc]int // "elected leader" lines already accounted for
+}
+
+func (c *nodeCluster) start(id string) {
+	c.t.Helper()
+	c.procs[id] = start(c.t, c.env, "node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", "2s", c.file)
+}
+
+// electedCount is how many times p logged that it won an election.
+func electedCount(p *proc) int { return strings.Count(p.stderr(), `msg="elected leader"`) }
+
+// awaitLeader returns the id of the node that won an election it had not
+// yet been seen to win (bounded: 60s).
+func (c *nodeCluster) awaitLeader() string {
+	c.t.Helper()
+	for range 600 {
+		for id, p := range c.procs {
+			if n := electedCount(p); n > c.seen[p] {
+				c.seen[p] = n
+				return id
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("no new leader within 60s:\n%s", c.logs())
+	return ""
+}
+
+func (c *nodeCluster) logs() string {
+	var b strings.Builder
+	for id, p := range c.procs {
+		fmt.Fprintf(&b, "--- node %s ---\n%s", id, p.stderr())
+	}
+	return b.String()
+}
+
+// nodeOutput is a read_committed consumer of the output topic that counts
+// what it has read.
+type nodeOutput struct {
+	t     *testing.T
+	cl    *kgo.Client
+	topic string
+	n     int
+}
+
+// await reads until at least n records were read (bounded: 3 minutes).
+func (o *nodeOutput) await(n int, c *nodeCluster) {
+	o.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for o.n < n && time.Now().Before(deadline) {
+		o.n += len(pollTopic(o.t, o.cl, o.topic, 1))
+	}
+	if o.n < n {
+		o.t.Fatalf("output holds %d records, want at least %d:\n%s", o.n, n, c.logs())
+	}
+}
+
+// TestNodeKafkaFailover runs three `sluice node` processes of a Kafka →
+// Kafka exactly-once pipeline. Input is produced in steps; between them the
+// leader is killed with SIGKILL (twice; the killed nodes are started again
+// with the same ids) and then stopped with SIGSTOP past its 2s lease until
+// another node leads and commits, and continued: it must log that it lost
+// leadership. At the end an independent read_committed reader finds every
+// input record exactly once.
+func TestNodeKafkaFailover(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	if testing.Short() {
+		t.Skip("builds etcd and runs three nodes; skipped with -short")
+	}
+	etcd := nodeStartEtcd(t)
+	in, out := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
+	file := writePipeline(t, t.TempDir(), nodePipeline)
+	c := &nodeCluster{t: t, file: file, etcd: etcd, procs: map[string]*proc{}, seen: map[*proc]int{},
+		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	o := &nodeOutput{t: t, cl: cl, topic: out}
+
+	const step = 4000
+	produceIDs(t, brokers, in, 0, step, nil)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.start(id)
+	}
+	leader := c.awaitLeader()
+	o.await(step/2, c)
+	// Two kill -9 of the leader, each while input is flowing; the killed
+	// node comes back with its id (it waits out its old session).
+	for k := 1; k <= 2; k++ {
+		produceIDs(t, brokers, in, k*step, (k+1)*step, nil)
+		killed := c.procs[leader]
+		if err := killed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed.wait(t)
+		t.Logf("kill -9 of leader %s (%d records read so far)", leader, o.n)
+		c.start(leader)
+		leader = c.awaitLeader()
+		o.await(k*step+step/2, c)
+	}
+	// SIGSTOP of the leader past its lease: another node leads and
+	// commits; the stopped one, continued, is fenced and stops its job.
+	produceIDs(t, brokers, in, 3*step, 4*step, nil)
+	stopped := c.procs[leader]
+	if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGSTOP of leader %s (%d records read so far)", leader, o.n)
+	next := c.awaitLeader()
+	if next == leader {
+		t.Fatalf("the stopped leader %s was elected again", leader)
+	}
+	produceIDs(t, brokers, in, 4*step, 5*step, nil)
+	o.await(4*step, c)
+	if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !strings.Contains(stopped.stderr(), "lost leadership") && !strings.Contains(stopped.stderr(), "coordination session ended"); i++ {
+		if i == 300 {
+			t.Fatalf("the continued leader %s did not notice it lost leadership within 30s:\n%s", leader, stopped.stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	const total = 5 * step
+	o.await(total, c)
+	for id, p := range c.procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t); code != 0 {
+			t.Errorf("node %s: exit %d after SIGTERM:\n%s", id, code, p.stderr())
+		}
+	}
+	recs := readTopic(t, brokers, out, -1)
+	if len(recs) < total {
+		recs = readTopic(t, brokers, out, total)
+	}
+	checkIDsOnce(t, recs, total)
+	if t.Failed() {
+		t.Log(c.logs())
+	}
+}
