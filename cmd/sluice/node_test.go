@@ -107,12 +107,14 @@ type nodeCluster struct {
 	file  string
 	etcd  string
 	procs map[string]*proc
+	all   []*proc       // every node process started, killed ones too
 	seen  map[*proc]int // "elected leader" lines already accounted for
 }
 
 func (c *nodeCluster) start(id string) {
 	c.t.Helper()
 	c.procs[id] = start(c.t, c.env, "node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", "2s", c.file)
+	c.all = append(c.all, c.procs[id])
 }
 
 // electedCount is how many times p logged that it won an election.
@@ -228,7 +230,7 @@ func TestNodeKafkaFailover(t *testing.T) {
 	if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; !strings.Contains(stopped.stderr(), "lost leadership") && !strings.Contains(stopped.stderr(), "coordination session ended"); i++ {
+	for i := 0; !strings.Contains(stopped.stderr(), "lost leadership"); i++ {
 		if i == 300 {
 			t.Fatalf("the continued leader %s did not notice it lost leadership within 30s:\n%s", leader, stopped.stderr())
 		}
@@ -243,6 +245,14 @@ func TestNodeKafkaFailover(t *testing.T) {
 		if code := p.wait(t); code != 0 {
 			t.Errorf("node %s: exit %d after SIGTERM:\n%s", id, code, p.stderr())
 		}
+	}
+	// Every leader after the first restored from the published pointer.
+	restored := 0
+	for _, p := range c.all {
+		restored += strings.Count(p.stderr(), "restoring from the published checkpoint")
+	}
+	if restored < 3 {
+		t.Errorf("%d terms restored from the published checkpoint, want at least 3 (one per failover)", restored)
 	}
 	recs := readTopic(t, brokers, out, -1)
 	if len(recs) < total {
