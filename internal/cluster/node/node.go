@@ -185,6 +185,9 @@ func (n *runner) round(ctx context.Context) (done bool, err error) {
 			return true, nil
 		}
 		n.log.Warn("campaign failed; retrying", "error", err)
+		if errors.Is(err, coord.ErrSessionLost) || errors.Is(err, coord.ErrClosed) {
+			n.closeSession() // a new session next round
+		}
 		n.pause(ctx)
 		return false, nil
 	}
@@ -258,6 +261,15 @@ func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadersh
 		n.log.Info("leading: no checkpoint published; starting fresh", "term", l.Term(), "job_id", jobID)
 	}
 	jerr := n.cfg.Lead(tctx, Term{Leadership: l, Reader: c, JobID: jobID, Restore: restore, Lost: lost})
+	if jerr != nil && ctx.Err() == nil && context.Cause(tctx) == nil {
+		// Done channels are advisory: a job that failed because its term
+		// ended (say, its producers were fenced by a successor) before
+		// this node noticed must not count as a failed job. A fenced
+		// rewrite of the job id asks the store.
+		if err := l.Apply(ctx, coord.Put(StateJobID, []byte(jobID))); errors.Is(err, coord.ErrNotLeader) {
+			lost(err)
+		}
+	}
 	close(stopWatch)
 	<-watched
 	cause := context.Cause(tctx)

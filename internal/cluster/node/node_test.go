@@ -281,3 +281,70 @@ func TestConfigRequired(t *testing.T) {
 		t.Fatal("Config without Connect and Lead accepted")
 	}
 }
+
+// deafCoord hides the session's and the leadership's Done channels, as a
+// node that has not noticed yet that its lease ended.
+type deafCoord struct{ *memcoord.Node }
+
+func (d deafCoord) Done() <-chan struct{} { return nil }
+
+func (d deafCoord) Campaign(ctx context.Context) (coord.Leadership, error) {
+	l, err := d.Node.Campaign(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return deafLeadership{l}, nil
+}
+
+type deafLeadership struct{ coord.Leadership }
+
+func (deafLeadership) Done() <-chan struct{} { return nil }
+
+// TestJobFailedAfterLostTerm: a job that fails because its term ended,
+// before the node noticed, is not a failed job: the node asks the store
+// (a fenced write is refused) and campaigns again instead of exiting.
+func TestJobFailedAfterLostTerm(t *testing.T) {
+	c := memcoord.NewCluster()
+	var mu sync.Mutex
+	var sessions []*memcoord.Node
+	calls := 0
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	second := make(chan node.Term, 1)
+	cfg := node.Config{NodeID: "n1", Logger: quiet, RetryDelay: 10 * time.Millisecond,
+		Connect: func(context.Context) (coord.Coordinator, error) {
+			n := c.Node()
+			mu.Lock()
+			sessions = append(sessions, n)
+			mu.Unlock()
+			return deafCoord{n}, nil
+		},
+		Lead: func(ctx context.Context, tm node.Term) error {
+			calls++
+			if calls == 1 {
+				mu.Lock()
+				c.Expire(sessions[len(sessions)-1])
+				mu.Unlock()
+				return errors.New("producer fenced by a successor")
+			}
+			second <- tm
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+	errc := make(chan error, 1)
+	go func() { errc <- node.Run(ctx, cfg) }()
+	select {
+	case tm := <-second:
+		if tm.JobID == "" {
+			t.Error("empty job id in the second term")
+		}
+	case err := <-errc:
+		t.Fatalf("Run returned %v; want the node to campaign again", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second term within 10s")
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
