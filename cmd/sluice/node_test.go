@@ -1,12 +1,15 @@
 package main
 
-// sluice node through the binary: three node processes of one Kafka →
-// Kafka exactly-once pipeline against a real etcd (a process built from
-// the module's go.etcd.io/etcd/server/v3) and the real broker of
-// scripts/kafka.sh (skipped without SLUICE_KAFKA_BROKERS). The leader is
-// killed with SIGKILL twice and stopped with SIGSTOP past its lease, then
-// continued; an independent read_committed reader finds every input
-// record exactly once.
+// sluice node through the binary, against real etcd processes built from
+// the module's go.etcd.io/etcd/server/v3:
+//   - three node processes of one Kafka → Kafka exactly-once pipeline
+//     against a 3-member etcd and the real broker of scripts/kafka.sh
+//     (skipped without SLUICE_KAFKA_BROKERS): the leader is killed with
+//     SIGKILL twice, an etcd member once, and the leader is stopped with
+//     SIGSTOP past its lease, then continued; an independent read_committed
+//     reader finds every input record exactly once;
+//   - a bounded datagen → file job on three nodes whose leader is killed:
+//     the new leader finishes it, every node exits 0, every record once.
 
 import (
 	"fmt"
@@ -56,48 +59,90 @@ func nodeFreePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// nodeStartEtcd builds etcd from the module, starts one member on
-// loopback and returns its client endpoint once it reports healthy.
-func nodeStartEtcd(t *testing.T) string {
+// nodeEtcd is a cluster of etcd processes built from the module, on
+// loopback.
+type nodeEtcd struct {
+	t     *testing.T
+	cmds  []*exec.Cmd
+	eps   []string // client URLs, http://127.0.0.1:port
+	names []string
+}
+
+// nodeStartEtcd builds etcd from the module, starts an n-member cluster
+// on loopback and returns it once every member reports healthy.
+func nodeStartEtcd(t *testing.T, n int) *nodeEtcd {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "etcd")
 	if out, err := exec.Command("go", "build", "-o", bin, "go.etcd.io/etcd/server/v3").CombinedOutput(); err != nil {
 		t.Fatalf("building etcd from the module: %v\n%s", err, out)
 	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t))
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
+	e := &nodeEtcd{t: t}
+	var peers, initial []string
+	for i := range n {
+		e.names = append(e.names, fmt.Sprintf("e%d", i))
+		e.eps = append(e.eps, fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t)))
+		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t)))
+		initial = append(initial, e.names[i]+"="+peers[i])
 	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "--name", "e0", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "e0="+peer, "--listen-metrics-urls", "")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for i := range n {
+		logf, err := os.Create(filepath.Join(dir, e.names[i]+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "--name", e.names[i], "--data-dir", filepath.Join(dir, e.names[i]),
+			"--listen-client-urls", e.eps[i], "--advertise-client-urls", e.eps[i],
+			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new")
+		cmd.Stdout, cmd.Stderr = logf, logf
+		err = cmd.Start()
+		logf.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.cmds = append(e.cmds, cmd)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		for i := range e.cmds {
+			e.kill9(i)
+		}
 	})
 	hc := &http.Client{Timeout: time.Second}
-	for range 300 {
-		if resp, err := hc.Get(client + "/health"); err == nil {
-			ok := resp.StatusCode == http.StatusOK
-			resp.Body.Close()
-			if ok {
-				return strings.TrimPrefix(client, "http://")
+	for _, ep := range e.eps {
+		healthy := false
+		for range 300 {
+			if resp, err := hc.Get(ep + "/health"); err == nil {
+				healthy = resp.StatusCode == http.StatusOK
+				resp.Body.Close()
 			}
+			if healthy {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if !healthy {
+			b, _ := os.ReadFile(filepath.Join(dir, "e0.log"))
+			t.Fatalf("etcd at %s not healthy within 30s:\n%s", ep, b)
+		}
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
-	t.Fatalf("etcd at %s not healthy within 30s:\n%s", client, b)
-	return ""
+	return e
+}
+
+// endpoints is the --cluster-etcd value.
+func (e *nodeEtcd) endpoints() string {
+	hosts := make([]string, len(e.eps))
+	for i, ep := range e.eps {
+		hosts[i] = strings.TrimPrefix(ep, "http://")
+	}
+	return strings.Join(hosts, ",")
+}
+
+// kill9 kills member i with SIGKILL and reaps it.
+func (e *nodeEtcd) kill9(i int) {
+	if c := e.cmds[i]; c != nil && c.ProcessState == nil {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
 }
 
 // nodeCluster is the node processes of a test, by node id.
@@ -171,17 +216,18 @@ func (o *nodeOutput) await(n int, c *nodeCluster) {
 // leader is killed with SIGKILL (twice; the killed nodes are started again
 // with the same ids) and then stopped with SIGSTOP past its 2s lease until
 // another node leads and commits, and continued: it must log that it lost
-// leadership. At the end an independent read_committed reader finds every
-// input record exactly once.
+// leadership. After the first failover one of the three etcd members is
+// killed with SIGKILL. At the end an independent read_committed reader
+// finds every input record exactly once.
 func TestNodeKafkaFailover(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	if testing.Short() {
 		t.Skip("builds etcd and runs three nodes; skipped with -short")
 	}
-	etcd := nodeStartEtcd(t)
+	etcd := nodeStartEtcd(t, 3)
 	in, out := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
 	file := writePipeline(t, t.TempDir(), nodePipeline)
-	c := &nodeCluster{t: t, file: file, etcd: etcd, procs: map[string]*proc{}, seen: map[*proc]int{},
+	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out}}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(out),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -212,6 +258,12 @@ func TestNodeKafkaFailover(t *testing.T) {
 		c.start(leader)
 		leader = c.awaitLeader()
 		o.await(k*step+step/2, c)
+		if k == 1 {
+			// One etcd member of three killed: the others keep quorum
+			// and the nodes' clients move to them.
+			etcd.kill9(0)
+			t.Log("kill -9 of etcd member e0")
+		}
 	}
 	// SIGSTOP of the leader past its lease: another node leads and
 	// commits; the stopped one, continued, is fenced and stops its job.
@@ -261,5 +313,99 @@ func TestNodeKafkaFailover(t *testing.T) {
 	checkIDsOnce(t, recs, total)
 	if t.Failed() {
 		t.Log(c.logs())
+	}
+}
+
+const nodeFilePipeline = `name: node-file
+parallelism: 2
+checkpoint:
+  interval: 200ms
+  dir: ${CK}
+restart:
+  strategy: fixed-delay
+  attempts: 20
+  delay: 200ms
+source:
+  type: datagen
+  options:
+    count: ${COUNT}
+    splits: 4
+    rate: 4000
+sink:
+  type: file
+  options:
+    path: ${OUT}
+`
+
+// nodeWaitExit waits (bounded: 3 minutes) for p to exit and returns its
+// exit code.
+func nodeWaitExit(t *testing.T, id string, p *proc) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("node %s did not exit within 3 minutes:\n%s", id, p.stderr())
+	}
+	return p.wait(t)
+}
+
+// TestNodeBoundedJobFinishes runs a bounded datagen → file job on three
+// nodes and kills the leader with SIGKILL once output is committed: a
+// standby takes over from the published checkpoint and finishes the job,
+// marks it finished, and both remaining nodes exit 0 (the one that never
+// led does not run it again). The committed files hold every record once.
+func TestNodeBoundedJobFinishes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds etcd and runs three nodes; skipped with -short")
+	}
+	etcd := nodeStartEtcd(t, 1)
+	const count = 12000
+	out := filepath.Join(t.TempDir(), "out")
+	file := writePipeline(t, t.TempDir(), nodeFilePipeline)
+	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{},
+		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "OUT=" + out, fmt.Sprint("COUNT=", count)}}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.start(id)
+	}
+	leader := c.awaitLeader()
+	for i := 0; len(readOutput(t, out, "id")) < count/4; i++ {
+		if i == 1200 {
+			t.Fatalf("less than %d records committed within 2 minutes:\n%s", count/4, c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	killed := c.procs[leader]
+	if err := killed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed.wait(t)
+	delete(c.procs, leader)
+	for id, p := range c.procs {
+		if code := nodeWaitExit(t, id, p); code != 0 {
+			t.Fatalf("node %s: exit %d:\n%s", id, code, c.logs())
+		}
+	}
+	finished := 0
+	for _, p := range c.procs {
+		if strings.Contains(p.stderr(), `msg="job finished"`) {
+			finished++
+		}
+	}
+	if finished != 1 {
+		t.Errorf("%d nodes finished the job, want 1:\n%s", finished, c.logs())
+	}
+	got := readOutput(t, out, "id")
+	missing, dup := 0, 0
+	for i := range int64(count) {
+		switch got[i] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			dup++
+		}
+	}
+	if missing > 0 || dup > 0 || len(got) != count {
+		t.Fatalf("output: %d of %d ids missing, %d duplicated, %d distinct", missing, count, dup, len(got))
 	}
 }
