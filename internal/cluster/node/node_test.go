@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -167,15 +168,15 @@ func TestFailoverRestoresFromPointer(t *testing.T) {
 	if p := second.term.Restore; p == nil || p.ID != 3 || p.Term != first.term.Leadership.Term() {
 		t.Fatalf("restore pointer %+v, want checkpoint 3 of term %d", p, first.term.Leadership.Term())
 	}
-	// The old leader came back as a standby: it leads once the second one
-	// loses its lease, restoring what the second one published.
+	// When the second leader loses its lease too, the next term (either
+	// node, each with a new session) restores what the second published.
 	if _, err := publish(t, second, inner, 4); err != nil {
 		t.Fatal(err)
 	}
 	h.s.expire(second.node)
 	third := h.nextTerm()
-	if third.node != first.node || third.term.Restore == nil || third.term.Restore.ID != 4 {
-		t.Fatalf("third term: node %s restore %+v, want %s restoring 4", third.node, third.term.Restore, first.node)
+	if third.term.Restore == nil || third.term.Restore.ID != 4 || third.term.Restore.Term != second.term.Leadership.Term() {
+		t.Fatalf("third term: node %s restore %+v, want checkpoint 4 of term %d", third.node, third.term.Restore, second.term.Leadership.Term())
 	}
 	cancel()
 	for _, id := range []string{"n1", "n2"} {
@@ -346,5 +347,63 @@ func TestJobFailedAfterLostTerm(t *testing.T) {
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// flakyLeadership fails its first n Apply calls with ErrUnavailable.
+type flakyLeadership struct {
+	coord.Leadership
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyLeadership) Apply(ctx context.Context, ops ...coord.Op) error {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return fmt.Errorf("etcd down: %w", coord.ErrUnavailable)
+	}
+	return f.Leadership.Apply(ctx, ops...)
+}
+
+// TestPublishWaitsForTheStore: while the store is unavailable Save keeps
+// the stored checkpoint waiting and publishes it once the store answers;
+// past PublishWait it fails the checkpoint without ending the term.
+func TestPublishWaitsForTheStore(t *testing.T) {
+	c := memcoord.NewCluster()
+	ctx := t.Context()
+	a := c.Node()
+	defer a.Close()
+	if err := a.Join(ctx, coord.Member{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyLeadership{Leadership: l, n: 3}
+	lostCalled := false
+	tm := node.Term{Leadership: fl, Lost: func(error) { lostCalled = true }}
+	st := node.NewStorage(checkpoint.NewMemory(checkpoint.Retain(0)), tm, node.WithLogger(quiet))
+	if _, err := st.Save(ctx, &checkpoint.Snapshot{ID: 1}); err != nil {
+		t.Fatalf("Save after 3 unavailable publishes: %v", err)
+	}
+	if p, ok, err := coord.LatestCheckpoint(ctx, a); err != nil || !ok || p.ID != 1 {
+		t.Fatalf("pointer %+v %v %v, want checkpoint 1", p, ok, err)
+	}
+	fl.mu.Lock()
+	fl.n = 1000
+	fl.mu.Unlock()
+	st = node.NewStorage(checkpoint.NewMemory(checkpoint.Retain(0)), tm, node.WithLogger(quiet), node.PublishWait(300*time.Millisecond))
+	if _, err := st.Save(ctx, &checkpoint.Snapshot{ID: 2}); !errors.Is(err, coord.ErrUnavailable) {
+		t.Fatalf("Save with the store down past PublishWait: %v, want ErrUnavailable", err)
+	}
+	if lostCalled {
+		t.Error("an unavailable store ended the term")
+	}
+	if p, _, _ := coord.LatestCheckpoint(ctx, a); p.ID != 1 {
+		t.Errorf("pointer names %d, want 1", p.ID)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/internal/cluster/coord"
@@ -28,6 +29,10 @@ type Storage struct {
 	// term published (to clean up what earlier terms left).
 	published func(ctx context.Context, p coord.CheckpointPointer)
 	once      sync.Once
+	// maxWait bounds how long Save retries a publish that failed with
+	// ErrUnavailable.
+	maxWait time.Duration
+	backoff time.Duration // first retry delay; doubles up to 2s
 }
 
 // StorageOption configures NewStorage.
@@ -36,6 +41,13 @@ type StorageOption func(*Storage)
 // Retain keeps the newest n checkpoints of the inner storage after each
 // publish (n <= 0: all). Default checkpoint.DefaultRetain.
 func Retain(n int) StorageOption { return func(s *Storage) { s.retain = n } }
+
+// PublishWait bounds how long Save keeps retrying the publish of a stored
+// checkpoint while the coordination store is unavailable (default 1m; the
+// checkpoint's context, which ends with the term, bounds it too). A retry
+// writes the same pointer under the same term, so it is idempotent; a term
+// that ended meanwhile gets ErrFenced.
+func PublishWait(d time.Duration) StorageOption { return func(s *Storage) { s.maxWait = d } }
 
 // WithLogger sets the logger; default slog.Default().
 func WithLogger(l *slog.Logger) StorageOption { return func(s *Storage) { s.log = l } }
@@ -48,7 +60,8 @@ func OnFirstPublish(fn func(ctx context.Context, p coord.CheckpointPointer)) Sto
 
 // NewStorage wraps inner for term t.
 func NewStorage(inner checkpoint.Storage, t Term, opts ...StorageOption) *Storage {
-	s := &Storage{inner: inner, l: t.Leadership, lost: t.Lost, retain: checkpoint.DefaultRetain, log: slog.Default()}
+	s := &Storage{inner: inner, l: t.Leadership, lost: t.Lost, retain: checkpoint.DefaultRetain, log: slog.Default(),
+		maxWait: time.Minute, backoff: 100 * time.Millisecond}
 	for _, o := range opts {
 		o(s)
 	}
@@ -70,7 +83,7 @@ func (s *Storage) Save(ctx context.Context, snap *checkpoint.Snapshot) (checkpoi
 		return info, nil // savepoints complete nothing
 	}
 	p := coord.CheckpointPointer{ID: snap.ID, Location: info.Path}
-	if err := coord.PublishCheckpoint(ctx, s.l, p); err != nil {
+	if err := s.publish(ctx, p); err != nil {
 		if errors.Is(err, coord.ErrNotLeader) {
 			s.lost(err)
 			return info, fmt.Errorf("checkpoint %d stored at %s but not completed: %w", snap.ID, info.Path, err)
@@ -87,6 +100,38 @@ func (s *Storage) Save(ctx context.Context, snap *checkpoint.Snapshot) (checkpoi
 		info.Warning = errors.Join(info.Warning, err)
 	}
 	return info, nil
+}
+
+// publish writes p's pointer, retrying (bounded by ctx and maxWait) while
+// the store is unavailable: meanwhile no checkpoint completes, and the log
+// says so.
+func (s *Storage) publish(ctx context.Context, p coord.CheckpointPointer) error {
+	start := time.Now()
+	delay := s.backoff
+	for attempt := 0; ; attempt++ {
+		err := coord.PublishCheckpoint(ctx, s.l, p)
+		if err == nil {
+			if attempt > 0 {
+				s.log.Info("coordination store reachable again: checkpoint published", "id", p.ID, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if !errors.Is(err, coord.ErrUnavailable) || time.Since(start)+delay > s.maxWait {
+			return err
+		}
+		if attempt == 0 {
+			s.log.Warn("coordination store unavailable: the checkpoint is stored but waits for its pointer to be published; no checkpoint completes meanwhile",
+				"id", p.ID, "location", p.Location, "error", err, "max_wait", s.maxWait)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up waiting: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // prune discards the checkpoints of the inner storage older than the
