@@ -100,10 +100,9 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 type runner struct {
-	cfg   Config
-	log   *slog.Logger
-	c     coord.Coordinator // the current session, nil when none
-	cDone <-chan struct{}
+	cfg Config
+	log *slog.Logger
+	c   coord.Coordinator // the current session, nil when none
 }
 
 func (n *runner) closeSession() {
