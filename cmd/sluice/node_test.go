@@ -9,7 +9,10 @@ package main
 //     SIGSTOP past its lease, then continued; an independent read_committed
 //     reader finds every input record exactly once;
 //   - a bounded datagen → file job on three nodes whose leader is killed:
-//     the new leader finishes it, every node exits 0, every record once.
+//     the new leader finishes it, every node exits 0, every record once;
+//   - the same job while two of three etcd members are down (no quorum)
+//     for a few seconds, shorter than the lease: checkpoints wait, the
+//     leader keeps its term, and the job finishes exactly once.
 
 import (
 	"fmt"
@@ -63,6 +66,9 @@ func nodeFreePort(t *testing.T) int {
 // loopback.
 type nodeEtcd struct {
 	t     *testing.T
+	dir   string
+	bin   string
+	args  [][]string
 	cmds  []*exec.Cmd
 	eps   []string // client URLs, http://127.0.0.1:port
 	names []string
@@ -85,47 +91,58 @@ func nodeStartEtcd(t *testing.T, n int) *nodeEtcd {
 		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t)))
 		initial = append(initial, e.names[i]+"="+peers[i])
 	}
+	e.dir, e.bin, e.cmds = dir, bin, make([]*exec.Cmd, n)
 	for i := range n {
-		logf, err := os.Create(filepath.Join(dir, e.names[i]+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "--name", e.names[i], "--data-dir", filepath.Join(dir, e.names[i]),
+		e.args = append(e.args, []string{"--name", e.names[i], "--data-dir", filepath.Join(dir, e.names[i]),
 			"--listen-client-urls", e.eps[i], "--advertise-client-urls", e.eps[i],
 			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new")
-		cmd.Stdout, cmd.Stderr = logf, logf
-		err = cmd.Start()
-		logf.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.cmds = append(e.cmds, cmd)
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new"})
+		e.start(i)
 	}
 	t.Cleanup(func() {
 		for i := range e.cmds {
 			e.kill9(i)
 		}
 	})
-	hc := &http.Client{Timeout: time.Second}
-	for _, ep := range e.eps {
-		healthy := false
-		for range 300 {
-			if resp, err := hc.Get(ep + "/health"); err == nil {
-				healthy = resp.StatusCode == http.StatusOK
-				resp.Body.Close()
-			}
-			if healthy {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if !healthy {
-			b, _ := os.ReadFile(filepath.Join(dir, "e0.log"))
-			t.Fatalf("etcd at %s not healthy within 30s:\n%s", ep, b)
-		}
+	for i := range n {
+		e.awaitHealthy(i)
 	}
 	return e
+}
+
+// start starts member i (again, on its data dir).
+func (e *nodeEtcd) start(i int) {
+	e.t.Helper()
+	logf, err := os.OpenFile(filepath.Join(e.dir, e.names[i]+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(e.bin, e.args[i]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.cmds[i] = cmd
+}
+
+// awaitHealthy waits (bounded: 30s) until member i reports healthy, which
+// needs a quorum.
+func (e *nodeEtcd) awaitHealthy(i int) {
+	e.t.Helper()
+	hc := &http.Client{Timeout: time.Second}
+	for range 300 {
+		if resp, err := hc.Get(e.eps[i] + "/health"); err == nil {
+			ok := resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+			if ok {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.dir, e.names[i]+".log"))
+	e.t.Fatalf("etcd member %s not healthy within 30s:\n%s", e.names[i], b)
 }
 
 // endpoints is the --cluster-etcd value.
@@ -143,6 +160,7 @@ func (e *nodeEtcd) kill9(i int) {
 		_ = c.Process.Kill()
 		_ = c.Wait()
 	}
+	e.cmds[i] = nil
 }
 
 // nodeCluster is the node processes of a test, by node id.
@@ -151,6 +169,7 @@ type nodeCluster struct {
 	env   []string
 	file  string
 	etcd  string
+	ttl   string // --lease-ttl; default 2s
 	procs map[string]*proc
 	all   []*proc       // every node process started, killed ones too
 	seen  map[*proc]int // "elected leader" lines already accounted for
@@ -158,7 +177,11 @@ type nodeCluster struct {
 
 func (c *nodeCluster) start(id string) {
 	c.t.Helper()
-	c.procs[id] = start(c.t, c.env, "node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", "2s", c.file)
+	ttl := c.ttl
+	if ttl == "" {
+		ttl = "2s"
+	}
+	c.procs[id] = start(c.t, c.env, "node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", ttl, c.file)
 	c.all = append(c.all, c.procs[id])
 }
 
@@ -394,6 +417,13 @@ func TestNodeBoundedJobFinishes(t *testing.T) {
 	if finished != 1 {
 		t.Errorf("%d nodes finished the job, want 1:\n%s", finished, c.logs())
 	}
+	nodeCheckFiles(t, out, count)
+}
+
+// nodeCheckFiles asserts that the committed files under out hold
+// {"id": i} for every i in [0, count) exactly once.
+func nodeCheckFiles(t *testing.T, out string, count int) {
+	t.Helper()
 	got := readOutput(t, out, "id")
 	missing, dup := 0, 0
 	for i := range int64(count) {
@@ -408,4 +438,55 @@ func TestNodeBoundedJobFinishes(t *testing.T) {
 	if missing > 0 || dup > 0 || len(got) != count {
 		t.Fatalf("output: %d of %d ids missing, %d duplicated, %d distinct", missing, count, dup, len(got))
 	}
+}
+
+// TestNodeEtcdQuorumLost runs the bounded datagen → file job on two nodes
+// (10s leases) against a 3-member etcd and kills two members with SIGKILL
+// once output is committed: without quorum the leader's checkpoint waits
+// for its pointer (it logs so), the members are started again, the pointer
+// is published, the same leader finishes the job, and the output holds
+// every record once.
+func TestNodeEtcdQuorumLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds etcd and runs two nodes; skipped with -short")
+	}
+	etcd := nodeStartEtcd(t, 3)
+	const count = 16000
+	out := filepath.Join(t.TempDir(), "out")
+	file := writePipeline(t, t.TempDir(), nodeFilePipeline)
+	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "10s",
+		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "OUT=" + out, fmt.Sprint("COUNT=", count)}}
+	for _, id := range []string{"n1", "n2"} {
+		c.start(id)
+	}
+	leader := c.awaitLeader()
+	for i := 0; len(readOutput(t, out, "id")) < count/8; i++ {
+		if i == 1200 {
+			t.Fatalf("less than %d records committed within 2 minutes:\n%s", count/8, c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	etcd.kill9(1)
+	etcd.kill9(2)
+	lp := c.procs[leader]
+	for i := 0; !strings.Contains(lp.stderr(), "coordination store unavailable"); i++ {
+		if i == 300 {
+			t.Fatalf("the leader did not report etcd unavailable within 30s:\n%s", c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	etcd.start(1)
+	etcd.start(2)
+	for id, p := range c.procs {
+		if code := nodeWaitExit(t, id, p); code != 0 {
+			t.Fatalf("node %s: exit %d:\n%s", id, code, c.logs())
+		}
+	}
+	if !strings.Contains(lp.stderr(), "coordination store reachable again") {
+		t.Errorf("the leader did not report etcd reachable again:\n%s", lp.stderr())
+	}
+	if n := electedCount(lp); n != 1 || !strings.Contains(lp.stderr(), `msg="job finished"`) {
+		t.Errorf("leader %s was elected %d times; want it to keep its term and finish the job:\n%s", leader, n, c.logs())
+	}
+	nodeCheckFiles(t, out, count)
 }
