@@ -100,9 +100,10 @@ func (a *App) cmdNode(args []string) int {
 	}()
 	log.Info("node starting", "node", o.nodeID, "etcd", o.etcd, "prefix", o.prefix, "lease_ttl", o.leaseTTL)
 	err = node.Run(ctx, node.Config{
-		NodeID: o.nodeID,
-		Addr:   o.addr,
-		Logger: log,
+		NodeID:     o.nodeID,
+		Addr:       o.addr,
+		Logger:     log,
+		PauseLimit: o.leaseTTL / 2,
 		Connect: func(ctx context.Context) (coord.Coordinator, error) {
 			return etcdcoord.New(ctx, endpoints, eopts...)
 		},

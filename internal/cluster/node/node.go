@@ -58,6 +58,11 @@ type Config struct {
 	// RetryDelay is the pause before retrying a failed Connect, Join or
 	// election step; default 500ms.
 	RetryDelay time.Duration
+	// PauseLimit ends a term when the process was paused (SIGSTOP, a stall)
+	// longer than this, without waiting for the store to report the lease
+	// lost, so a resumed stale leader stops its job at once. Set it to about
+	// half the lease TTL; 0 disables the check.
+	PauseLimit time.Duration
 	// NewJobID makes the job id of a job that has none yet; default 16
 	// random hex digits (the runtime's format).
 	NewJobID func() string
@@ -246,13 +251,7 @@ func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadersh
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		select {
-		case <-l.Done():
-			lost(errors.New("leadership ended"))
-		case <-c.Done():
-			lost(errors.New("coordination session ended"))
-		case <-stopWatch:
-		}
+		n.watchTerm(l, c, lost, stopWatch)
 	}()
 	if restore != nil {
 		n.log.Info("leading: restoring from the published checkpoint", "term", l.Term(), "job_id", jobID, "checkpoint", restore.ID, "location", restore.Location)
@@ -293,6 +292,40 @@ func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadersh
 	}
 	n.resign(l)
 	return true, nil
+}
+
+// watchTerm calls lost when the leadership or the session ends, or when
+// this process was paused (SIGSTOP, a stall of the machine) for longer than
+// PauseLimit: its lease may be gone, and waiting for the store to say so
+// would let the job write on meanwhile. It returns when stop is closed.
+func (n *runner) watchTerm(l coord.Leadership, c coord.Coordinator, lost func(error), stop <-chan struct{}) {
+	var tick <-chan time.Time
+	if n.cfg.PauseLimit > 0 {
+		every := min(n.cfg.PauseLimit/4, 100*time.Millisecond)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := time.Now()
+	for {
+		select {
+		case <-l.Done():
+			lost(errors.New("leadership ended"))
+			return
+		case <-c.Done():
+			lost(errors.New("coordination session ended"))
+			return
+		case <-stop:
+			return
+		case now := <-tick:
+			// Monotonic time: it includes the time the process was stopped.
+			if gap := now.Sub(last); gap > n.cfg.PauseLimit {
+				lost(fmt.Errorf("this process was paused for %v, more than %v: its lease may have expired", gap.Round(time.Millisecond), n.cfg.PauseLimit))
+				return
+			}
+			last = now
+		}
+	}
 }
 
 // jobRecord reads (and on first use creates) the job record under l.
