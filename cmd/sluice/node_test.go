@@ -169,7 +169,8 @@ type nodeCluster struct {
 	env   []string
 	file  string
 	etcd  string
-	ttl   string // --lease-ttl; default 2s
+	ttl   string   // --lease-ttl; default 2s
+	extra []string // more flags of every node
 	procs map[string]*proc
 	all   []*proc       // every node process started, killed ones too
 	seen  map[*proc]int // "elected leader" lines already accounted for
@@ -181,7 +182,8 @@ func (c *nodeCluster) start(id string) {
 	if ttl == "" {
 		ttl = "2s"
 	}
-	c.procs[id] = start(c.t, c.env, "node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", ttl, c.file)
+	args := append([]string{"node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", ttl}, c.extra...)
+	c.procs[id] = start(c.t, c.env, append(args, c.file)...)
 	c.all = append(c.all, c.procs[id])
 }
 
@@ -377,6 +379,7 @@ func nodeWaitExit(t *testing.T, id string, p *proc) int {
 // standby takes over from the published checkpoint and finishes the job,
 // marks it finished, and both remaining nodes exit 0 (the one that never
 // led does not run it again). The committed files hold every record once.
+// The leader serves its job's /metrics (--http).
 func TestNodeBoundedJobFinishes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds etcd and runs three nodes; skipped with -short")
@@ -386,11 +389,17 @@ func TestNodeBoundedJobFinishes(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	file := writePipeline(t, t.TempDir(), nodeFilePipeline)
 	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{},
-		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "OUT=" + out, fmt.Sprint("COUNT=", count)}}
+		extra: []string{"--http", "127.0.0.1:0"},
+		env:   []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "OUT=" + out, fmt.Sprint("COUNT=", count)}}
 	for _, id := range []string{"n1", "n2", "n3"} {
 		c.start(id)
 	}
 	leader := c.awaitLeader()
+	// The leader serves its job's metrics while it leads.
+	metricsURL := c.procs[leader].waitLine(t, httpRE)
+	if m := getURL(t, metricsURL+"/metrics", ""); !strings.Contains(m, "node-file") {
+		t.Errorf("the leader's /metrics does not name the job:\n%.2000s", m)
+	}
 	for i := 0; len(readOutput(t, out, "id")) < count/4; i++ {
 		if i == 1200 {
 			t.Fatalf("less than %d records committed within 2 minutes:\n%s", count/4, c.logs())

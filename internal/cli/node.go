@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
 	"github.com/sluice-io/sluice/internal/cluster/node"
+	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/internal/pipeline"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/stream"
@@ -24,16 +25,18 @@ import (
 
 // nodeOptions are the flags of node.
 type nodeOptions struct {
-	etcd      string
-	nodeID    string
-	addr      string
-	prefix    string
-	leaseTTL  time.Duration
-	cert      string
-	key       string
-	ca        string
-	logLevel  string
-	logFormat string
+	etcd         string
+	nodeID       string
+	addr         string
+	prefix       string
+	leaseTTL     time.Duration
+	cert         string
+	key          string
+	ca           string
+	logLevel     string
+	logFormat    string
+	httpAddr     string
+	httpTokenEnv string
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
@@ -56,20 +59,16 @@ func (a *App) cmdNode(args []string) int {
 	if err != nil {
 		return a.exit(loadError(err))
 	}
-	if spec.CheckpointDir == "" {
-		return a.exit(usagef("%s: node: checkpoint.dir is required: a directory every node can reach (a shared file system or s3://), where each leader writes its checkpoints", spec.File))
+	if err := o.complete(spec); err != nil {
+		return a.exit(err)
 	}
-	if o.nodeID == "" {
-		h, herr := os.Hostname()
-		if herr != nil || h == "" {
-			return a.exit(usagef("node: --node-id is required (no host name: %v)", herr))
+	secrets := spec.Secrets
+	if o.httpTokenEnv != "" {
+		if tok, ok := a.Getenv(o.httpTokenEnv); ok {
+			secrets = append(secrets, pipeline.Substitution{Var: o.httpTokenEnv, Value: tok, Secret: true})
 		}
-		o.nodeID = h
 	}
-	if o.prefix == "" {
-		o.prefix = "/sluice/" + spec.Name + "/"
-	}
-	a = a.redacted(pipeline.NewRedactor(spec.Secrets))
+	a = a.redacted(pipeline.NewRedactor(secrets))
 	ro := runOptions{logLevel: o.logLevel, logFormat: o.logFormat, progress: "off"}
 	log, err := a.runLogger(&ro)
 	if err != nil {
@@ -108,12 +107,31 @@ func (a *App) cmdNode(args []string) int {
 			return etcdcoord.New(ctx, endpoints, eopts...)
 		},
 		Lead: func(ctx context.Context, t node.Term) error {
-			return a.leadJob(ctx, spec, t, log, sec)
+			return a.leadJob(ctx, spec, o, t, log, sec)
 		},
 	})
 	cancel()
 	<-sigDone
 	return a.exit(err)
+}
+
+// complete checks the pipeline for node mode and fills in the defaults
+// that depend on it and on the host.
+func (o *nodeOptions) complete(spec *pipeline.Spec) error {
+	if spec.CheckpointDir == "" {
+		return usagef("%s: node: checkpoint.dir is required: a directory every node can reach (a shared file system or s3://), where each leader writes its checkpoints", spec.File)
+	}
+	if o.nodeID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return usagef("node: --node-id is required (no host name: %v)", err)
+		}
+		o.nodeID = h
+	}
+	if o.prefix == "" {
+		o.prefix = "/sluice/" + spec.Name + "/"
+	}
+	return nil
 }
 
 // nodeFlags defines node's flags into o.
@@ -127,6 +145,8 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.cert, "etcd-cert", "", "client certificate (PEM) for mutual TLS to etcd")
 	fs.StringVar(&o.key, "etcd-key", "", "client key (PEM) for mutual TLS to etcd")
 	fs.StringVar(&o.ca, "etcd-ca", "", "CA bundle (PEM) that signed the etcd servers' certificates")
+	fs.StringVar(&o.httpAddr, "http", "", "while this node leads, serve its job's /metrics and /status on this address (\":9249\" = 127.0.0.1:9249); overrides the pipeline's http.listen")
+	fs.StringVar(&o.httpTokenEnv, "http-token-env", "", "require the bearer token held by this environment variable on the HTTP endpoint")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	return fs
@@ -147,31 +167,14 @@ func termDir(base string, term int64) string {
 
 // leadJob runs the whole job while this node leads term t: checkpoints go
 // to checkpoint.dir/term-<term> and are completed by the fenced write of
-// their pointer; the job restores from the published pointer only.
-func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, t node.Term, log *slog.Logger, sec secretRefs) error {
-	term := t.Leadership.Term()
-	dir := termDir(spec.CheckpointDir, term)
-	var inner checkpoint.Storage
-	if isS3(dir) {
-		st, err := s3Storage(dir, 0) // the node's Storage prunes after each publish
-		if err != nil {
-			return fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
-		}
-		inner = st
-	} else {
-		st, err := checkpoint.NewLocal(dir, checkpoint.Retain(0))
-		if err != nil {
-			return fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
-		}
-		inner = st
+// their pointer; the job restores from the published pointer only. The
+// pipeline's HTTP endpoint (http.listen, or --http) is served by the
+// leader while it leads.
+func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs) error {
+	store, dir, err := termStorage(spec, t, log)
+	if err != nil {
+		return err
 	}
-	sopts := []node.StorageOption{node.Retain(cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain)), node.WithLogger(log)}
-	if !isS3(dir) {
-		sopts = append(sopts, node.OnFirstPublish(func(_ context.Context, p coord.CheckpointPointer) {
-			removeOldTerms(spec.CheckpointDir, term, log)
-		}))
-	}
-	store := node.NewStorage(inner, t, sopts...)
 	var restore *checkpoint.Snapshot
 	if p := t.Restore; p != nil {
 		s, info, err := loadRestore(ctx, p.Location, sec.lookup)
@@ -190,11 +193,19 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, t node.Term, log
 	if err := a.build(env, spec, log, reg); err != nil {
 		return usageError{err}
 	}
+	var job runningJob
+	stopHTTP, err := a.serveHTTP(spec, runOptions{httpAddr: o.httpAddr, httpTokenEnv: o.httpTokenEnv}, log, reg, &job)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	start := time.Now()
 	h, err := env.Start(ctx, spec.Name)
 	if err != nil {
 		return usageError{err}
 	}
-	log.Info("job running on the leader", "term", term, "job_id", t.JobID, "checkpoints", dir)
+	job.set(jobstat.New(h, spec.Source.Name, spec.Sink.Name, start), h)
+	log.Info("job running on the leader", "term", t.Leadership.Term(), "job_id", t.JobID, "checkpoints", dir)
 	select {
 	case <-h.Done():
 	case <-ctx.Done():
@@ -209,6 +220,34 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, t node.Term, log
 	}
 	log.Info("job ended", "state", res.State, "checkpoints", res.Checkpoints.Completed)
 	return nil
+}
+
+// termStorage is the checkpoint storage of term t: checkpoint.dir/term-<t>,
+// wrapped in node.Storage (publish, then retention).
+func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint.Storage, string, error) {
+	term := t.Leadership.Term()
+	dir := termDir(spec.CheckpointDir, term)
+	var inner checkpoint.Storage
+	if isS3(dir) {
+		st, err := s3Storage(dir, 0) // node.Storage prunes after each publish
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		inner = st
+	} else {
+		st, err := checkpoint.NewLocal(dir, checkpoint.Retain(0))
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		inner = st
+	}
+	sopts := []node.StorageOption{node.Retain(cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain)), node.WithLogger(log)}
+	if !isS3(dir) {
+		sopts = append(sopts, node.OnFirstPublish(func(_ context.Context, p coord.CheckpointPointer) {
+			removeOldTerms(spec.CheckpointDir, term, log)
+		}))
+	}
+	return node.NewStorage(inner, t, sopts...), dir, nil
 }
 
 // removeOldTerms deletes the checkpoint directories of terms before term:
