@@ -16,7 +16,7 @@ import (
 // library's.
 var icebergSinkOptions = []Option{
 	{Name: "catalog", Type: Enum, Values: []string{"sql", "rest"}, Default: "sql",
-		Description: "the Iceberg catalog: sql (Iceberg's SQL catalog, as PyIceberg's SqlCatalog and Java's JdbcCatalog keep it, in a SQLite file or a PostgreSQL database) or rest (an Iceberg REST catalog server; not covered by sluice's tests)"},
+		Description: "the Iceberg catalog: sql (Iceberg's SQL catalog, as PyIceberg's SqlCatalog and Java's JdbcCatalog keep it, in a SQLite file or a PostgreSQL database) or rest (an Iceberg REST catalog server; tested against Apache Iceberg's RESTCatalogServer)"},
 	{Name: "uri", Type: String, Required: true, Secret: true,
 		Description: "sql: the catalog database, a SQLite file (/var/lib/sluice/catalog.db, created when missing) or a postgres:// URL; rest: the server's URL (http://127.0.0.1:8181). It may hold a password, so it is never shown: use ${VAR}"},
 	{Name: "catalog-name", Type: String, Default: "default",
