@@ -26,9 +26,11 @@ var icebergSinkOptions = []Option{
 	{Name: "table", Type: String, Required: true, Check: checkIcebergTable,
 		Description: "the table, namespace.table (or ns1.ns2.table); it must exist unless auto-create is set"},
 	{Name: "auto-create", Type: Bool, Default: false,
-		Description: "create the table (and its namespace) from schema and partition when it does not exist; an existing table is used as it is"},
+		Description: "create the table (and its namespace) from schema and partition when it does not exist; without schema, from the first record's fields (types from the values); an existing table is used as it is"},
 	{Name: "schema", Type: Strings, Default: []string{},
-		Description: "auto-create: the columns, each \"name type\" or \"name type not null\", types boolean, int, long, float, double, string, binary, date, timestamp, timestamptz (e.g. [id long not null, name string, ts timestamptz])"},
+		Description: "auto-create: the columns, each \"name type\" or \"name type not null\", types boolean, int, long, float, double, string, binary, date, timestamp, timestamptz (e.g. [id long not null, name string, ts timestamptz]); empty = the first record's fields, all optional: boolean, long (a number without fraction), double, string, and event-time-column as timestamptz"},
+	{Name: "add-columns", Type: Bool, Default: false,
+		Description: "schema evolution: a record field that is not a column of the table is added as an optional column (type from its value) through the catalog; off = such a field fails the job, naming it"},
 	{Name: "partition", Type: Strings, Default: []string{},
 		Description: "auto-create: the partition spec, fields such as region (identity), day(ts), hour(ts), month(ts), year(ts), bucket(16, id), truncate(4, name) (quote items with a comma in YAML: \"bucket(16, id)\"); empty = unpartitioned"},
 	{Name: "event-time-column", Type: String, Default: "",
@@ -74,10 +76,11 @@ func validateIcebergSink(o Options) error {
 			}
 		}
 	}
-	if create {
-		if len(o.Strings("schema")) == 0 {
-			return &OptionError{Option: "schema", Err: errors.New("auto-create needs the columns of the table to create")}
+	if create && len(o.Strings("schema")) == 0 { // columns from the first record
+		if _, err := iceberg.ParsePartitionSpec(o.Strings("partition")...); err != nil {
+			return &OptionError{Option: "partition", Err: err}
 		}
+	} else if create {
 		cols, err := iceberg.ParseColumns(o.Strings("schema")...)
 		if err != nil {
 			return &OptionError{Option: "schema", Err: err}
@@ -89,9 +92,9 @@ func validateIcebergSink(o Options) error {
 		if err := iceberg.CheckTable(cols, part); err != nil {
 			return &OptionError{Option: "partition", Err: err}
 		}
-		if o.String("catalog") == "sql" && o.String("warehouse") == "" {
-			return &OptionError{Option: "warehouse", Err: errors.New("the sql catalog needs a warehouse to create a table in")}
-		}
+	}
+	if create && o.String("catalog") == "sql" && o.String("warehouse") == "" {
+		return &OptionError{Option: "warehouse", Err: errors.New("the sql catalog needs a warehouse to create a table in")}
 	}
 	uri := o.String("uri")
 	switch o.String("catalog") {
@@ -126,15 +129,22 @@ func buildIcebergSink(c BuildContext, in stream.DataStream[Record]) error {
 	opts := []iceberg.Option{iceberg.TargetFileSize(o.Int("file-size")),
 		iceberg.CommitRetries(int(o.Int("commit-retries")), 100*time.Millisecond), iceberg.Logger(c.Logger)}
 	if o.Bool("auto-create") {
-		cols, err := iceberg.ParseColumns(o.Strings("schema")...)
-		if err != nil {
-			return err
-		}
 		part, err := iceberg.ParsePartitionSpec(o.Strings("partition")...)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, iceberg.CreateTable(cols, part, nil))
+		if len(o.Strings("schema")) == 0 {
+			opts = append(opts, iceberg.CreateTableFromRecords(part, nil))
+		} else {
+			cols, err := iceberg.ParseColumns(o.Strings("schema")...)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, iceberg.CreateTable(cols, part, nil))
+		}
+	}
+	if o.Bool("add-columns") {
+		opts = append(opts, iceberg.AddColumns(true))
 	}
 	evCol := o.String("event-time-column")
 	step := icebergStep(c.Name)
