@@ -65,6 +65,7 @@ type config struct {
 	commitRetryWait time.Duration
 	duplicateCheck  bool
 	addColumns      bool
+	compactEvery    int
 	logger          *slog.Logger
 	errs            []error
 	// hook, set by tests in this package only, runs in the global
