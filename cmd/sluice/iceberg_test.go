@@ -264,7 +264,16 @@ func icebergCheck(t *testing.T, tbl icebergTable, count int) {
 		t.Errorf("the table holds %d rows, want %d: %d orders missing, %d more than once", len(tbl.Rows), count, missing, twice)
 	}
 	var last, added int64
+	compactions := 0
 	for _, s := range tbl.Snapshots {
+		if r, ok := s.Props["sluice.compacted-checkpoints"]; ok {
+			// a compaction: replaces files, adds no records
+			if s.Operation != "replace" || s.Props["added-records"] != s.Props["deleted-records"] {
+				t.Errorf("compaction snapshot %d (checkpoints %s): %s, %v", s.ID, r, s.Operation, s.Props)
+			}
+			compactions++
+			continue
+		}
 		cp, err := strconv.ParseInt(s.Props["sluice.max-committed-checkpoint-id"], 10, 64)
 		if err != nil || s.Operation != "append" || s.Props["sluice.job-id"] == "" {
 			t.Errorf("snapshot %d (%s, %v) is not an append of the sink", s.ID, s.Operation, s.Props)
@@ -293,7 +302,7 @@ func icebergCheck(t *testing.T, tbl icebergTable, count int) {
 		}
 		files[f] = true
 	}
-	t.Logf("PyIceberg read %d rows in %d snapshots (checkpoints up to %d), %d data files", len(tbl.Rows), len(tbl.Snapshots), last, len(tbl.Files))
+	t.Logf("PyIceberg read %d rows in %d snapshots (checkpoints up to %d; %d compactions), %d data files", len(tbl.Rows), len(tbl.Snapshots), last, compactions, len(tbl.Files))
 }
 
 // icebergRecords is SLUICE_ICEBERG_RECORDS, else def (60000 with -short).

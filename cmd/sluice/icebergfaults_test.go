@@ -166,7 +166,8 @@ func (p *icebergProxy) close() {
 //
 // PyIceberg then reads the table (directly, not through the proxies):
 // every order exactly once, one append snapshot per checkpoint that
-// carried data, no data file referenced twice. SLUICE_ICEBERG_RECORDS sets
+// carried data (and the pipeline's compaction: replace snapshots every 3
+// checkpoints, adding no records), no data file referenced twice. SLUICE_ICEBERG_RECORDS sets
 // the count (default 60000).
 func TestIcebergKafkaFaults(t *testing.T) {
 	py := icebergPython(t)
@@ -214,6 +215,7 @@ func TestIcebergKafkaFaults(t *testing.T) {
 		props = map[string]string{"s3.endpoint": ep, "s3.region": "us-east-1", "s3.access-key-id": ak, "s3.secret-access-key": sk}
 		s3env = []string{"S3_ACCESS_KEY=" + ak, "S3_SECRET_KEY=" + sk}
 	}
+	ex = append(ex, "    compaction: 3\n"...) // a replace snapshot every 3 checkpoints, among the faults
 	file := filepath.Join(work, "kafka-to-iceberg-faults.yaml")
 	if err := os.WriteFile(file, ex, 0o600); err != nil {
 		t.Fatal(err)
@@ -271,7 +273,8 @@ func TestIcebergKafkaFaults(t *testing.T) {
 	t.Logf("run 2: cut %d catalog connections, refusing new ones for 1s", pgProxy.cut(time.Second))
 	nextCheckpoint(p, "run 2: a checkpoint after the catalog cut")
 	if s3Proxy != nil {
-		t.Logf("run 2: cut %d S3 connections, refusing new ones for 1s", s3Proxy.cut(time.Second))
+		// 1.5 s: the next checkpoint's data file uploads meet the refusal
+		t.Logf("run 2: cut %d S3 connections, refusing new ones for 1.5s", s3Proxy.cut(1500*time.Millisecond))
 		nextCheckpoint(p, "run 2: a checkpoint after the S3 cut")
 	}
 	killInCommit(p, 2)

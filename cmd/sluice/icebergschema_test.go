@@ -31,11 +31,13 @@ sink:
     auto-create: true
     partition: ["bucket(2, id)"]
     add-columns: ${ADD_COLUMNS}
+    compaction: 2
+    file-size: 4096
 `
 
 // TestIcebergSchemaFromRecords drives the binary with a table created from
-// the first records' fields (auto-create without schema) and schema
-// evolution (add-columns): 200 orders {id, customer}, then 200 with a new
+// the first records' fields (auto-create without schema), schema
+// evolution (add-columns) and compaction every 2 checkpoints: 200 orders {id, customer}, then 200 with a new
 // field note. PyIceberg reads every order once, with note null in the
 // first 200. Then, without add-columns, a record whose id is a string and
 // one with another new field fail the job with errors naming the column.
@@ -87,6 +89,11 @@ func TestIcebergSchemaFromRecords(t *testing.T) {
 	if len(seen) != 400 || len(tbl.Rows) != 400 {
 		t.Errorf("%d rows, %d distinct ids, want 400 once each", len(tbl.Rows), len(seen))
 	}
+	var ops []string
+	for _, s := range tbl.Snapshots {
+		ops = append(ops, s.Operation+" "+s.Props["sluice.compacted-checkpoints"])
+	}
+	t.Logf("snapshots: %v; %d data files", ops, len(tbl.Files))
 	for _, bad := range []struct{ line, want string }{
 		{`{"id": "x1", "customer": "c"}`, `column "id"`},
 		{`{"id": 1000, "region": "eu"}`, `field "region" is not a column`},

@@ -39,6 +39,8 @@ var icebergSinkOptions = []Option{
 		Description: "bytes of rows (in memory, before Parquet encoding and compression: files are smaller) a writer buffers before it writes them as data files; it also writes what it holds at every checkpoint"},
 	{Name: "commit-retries", Type: Int, Default: int64(10), Check: Between(0, 1000),
 		Description: "how often the global committer retries a snapshot commit that conflicted with another writer (on fresh table metadata, 100 ms doubling to 5 s between tries) before the job fails and restarts"},
+	{Name: "compaction", Type: Int, Default: int64(0), Check: Between(0, 100000),
+		Description: "small-file compaction: every N checkpoints the sink committed, rewrite the data files those N checkpoints added into files of file-size per partition, in one atomic replace snapshot (readers see the small or the merged files, never both); 0 = off"},
 	{Name: "properties.*", Type: String,
 		Description: "catalog and file IO properties passed to iceberg-go, e.g. properties.s3.endpoint: http://127.0.0.1:7070, properties.s3.force-virtual-addressing: \"false\" (path-style, the default), properties.s3.region, properties.s3.access-key-id, properties.s3.secret-access-key (use ${VAR}), properties.credential or properties.token for rest"},
 }
@@ -145,6 +147,9 @@ func buildIcebergSink(c BuildContext, in stream.DataStream[Record]) error {
 	}
 	if o.Bool("add-columns") {
 		opts = append(opts, iceberg.AddColumns(true))
+	}
+	if n := o.Int("compaction"); n > 0 {
+		opts = append(opts, iceberg.Compaction(int(n)))
 	}
 	evCol := o.String("event-time-column")
 	step := icebergStep(c.Name)
