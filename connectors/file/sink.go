@@ -201,25 +201,11 @@ func (s *fileSink[T]) openRoot() (*os.Root, error) {
 }
 
 func (s *fileSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
-	if s.cfg.store != nil {
-		return asObjectWriter(s.newObjectWriter(ctx, ic, nil))
-	}
-	return asWriter(s.newWriter(ic, nil))
+	return asWriter(s.newWriterCtx(ctx, ic, nil))
 }
 
 func (s *fileSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
-	if s.cfg.store != nil {
-		return asObjectWriter(s.newObjectWriter(ctx, ic, states))
-	}
-	return asWriter(s.newWriter(ic, states))
-}
-
-// asObjectWriter returns w as an interface, a nil one when w is nil.
-func asObjectWriter[T any](w *objectWriter[T], err error) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
-	if w == nil {
-		return nil, err
-	}
-	return w, err
+	return asWriter(s.newWriterCtx(ctx, ic, states))
 }
 
 // asWriter returns w as an interface, a nil one when w is nil.
