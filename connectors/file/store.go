@@ -105,6 +105,9 @@ func (c *objectCommitter) Commit(ctx context.Context, reqs []sink.CommitRequest[
 			return err
 		}
 		cm := r.Committable()
+		if cm.Marker != nil {
+			continue // a partition commit report, no file
+		}
 		dir, err := bucketDir(cm.Bucket)
 		if err != nil {
 			r.SignalFailedWithUnknownReason(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -38,6 +39,9 @@ type writer[T any] struct {
 	ending     bool // Flush(true) was called: release everything held
 	buf        []byte
 	closed     bool
+	// wm is the writer's watermark (math.MinInt64 before the first),
+	// reported for partition commit.
+	wm int64
 	// The processing-time clock is read every clockEvery records (and at
 	// every checkpoint), not for every record: time.Now costs as much as
 	// writing a short line.
@@ -117,7 +121,7 @@ func (s *fileSink[T]) newWriterCtx(ctx context.Context, ic sink.InitContext, sta
 	}
 	w := &writer[T]{s: s, dest: dest, sub: ic.SubtaskIndex(), par: ic.Parallelism(), attempt: ic.Attempt(),
 		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ic.JobID()},
-		buckets: map[string]*bucket[T]{}}
+		buckets: map[string]*bucket[T]{}, wm: math.MinInt64}
 	restoredID, restored := ic.RestoredCheckpointID()
 	w.restoredID = restoredID
 	restored = restored || states != nil
@@ -268,6 +272,9 @@ func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 		}
 	}
 	p.last = now
+	if c.Watermark > w.wm {
+		w.wm = c.Watermark
+	}
 	if policy.ShouldRollOnEvent(w.info(b)) {
 		return w.roll(ctx, b)
 	}
@@ -348,6 +355,7 @@ func (w *writer[T]) Flush(ctx context.Context, endOfInput bool) error {
 		return nil
 	}
 	w.ending = true
+	w.wm = math.MaxInt64 // every partition is complete
 	for _, name := range slices.Sorted(maps.Keys(w.buckets)) {
 		if b := w.buckets[name]; b.part != nil {
 			if err := w.roll(ctx, b); err != nil {
@@ -375,7 +383,7 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]co
 			continue
 		}
 		info := w.info(b)
-		if rollAll || policy.ShouldRollOnCheckpoint(info) || policy.ShouldRollOnProcessingTime(info, now) {
+		if rollAll || policy.ShouldRollOnCheckpoint(info) || policy.ShouldRollOnProcessingTime(info, now) || w.partitionDue(b, now) {
 			if err := w.roll(ctx, b); err != nil {
 				return nil, err
 			}
@@ -399,7 +407,11 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]co
 			out[i].Closed = checkpointID
 		}
 	}
-	return w.holdBack(out, checkpointID), nil
+	out = w.holdBack(out, checkpointID)
+	if w.s.cfg.partCommit != nil {
+		out = append(out, w.marker(checkpointID))
+	}
+	return out, nil
 }
 
 // holdBack moves the compaction candidates of out to the held files when
