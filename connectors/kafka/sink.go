@@ -651,18 +651,20 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 	}
 	req := w.leftovers(states, restored, oldPar)
 	fenced := map[string]bool{}
+	var own []string
 	for _, j := range req.Subtasks() {
 		for k := range cfg.slots {
-			if !req.Owns(j, int64(k)) {
-				continue
+			if req.Owns(j, int64(k)) {
+				own = append(own, txnID(w.prefix, j, k))
 			}
-			id := txnID(w.prefix, j, k)
-			if err := fenceTxnID(ctx, admin, id, cfg.txnTimeout); err != nil {
-				return fmt.Errorf("abort lingering transaction %q: %w", id,
-					authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: id}))
-			}
-			fenced[id] = true
 		}
+	}
+	if id, err := fenceTxnIDs(ctx, admin, own, cfg.txnTimeout); err != nil {
+		return fmt.Errorf("abort lingering transaction %q: %w", id,
+			authzError(err, admin, cfg.brokers, opWrite, resourceNames{txnID: id}))
+	}
+	for _, id := range own {
+		fenced[id] = true
 	}
 	// Lingering ids beyond the pool or the current parallelism.
 	adm := kadm.NewClient(admin)

@@ -134,6 +134,38 @@ func fenceTxnID(ctx context.Context, cl *kgo.Client, txnID string, timeout time.
 	})
 }
 
+// fenceParallel bounds the InitProducerID requests fenceTxnIDs has in
+// flight at once.
+const fenceParallel = 8
+
+// fenceTxnIDs fences every id (fenceTxnID), up to fenceParallel at once:
+// each is two round trips (FindCoordinator, InitProducerID) and a writer's
+// start fences all its slots, so one after another they were most of a
+// sink's start-up. It returns the first id, in the order given, that
+// failed, with its error.
+func fenceTxnIDs(ctx context.Context, cl *kgo.Client, ids []string, timeout time.Duration) (string, error) {
+	if len(ids) == 1 {
+		return ids[0], fenceTxnID(ctx, cl, ids[0], timeout)
+	}
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, fenceParallel)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fenceTxnID(ctx, cl, id, timeout)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return ids[i], err
+		}
+	}
+	return "", nil
+}
+
 // txnID names slot k of subtask s: "<prefix>-<s>-<k>".
 func txnID(prefix string, subtask, slot int) string {
 	return prefix + "-" + strconv.Itoa(subtask) + "-" + strconv.Itoa(slot)
