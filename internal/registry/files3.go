@@ -102,7 +102,7 @@ func s3SinkOptions(o Options) (string, []file.SinkOption, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return strings.Trim(prefix, "/"), []file.SinkOption{file.WithObjectStore(c.Store(bucket))}, nil
+	return strings.Trim(prefix, "/"), []file.SinkOption{file.WithObjectStore(s3PartStore{Store: c.Store(bucket), fs: c.FS(), bucket: bucket})}, nil
 }
 
 // s3SourceOptions returns the option that reads the source's s3:// paths.
