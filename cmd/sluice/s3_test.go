@@ -109,7 +109,7 @@ func s3CountIDs(t *testing.T, objs map[string][]byte) map[int64]int {
 
 // TestS3FileSinkKill9 runs datagen → file sink on s3:// with checkpoints
 // on s3:// (credentials from AWS_* variables), kills the process with SIGKILL twice while it writes, resumes
-// each time with --from, and runs the last resume to the end. An
+// each time with --from once the lock's TTL passed, and runs the last resume to the end. An
 // independent reader (the AWS SDK) then lists and reads every object:
 // every record exactly once, and no multipart upload left unfinished.
 func TestS3FileSinkKill9(t *testing.T) {
@@ -122,6 +122,7 @@ parallelism: 2
 checkpoint:
   interval: 300ms
   dir: %s
+  s3.lock-ttl: 2s
 restart:
   strategy: none
 source:
@@ -152,12 +153,16 @@ sink:
 			t.Fatal(err)
 		}
 		p.wait(t)
+		killed := time.Now()
 		n := visible()
 		if n <= before {
 			t.Fatalf("round %d: no new records committed before kill -9 (%d visible)\n%s", round, n, p.stderr())
 		}
 		t.Logf("round %d: kill -9 with %d records visible, %d unfinished uploads", round, n, len(s3Uploads(t, c, bucket)))
 		args = []string{"run", "--progress", "off", "--from", chk}
+		// The killed run's lock is taken over once its heartbeat is
+		// older than checkpoint.s3.lock-ttl.
+		time.Sleep(time.Until(killed.Add(3500 * time.Millisecond)))
 	}
 	if r := run(t, ckEnv, "checkpoints", chk); r.code != 0 || !strings.Contains(r.stdout, "s3-kill9") {
 		t.Errorf("sluice checkpoints %s: exit %d\n%s%s", chk, r.code, r.stdout, r.stderr)

@@ -80,7 +80,24 @@ func (s *CheckpointStorage) URL() string {
 
 func (s *CheckpointStorage) url(key string) string { return "s3://" + s.bucket + "/" + key }
 
+// getAttempts bounds the GETs of one object whose body could not be read
+// (the SDK retries failed requests, not failed body reads).
+const getAttempts = 4
+
 func (s *CheckpointStorage) get(ctx context.Context, key string) ([]byte, error) {
+	var err error
+	for range getAttempts {
+		var b []byte
+		if b, err = s.getOnce(ctx, key); err == nil || errors.Is(err, checkpoint.ErrNotFound) || !errors.Is(err, errBodyRead) || ctx.Err() != nil {
+			return b, err
+		}
+	}
+	return nil, err
+}
+
+var errBodyRead = errors.New("reading the body")
+
+func (s *CheckpointStorage) getOnce(ctx context.Context, key string) ([]byte, error) {
 	out, err := s.c.api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
 		if isNotFound(err) {
@@ -91,7 +108,7 @@ func (s *CheckpointStorage) get(ctx context.Context, key string) ([]byte, error)
 	defer out.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(out.Body, 1<<40))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", s.url(key), err)
+		return nil, fmt.Errorf("read %s: %w: %w", s.url(key), errBodyRead, err)
 	}
 	return b, nil
 }

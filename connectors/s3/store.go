@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/sluice-io/sluice/connectors/file"
@@ -48,7 +49,33 @@ func (s *Store) Create(ctx context.Context, key string) (file.ObjectUpload, erro
 	if err != nil {
 		return nil, fmt.Errorf("s3: start multipart upload of %s: %w", s.where(key), err)
 	}
-	return &upload{s: s, ctx: ctx, key: key, id: aws.ToString(out.UploadId), buf: make([]byte, 0, s.c.partSize)}, nil
+	id := aws.ToString(out.UploadId)
+	if r, ok := retry.GetAttemptResults(out.ResultMetadata); ok && len(r.Results) > 1 {
+		// An earlier attempt may have started an upload whose id was
+		// lost with its response: abort every other upload of this key
+		// (a part file's key is written by one writer only).
+		if err := s.abortOthers(ctx, key, id); err != nil {
+			_ = s.Abort(context.WithoutCancel(ctx), key, id)
+			return nil, err
+		}
+	}
+	return &upload{s: s, ctx: ctx, key: key, id: id, buf: make([]byte, 0, s.c.partSize)}, nil
+}
+
+// abortOthers aborts the unfinished uploads of key other than keep.
+func (s *Store) abortOthers(ctx context.Context, key, keep string) error {
+	ups, err := s.Uploads(ctx, key)
+	if err != nil {
+		return fmt.Errorf("s3: start multipart upload of %s: after a retried start: %w", s.where(key), err)
+	}
+	for _, u := range ups {
+		if u.Key == key && u.UploadID != keep {
+			if err := s.Abort(ctx, key, u.UploadID); err != nil {
+				return fmt.Errorf("s3: start multipart upload of %s: abort the upload of a lost response: %w", s.where(key), err)
+			}
+		}
+	}
+	return nil
 }
 
 // Complete completes a prepared upload. When S3 no longer knows the upload
