@@ -499,3 +499,27 @@ func TestNodeEtcdQuorumLost(t *testing.T) {
 	}
 	nodeCheckFiles(t, out, count)
 }
+
+// TestNodeUsageErrors: node refuses bad command lines and a pipeline
+// without checkpoint.dir with exit code 2 and a message naming the fault,
+// before it contacts etcd.
+func TestNodeUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	withDir := writePipeline(t, dir, "name: u\ncheckpoint:\n  dir: "+filepath.Join(dir, "ck")+"\nsource:\n  type: datagen\nsink:\n  type: print\n")
+	noDir := writePipeline(t, t.TempDir(), "name: u\nsource:\n  type: datagen\nsink:\n  type: print\n")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"node", withDir}, "--cluster-etcd is required"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", noDir}, "checkpoint.dir is required"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "a/b", withDir}, "--node-id"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--lease-ttl", "0s", withDir}, "--lease-ttl"},
+	}
+	for _, tt := range tests {
+		r := run(t, nil, tt.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("sluice %v: exit %d, stderr %q; want exit 2 naming %q", tt.args, r.code, r.stderr, tt.want)
+		}
+	}
+}

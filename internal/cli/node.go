@@ -128,6 +128,12 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 		}
 		o.nodeID = h
 	}
+	if err := (coord.Member{ID: o.nodeID, Addr: o.addr}).Validate(); err != nil {
+		return usagef("node: --node-id: %v", err)
+	}
+	if o.leaseTTL <= 0 {
+		return usagef("node: --lease-ttl %v: must be positive", o.leaseTTL)
+	}
 	if o.prefix == "" {
 		o.prefix = "/sluice/" + spec.Name + "/"
 	}
