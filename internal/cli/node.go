@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/connectors/s3"
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
 	"github.com/sluice-io/sluice/internal/cluster/node"
@@ -235,7 +235,9 @@ func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint
 	dir := termDir(spec.CheckpointDir, term)
 	var inner checkpoint.Storage
 	if isS3(dir) {
-		st, err := s3Storage(dir, 0) // node.Storage prunes after each publish
+		// node.Storage prunes after each publish; no S3 lock: each term
+		// has its own prefix, and etcd fences the writers.
+		st, _, err := s3Storage(dir, 0, spec.CheckpointOptions, s3.NoLock())
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
 		}
@@ -247,7 +249,7 @@ func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint
 		}
 		inner = st
 	}
-	sopts := []node.StorageOption{node.Retain(cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain)), node.WithLogger(log)}
+	sopts := []node.StorageOption{node.Retain(checkpointRetain(spec)), node.WithLogger(log)}
 	if !isS3(dir) {
 		sopts = append(sopts, node.OnFirstPublish(func(_ context.Context, p coord.CheckpointPointer) {
 			removeOldTerms(spec.CheckpointDir, term, log)
