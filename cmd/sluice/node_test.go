@@ -195,11 +195,20 @@ func electedCount(p *proc) int { return strings.Count(p.stderr(), `msg="elected 
 func (c *nodeCluster) awaitLeader() string {
 	c.t.Helper()
 	for range 600 {
+		alive := 0
 		for id, p := range c.procs {
 			if n := electedCount(p); n > c.seen[p] {
 				c.seen[p] = n
 				return id
 			}
+			select {
+			case <-p.done:
+			default:
+				alive++
+			}
+		}
+		if alive == 0 {
+			c.t.Fatalf("every node exited without a new leader:\n%s", c.logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
