@@ -15,6 +15,8 @@ package main
 //     leader keeps its term, and the job finishes exactly once.
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -190,15 +192,62 @@ func (c *nodeCluster) start(id string) {
 // electedCount is how many times p logged that it won an election.
 func electedCount(p *proc) int { return strings.Count(p.stderr(), `msg="elected leader"`) }
 
-// awaitLeader returns the id of the node that won an election it had not
-// yet been seen to win (bounded: 60s).
-func (c *nodeCluster) awaitLeader() string {
+// etcdLeader returns the node id etcd holds as the leader: the value of
+// the election key with the lowest create revision (etcd's JSON gateway,
+// on the first member that answers), or "" when there is none.
+func (c *nodeCluster) etcdLeader(job string) string {
+	prefix := "/sluice/" + job + "/election/"
+	end := prefix[:len(prefix)-1] + "0"
+	body := fmt.Sprintf(`{"key":%q,"range_end":%q,"sort_order":"ASCEND","sort_target":"CREATE","limit":1}`,
+		base64.StdEncoding.EncodeToString([]byte(prefix)), base64.StdEncoding.EncodeToString([]byte(end)))
+	hc := &http.Client{Timeout: time.Second}
+	for ep := range strings.SplitSeq(c.etcd, ",") {
+		resp, err := hc.Post("http://"+ep+"/v3/kv/range", "application/json", strings.NewReader(body))
+		if err != nil {
+			continue
+		}
+		var r struct {
+			Kvs []struct {
+				Value []byte `json:"value"`
+			} `json:"kvs"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			continue
+		}
+		if len(r.Kvs) == 0 {
+			return ""
+		}
+		return string(r.Kvs[0].Value)
+	}
+	return ""
+}
+
+// awaitLeader returns the node that etcd holds as the leader once it is
+// not `not` and that node logged a won election not seen before (bounded:
+// 60s). Asking etcd, not the logs alone, keeps a term that came and went
+// unnoticed from being taken for the current one.
+func (c *nodeCluster) awaitLeader(job, not string) string {
 	c.t.Helper()
 	for range 600 {
-		for id, p := range c.procs {
-			if n := electedCount(p); n > c.seen[p] {
-				c.seen[p] = n
-				return id
+		alive := 0
+		for _, p := range c.procs {
+			select {
+			case <-p.done:
+			default:
+				alive++
+			}
+		}
+		if alive == 0 {
+			c.t.Fatalf("every node exited without a new leader:\n%s", c.logs())
+		}
+		if id := c.etcdLeader(job); id != "" && id != not {
+			if p := c.procs[id]; p != nil {
+				if n := electedCount(p); n > c.seen[p] {
+					c.seen[p] = n
+					return id
+				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -268,7 +317,7 @@ func TestNodeKafkaFailover(t *testing.T) {
 	for _, id := range []string{"n1", "n2", "n3"} {
 		c.start(id)
 	}
-	leader := c.awaitLeader()
+	leader := c.awaitLeader("node-e2e", "")
 	o.await(step/2, c)
 	// Two kill -9 of the leader, each while input is flowing; the killed
 	// node comes back with its id (it waits out its old session).
@@ -281,7 +330,7 @@ func TestNodeKafkaFailover(t *testing.T) {
 		killed.wait(t)
 		t.Logf("kill -9 of leader %s (%d records read so far)", leader, o.n)
 		c.start(leader)
-		leader = c.awaitLeader()
+		leader = c.awaitLeader("node-e2e", leader)
 		o.await(k*step+step/2, c)
 		if k == 1 {
 			// One etcd member of three killed: the others keep quorum
@@ -298,7 +347,7 @@ func TestNodeKafkaFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("SIGSTOP of leader %s (%d records read so far)", leader, o.n)
-	next := c.awaitLeader()
+	next := c.awaitLeader("node-e2e", leader)
 	if next == leader {
 		t.Fatalf("the stopped leader %s was elected again", leader)
 	}
@@ -394,7 +443,7 @@ func TestNodeBoundedJobFinishes(t *testing.T) {
 	for _, id := range []string{"n1", "n2", "n3"} {
 		c.start(id)
 	}
-	leader := c.awaitLeader()
+	leader := c.awaitLeader("node-file", "")
 	// The leader serves its job's metrics while it leads.
 	metricsURL := c.procs[leader].waitLine(t, httpRE)
 	if m := getURL(t, metricsURL+"/metrics", ""); !strings.Contains(m, "node-file") {
@@ -468,7 +517,7 @@ func TestNodeEtcdQuorumLost(t *testing.T) {
 	for _, id := range []string{"n1", "n2"} {
 		c.start(id)
 	}
-	leader := c.awaitLeader()
+	leader := c.awaitLeader("node-file", "")
 	for i := 0; len(readOutput(t, out, "id")) < count/8; i++ {
 		if i == 1200 {
 			t.Fatalf("less than %d records committed within 2 minutes:\n%s", count/8, c.logs())
@@ -498,4 +547,28 @@ func TestNodeEtcdQuorumLost(t *testing.T) {
 		t.Errorf("leader %s was elected %d times; want it to keep its term and finish the job:\n%s", leader, n, c.logs())
 	}
 	nodeCheckFiles(t, out, count)
+}
+
+// TestNodeUsageErrors: node refuses bad command lines and a pipeline
+// without checkpoint.dir with exit code 2 and a message naming the fault,
+// before it contacts etcd.
+func TestNodeUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	withDir := writePipeline(t, dir, "name: u\ncheckpoint:\n  dir: "+filepath.Join(dir, "ck")+"\nsource:\n  type: datagen\nsink:\n  type: print\n")
+	noDir := writePipeline(t, t.TempDir(), "name: u\nsource:\n  type: datagen\nsink:\n  type: print\n")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"node", withDir}, "--cluster-etcd is required"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", noDir}, "checkpoint.dir is required"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "a/b", withDir}, "--node-id"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--lease-ttl", "0s", withDir}, "--lease-ttl"},
+	}
+	for _, tt := range tests {
+		r := run(t, nil, tt.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("sluice %v: exit %d, stderr %q; want exit 2 naming %q", tt.args, r.code, r.stderr, tt.want)
+		}
+	}
 }

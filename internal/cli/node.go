@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/connectors/s3"
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
 	"github.com/sluice-io/sluice/internal/cluster/node"
@@ -128,6 +128,12 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 		}
 		o.nodeID = h
 	}
+	if err := (coord.Member{ID: o.nodeID, Addr: o.addr}).Validate(); err != nil {
+		return usagef("node: --node-id: %v", err)
+	}
+	if o.leaseTTL <= 0 {
+		return usagef("node: --lease-ttl %v: must be positive", o.leaseTTL)
+	}
 	if o.prefix == "" {
 		o.prefix = "/sluice/" + spec.Name + "/"
 	}
@@ -229,9 +235,9 @@ func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint
 	dir := termDir(spec.CheckpointDir, term)
 	var inner checkpoint.Storage
 	if isS3(dir) {
-		// node.Storage prunes after each publish. No prefix lock: the
-		// nodes share checkpoint.dir by design, and etcd fences the term.
-		st, _, err := s3Storage(dir, 0, spec.CheckpointOptions)
+		// node.Storage prunes after each publish; no S3 lock: each term
+		// has its own prefix, and etcd fences the writers.
+		st, _, err := s3Storage(dir, 0, spec.CheckpointOptions, s3.NoLock())
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
 		}
@@ -243,7 +249,7 @@ func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint
 		}
 		inner = st
 	}
-	sopts := []node.StorageOption{node.Retain(cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain)), node.WithLogger(log)}
+	sopts := []node.StorageOption{node.Retain(checkpointRetain(spec)), node.WithLogger(log)}
 	if !isS3(dir) {
 		sopts = append(sopts, node.OnFirstPublish(func(_ context.Context, p coord.CheckpointPointer) {
 			removeOldTerms(spec.CheckpointDir, term, log)

@@ -56,7 +56,8 @@ type Config struct {
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// RetryDelay is the pause before retrying a failed Connect, Join or
-	// election step; default 500ms.
+	// election step, doubled for each failure in a row up to 5s; default
+	// 500ms.
 	RetryDelay time.Duration
 	// PauseLimit ends a term when the process was paused (SIGSTOP, a stall)
 	// longer than this, without waiting for the store to report the lease
@@ -105,9 +106,10 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 type runner struct {
-	cfg Config
-	log *slog.Logger
-	c   coord.Coordinator // the current session, nil when none
+	cfg   Config
+	log   *slog.Logger
+	c     coord.Coordinator // the current session, nil when none
+	fails int               // failed rounds in a row, for the backoff
 }
 
 func (n *runner) closeSession() {
@@ -117,9 +119,18 @@ func (n *runner) closeSession() {
 	}
 }
 
-// pause waits RetryDelay or until ctx ends.
+// maxBackoff bounds the pause between failed rounds.
+const maxBackoff = 5 * time.Second
+
+// pause waits before the next round, or until ctx ends: RetryDelay,
+// doubled for each failed round in a row, at most maxBackoff.
 func (n *runner) pause(ctx context.Context) {
-	t := time.NewTimer(n.cfg.RetryDelay)
+	d := n.cfg.RetryDelay
+	for range min(n.fails, 8) {
+		d = min(2*d, maxBackoff)
+	}
+	n.fails++
+	t := time.NewTimer(max(d, n.cfg.RetryDelay))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -195,6 +206,7 @@ func (n *runner) round(ctx context.Context) (done bool, err error) {
 		n.pause(ctx)
 		return false, nil
 	}
+	n.fails = 0
 	n.log.Info("elected leader", "term", l.Term())
 	return n.lead(ctx, c, l)
 }
