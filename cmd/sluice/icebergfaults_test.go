@@ -158,7 +158,7 @@ func (p *icebergProxy) close() {
 //     reached PostgreSQL, the process does not learn it) and the process
 //     is killed;
 //   - run 2 (--from) has its catalog connections cut (and refused for a
-//     second) after a checkpoint, then its S3 connections, each time
+//     second) in a commit, then its S3 connections, each time
 //     recovering by restarts inside the process, and is killed in the middle
 //     of a commit again;
 //   - run 3 (--from) runs until the table holds every order and is
@@ -244,15 +244,20 @@ func TestIcebergKafkaFaults(t *testing.T) {
 	// killInCommit kills p with SIGKILL while a snapshot commit's catalog
 	// answers are held: after a checkpoint completes, at the global
 	// committer's first catalog bytes (plus 0–20 ms).
-	killInCommit := func(p *proc, run int) {
+	// inCommit waits until, after a checkpoint completed, the global
+	// committer talks to the catalog (plus 0–20 ms).
+	inCommit := func(p *proc, what string) {
 		before, mark := latest(), int64(-1)
-		waitFor(t, p, fmt.Sprintf("run %d: a commit after a checkpoint", run), 3*time.Minute, func() bool {
+		waitFor(t, p, what, 3*time.Minute, func() bool {
 			if l := latest(); l != before {
 				before, mark = l, pgProxy.sent.Load()
 			}
 			return mark >= 0 && pgProxy.sent.Load() > mark
 		})
 		time.Sleep(time.Duration(rnd.IntN(20)) * time.Millisecond)
+	}
+	killInCommit := func(p *proc, run int) {
+		inCommit(p, fmt.Sprintf("run %d: a commit after a checkpoint", run))
 		pgProxy.held.Store(true)
 		time.Sleep(300 * time.Millisecond)
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -269,8 +274,8 @@ func TestIcebergKafkaFaults(t *testing.T) {
 	killInCommit(p, 1)
 
 	p = start(t, env, "run", "--progress", "off", "--from", ckpt, file)
-	nextCheckpoint(p, "run 2: a checkpoint")
-	t.Logf("run 2: cut %d catalog connections, refusing new ones for 1s", pgProxy.cut(time.Second))
+	inCommit(p, "run 2: a commit after a checkpoint")
+	t.Logf("run 2: cut %d catalog connections in a commit, refusing new ones for 1s", pgProxy.cut(time.Second))
 	nextCheckpoint(p, "run 2: a checkpoint after the catalog cut")
 	if s3Proxy != nil {
 		// 1.5 s: the next checkpoint's data file uploads meet the refusal
@@ -278,6 +283,8 @@ func TestIcebergKafkaFaults(t *testing.T) {
 		nextCheckpoint(p, "run 2: a checkpoint after the S3 cut")
 	}
 	killInCommit(p, 2)
+	t.Logf("run 2 restarted %d times inside the process (%s)", strings.Count(p.stderr(), "restarting from"),
+		firstMatch(p.stderr(), `[^\n]*restarting from[^\n]*`))
 
 	cat := iceberg.SQLCatalog("default", pg, "", props)
 	p = start(t, env, "run", "--progress", "off", "--from", ckpt, file)

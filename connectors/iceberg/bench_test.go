@@ -2,7 +2,9 @@ package iceberg
 
 import (
 	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/sink"
 )
@@ -13,16 +15,35 @@ import (
 // to a SQLite SQL catalog with a local warehouse. history is the number of
 // snapshots the table has before the measured ones; with
 // DuplicateFileCheck each commit also reads every manifest of the table.
+// The rest cases commit through the REST catalog at $SLUICE_ICEBERG_REST
+// (scripts/iceberg-rest.sh; skipped without it); compact=10 adds a
+// compaction of the last 10 checkpoints' files after every 10th commit.
 func BenchmarkCommitPerCheckpoint(b *testing.B) {
 	for _, bc := range []struct {
 		history  int
 		dupCheck bool
-	}{{0, false}, {100, false}, {0, true}, {100, true}} {
-		b.Run(fmt.Sprintf("history=%d/duplicate-check=%v", bc.history, bc.dupCheck), func(b *testing.B) {
+		rest     bool
+		compact  int
+	}{{0, false, false, 0}, {100, false, false, 0}, {0, true, false, 0}, {100, true, false, 0},
+		{0, false, true, 0}, {100, false, true, 0}, {0, false, false, 10}} {
+		name := fmt.Sprintf("history=%d/duplicate-check=%v", bc.history, bc.dupCheck)
+		if bc.rest {
+			name = fmt.Sprintf("rest/history=%d", bc.history)
+		}
+		if bc.compact > 0 {
+			name += fmt.Sprintf("/compact=%d", bc.compact)
+		}
+		b.Run(name, func(b *testing.B) {
 			history := bc.history
-			dir := b.TempDir()
-			ident := []string{"bench", "t"}
-			s, err := New(testCatalog(dir), ident, testRow, CreateTable(testColumns, nil, nil), DuplicateFileCheck(bc.dupCheck))
+			cat, ident := testCatalog(b.TempDir()), []string{"bench", "t"}
+			if bc.rest {
+				uri := os.Getenv("SLUICE_ICEBERG_REST")
+				if uri == "" {
+					b.Skip("SLUICE_ICEBERG_REST is not set")
+				}
+				cat, ident = RESTCatalog("rest", uri, "", nil), []string{fmt.Sprintf("bench%d", time.Now().UnixNano()), "t"}
+			}
+			s, err := New(cat, ident, testRow, CreateTable(testColumns, nil, nil), DuplicateFileCheck(bc.dupCheck), Compaction(bc.compact))
 			if err != nil {
 				b.Fatal(err)
 			}

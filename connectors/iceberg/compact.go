@@ -122,11 +122,10 @@ func (g *globalCommitter) compact(ctx context.Context) error {
 		if m.ManifestContent() != iceberg.ManifestContentData || !window[m.SnapshotID()] {
 			continue
 		}
-		entries, err := m.FetchEntries(fs, true)
-		if err != nil {
-			return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-		}
-		for _, e := range entries {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
 			files[e.DataFile().FilePath()] = true
 		}
 	}
@@ -225,7 +224,7 @@ func partitionKey(df iceberg.DataFile) string {
 func (g *globalCommitter) compactedFiles(ctx context.Context, tbl *table.Table) (map[string]bool, error) {
 	meta := tbl.Metadata()
 	out := map[string]bool{}
-	io, err := tbl.FS(ctx)
+	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +233,7 @@ func (g *globalCommitter) compactedFiles(ctx context.Context, tbl *table.Table) 
 		if s.Summary != nil {
 			p := s.Summary.Properties
 			if _, ok := p[SummaryCompactedCheckpoints]; ok && p[SummaryJobID] == g.job && p[SummaryOperatorID] == g.op {
-				ms, err := s.Manifests(io)
+				ms, err := s.Manifests(fs)
 				if err != nil {
 					return nil, fmt.Errorf("read the manifest list of compaction snapshot %d: %w", s.SnapshotID, err)
 				}
@@ -242,11 +241,10 @@ func (g *globalCommitter) compactedFiles(ctx context.Context, tbl *table.Table) 
 					if m.SnapshotID() != s.SnapshotID || m.ManifestContent() != iceberg.ManifestContentData {
 						continue
 					}
-					entries, err := m.FetchEntries(io, false)
-					if err != nil {
-						return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-					}
-					for _, e := range entries {
+					for e, err := range m.Entries(fs, false) {
+						if err != nil {
+							return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+						}
 						if e.Status() == iceberg.EntryStatusDELETED {
 							out[e.DataFile().FilePath()] = true
 						}
