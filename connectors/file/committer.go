@@ -45,6 +45,9 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[commit
 			return err
 		}
 		cm := r.Committable()
+		if cm.Marker != nil {
+			continue // a partition commit report, no file
+		}
 		dir, err := bucketDir(cm.Bucket)
 		if err != nil {
 			r.SignalFailedWithUnknownReason(err)

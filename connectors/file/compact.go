@@ -191,14 +191,32 @@ func (c recordWise[T]) copy(bw BulkWriter[T], s CompactInput) error {
 	}
 }
 
-// compactingSink is a file sink with compaction: a global committer that
-// merges the candidates.
+// compactingSink is a file sink with a global committer: compaction that
+// merges the candidates, partition commit, or both.
 type compactingSink[T any] struct{ *fileSink[T] }
 
 var _ sink.GlobalCommitting[committable] = compactingSink[string]{}
 
 func (s compactingSink[T]) CreateGlobalCommitter(ctx context.Context, ic sink.InitContext) (sink.GlobalCommitter[committable], error) {
-	return s.newCompactor(ic.JobID())
+	var inner globalCommitter
+	if s.cfg.compact != nil {
+		c, err := s.newCompactor(ic.JobID())
+		if err != nil {
+			return nil, err
+		}
+		if s.cfg.partCommit == nil {
+			return c, nil
+		}
+		inner = c
+	}
+	pc, err := s.newPartitionCommitter(ctx, ic.JobID(), inner)
+	if err != nil && inner != nil {
+		inner.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pc, nil
 }
 
 // Names of the compaction's own files, all hidden (they start with '.')

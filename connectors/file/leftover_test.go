@@ -36,7 +36,7 @@ func TestSinkCounterAboveOthersFiles(t *testing.T) {
 	var open []inProgressFile
 	for _, b := range w.buckets {
 		if b.part != nil {
-			open = append(open, inProgressFile{Bucket: b.name, Temp: b.part.temp, Final: b.part.final, Size: 0})
+			open = append(open, inProgressFile{Bucket: b.name, Temp: b.part.out.temp(), Final: b.part.final, Size: 0})
 		}
 	}
 	next := w.next
@@ -94,7 +94,7 @@ func TestSinkRegionRestartKeepsLiveWritersFiles(t *testing.T) {
 	var open string
 	for _, b := range w1.buckets {
 		if b.part != nil {
-			open = b.part.temp
+			open = b.part.out.temp()
 		}
 	}
 	if err := w0.Close(); err != nil {

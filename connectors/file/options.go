@@ -231,7 +231,12 @@ type sinkConfig struct {
 	// store is nil (the local file system) unless WithObjectStore was
 	// given.
 	store ObjectStore
-	errs  []error
+	// partCommit is nil (off) unless PartitionCommit was given.
+	partCommit *PartitionCommitStrategy
+	// partCommitHook, if set, runs before each partition commit policy
+	// call (a test seam for failures).
+	partCommitHook func(bucket string) error
+	errs           []error
 }
 
 func defaultSinkConfig() sinkConfig {

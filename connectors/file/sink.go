@@ -45,6 +45,10 @@ type committable struct {
 	// Upload is, for a sink on an ObjectStore, the prepared upload's
 	// handle (ObjectUpload.Prepare); Temp is empty then.
 	Upload string `json:"upload,omitempty"`
+	// Marker, when set, makes this committable no file but a writer's
+	// report for partition commit (see PartitionCommit); committers
+	// skip it.
+	Marker *partitionMarker `json:"marker,omitempty"`
 }
 
 // writerState is a sink writer's checkpointed state.
@@ -143,9 +147,9 @@ func NewBulkSink[T any](dir string, format BulkFormat[T], opts ...SinkOption) (s
 }
 
 // wrap presents s to the stream API, with a global committer if it
-// compacts.
+// compacts or commits partitions.
 func (s *fileSink[T]) wrap() sink.Sink[T] {
-	if s.cfg.compact != nil {
+	if s.cfg.compact != nil || s.cfg.partCommit != nil {
 		return sink.NewStatefulTwoPhase[T, committable, writerState](compactingSink[T]{s})
 	}
 	return sink.NewStatefulTwoPhase[T, committable, writerState](s)
@@ -201,25 +205,11 @@ func (s *fileSink[T]) openRoot() (*os.Root, error) {
 }
 
 func (s *fileSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
-	if s.cfg.store != nil {
-		return asObjectWriter(s.newObjectWriter(ctx, ic, nil))
-	}
-	return asWriter(s.newWriter(ic, nil))
+	return asWriter(s.newWriterCtx(ctx, ic, nil))
 }
 
 func (s *fileSink[T]) RestoreWriter(ctx context.Context, ic sink.InitContext, states []writerState) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
-	if s.cfg.store != nil {
-		return asObjectWriter(s.newObjectWriter(ctx, ic, states))
-	}
-	return asWriter(s.newWriter(ic, states))
-}
-
-// asObjectWriter returns w as an interface, a nil one when w is nil.
-func asObjectWriter[T any](w *objectWriter[T], err error) (sink.StatefulCommittingWriter[T, committable, writerState], error) {
-	if w == nil {
-		return nil, err
-	}
-	return w, err
+	return asWriter(s.newWriterCtx(ctx, ic, states))
 }
 
 // asWriter returns w as an interface, a nil one when w is nil.

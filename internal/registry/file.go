@@ -38,8 +38,8 @@ func init() {
 				Description: "merge finished part files smaller than this many bytes into <prefix>-<job id>-compacted-… files (visible once merged, after the checkpoint's commit); 0 = off"},
 			{Name: "file-mode", Type: String, Default: "0600", Check: checkFileMode,
 				Description: "permission of the part files, octal (before the umask); directories the sink creates get x where r is set (0640 → 0750)"},
-		}, append(fileFormatOptions(true), s3Options()...)...),
-		Validate:    allValid(validateFileFormat(true), validateS3(true)),
+		}, append(append(fileFormatOptions(true), s3Options()...), partitionCommitOptions()...)...),
+		Validate:    allValid(validateFileFormat(true), validateS3(true), validatePartitionCommit),
 		CheckSource: checkFileLoop,
 		Step:        fileSinkStep,
 		Build: func(c BuildContext, in stream.DataStream[Record]) error {
@@ -68,6 +68,13 @@ func init() {
 			}
 			opts = append(opts, file.FileMode(mode))
 			opts = append(opts, s3opts...)
+			pc, err := partitionCommitOption(c)
+			if err != nil {
+				return err
+			}
+			if pc != nil {
+				opts = append(opts, pc)
+			}
 			if !c.StepApplied {
 				step, _, err := fileSinkStep(c.Name, c.Options)
 				if err != nil {
