@@ -40,6 +40,7 @@ type config struct {
 	backoffMax     time.Duration
 	keys           []string
 	keysSet        bool
+	closeAfterCall bool
 }
 
 func defaults() config {
@@ -109,6 +110,14 @@ func WithPartitionKeys(names ...string) Option {
 		c.keys, c.keysSet = append([]string(nil), names...), true
 		return nil
 	}
+}
+
+// CloseAfterCall closes the connection after every call (and its
+// retries) instead of keeping it open until Close: for a committer whose
+// owner never closes it, such as the file sink's policies, which commit
+// seldom (once per partition). Default: keep the connection.
+func CloseAfterCall() Option {
+	return func(c *config) error { c.closeAfterCall = true; return nil }
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -197,6 +206,9 @@ func (c *Client) connect() error {
 func (c *Client) Do(ctx context.Context, what string, fn func(ctx context.Context, ms *hms.ThriftHiveMetastoreClient) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cfg.closeAfterCall {
+		defer func() { _ = c.disconnect() }()
+	}
 	deadline := time.Now().Add(c.cfg.retryTimeout)
 	wait := c.cfg.backoffMin
 	for attempt := 1; ; attempt++ {

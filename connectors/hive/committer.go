@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 
 	hms "github.com/beltran/gohive/hive_metastore"
@@ -40,7 +41,11 @@ var _ file.PartitionCommitter = (*Committer)(nil)
 // success; one with another location is altered to the new one. Calls are
 // retried while the metastore is unreachable ([RetryTimeout]).
 //
-// The returned value is a [*Committer]; Close it when done.
+// A relative local Location is made absolute (the metastore would resolve
+// it against its own working directory).
+//
+// The returned value is a [*Committer]; Close it when done (or pass
+// [CloseAfterCall]).
 func NewPartitionCommitter(ctx context.Context, addr, db, table string, opts ...Option) (file.PartitionCommitter, error) {
 	if db == "" || table == "" {
 		return nil, fmt.Errorf("%w: empty database or table name (%q.%q)", ErrInvalidConfig, db, table)
@@ -128,7 +133,15 @@ func (pc *Committer) CommitPartition(ctx context.Context, p file.Partition) erro
 	if p.Location == "" {
 		return fmt.Errorf("hive: partition %q of %s.%s has no location", p.Path, pc.db, pc.name)
 	}
-	part := pc.partition(vals, p.Location)
+	loc := p.Location
+	if !strings.Contains(loc, ":") && !filepath.IsAbs(loc) {
+		// a local directory relative to the working directory: the
+		// metastore would resolve it against its own
+		if loc, err = filepath.Abs(loc); err != nil {
+			return fmt.Errorf("hive: partition %q: location %q: %w", p.Path, p.Location, err)
+		}
+	}
+	part := pc.partition(vals, loc)
 	what := fmt.Sprintf("add_partition %s.%s %s", pc.db, pc.name, p.Path)
 	err = pc.client.Do(ctx, what, func(ctx context.Context, ms *hms.ThriftHiveMetastoreClient) error {
 		_, err := ms.AddPartition(ctx, part)
@@ -140,13 +153,13 @@ func (pc *Committer) CommitPartition(ctx context.Context, p file.Partition) erro
 		if err != nil {
 			return err
 		}
-		if old.Sd != nil && sameLocation(old.Sd.Location, p.Location) {
+		if old.Sd != nil && sameLocation(old.Sd.Location, loc) {
 			return nil
 		}
 		if old.Sd == nil {
-			old.Sd = pc.storage(p.Location)
+			old.Sd = pc.storage(loc)
 		} else {
-			old.Sd.Location = p.Location
+			old.Sd.Location = loc
 		}
 		return ms.AlterPartition(ctx, pc.db, pc.name, old)
 	})
