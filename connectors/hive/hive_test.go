@@ -367,3 +367,27 @@ func TestCommitAcrossMetastoreCrash(t *testing.T) {
 		t.Fatalf("partitions after the crash\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestCommitRelativeLocation: a relative local location is registered as
+// an absolute path; CloseAfterCall leaves no connection open between
+// commits and still commits.
+func TestCommitRelativeLocation(t *testing.T) {
+	addr := metastore(t)
+	db, table, _ := newTable(t, addr, "dt")
+	pc := committer(t, addr, db, table, hive.CloseAfterCall())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := pc.CommitPartition(ctx, part("out", "dt", "2026-11-30")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"2026-11-30=" + filepath.Join(wd, "out", "dt=2026-11-30")}
+	if got := partitions(t, addr, db, table); !slices.Equal(got, want) {
+		t.Fatalf("partitions\n got %q\nwant %q", got, want)
+	}
+}
