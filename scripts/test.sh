@@ -136,7 +136,7 @@ fi
 # The Hive partition commit policy (connectors/hive) is proven against a
 # private standalone Hive Metastore 4.0.1 (Maven Central jars, cached;
 # embedded Derby and Thrift on 127.0.0.1 in a run dir of its own; stopped
-# on exit; 40-100 s to start on a machine with load 20-40).
+# on exit; 16 s to start at load 11, up to 100 s at load 30-40).
 if [[ -z "$short" && -z "${SLUICE_HIVE_METASTORE:-}" ]]; then
   need_java
   start_server "Hive Metastore" SLUICE_HIVE_METASTORE_RUN hive-metastore start stop SLUICE_HIVE_METASTORE
