@@ -19,7 +19,14 @@
 # leaves out jdk.tools (a Java 8 system jar that Java 17 has not) and the
 # old hadoop-common 2.6.0 that a metrics reporter drags in (its hadoop-auth
 # clashes with Hadoop 3); it adds hadoop-client-runtime 3.3.5 (the shaded
-# classes hadoop-client-api needs) and commons-cli.
+# classes hadoop-client-api needs), hadoop-hdfs 3.3.5 without its
+# dependencies (create_table's Warehouse.mkdirs catches its
+# SnapshotException: NoClassDefFoundError without it) and commons-cli. The metadata
+# transformer is off (-Dmetastore.metadata.transformer.class= ; an empty
+# value in metastore-site.xml counts as unset): it
+# translates tables for Hive's own clients and needs HDFS classes that
+# are not there (create_table failed with NoClassDefFoundError
+# org/apache/hadoop/hdfs/protocol/SnapshotException).
 #
 # The metastore keeps its catalog in an embedded Derby database in its run
 # dir, created on the first start by DataNucleus
@@ -87,6 +94,12 @@ fetch() {
       <groupId>org.apache.hadoop</groupId>
       <artifactId>hadoop-client-runtime</artifactId>
       <version>3.3.5</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.hadoop</groupId>
+      <artifactId>hadoop-hdfs</artifactId>
+      <version>3.3.5</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>
     </dependency>
     <dependency>
       <groupId>commons-cli</groupId>
@@ -182,6 +195,7 @@ launch() {
   (cd "$RUN" && exec nohup java $HEAP -XX:-HeapDumpOnOutOfMemoryError \
     -Djava.io.tmpdir="$RUN/tmp" -Dderby.system.home="$RUN" \
     -Dlog4j2.configurationFile="$RUN/conf/log4j2.properties" \
+    -Dmetastore.metadata.transformer.class= \
     -cp "$RUN/conf:$CACHE/*" org.apache.hadoop.hive.metastore.HiveMetaStore -p "$port" \
     >"$RUN/stdout.log" 2>&1 </dev/null) &
   echo $! >"$RUN/pid"
