@@ -140,6 +140,19 @@ if [[ -z "$short" && -z "${SLUICE_PYICEBERG:-}" ]]; then
   eval "$(scripts/pyiceberg.sh setup | grep '^SLUICE_PYICEBERG=')"; export SLUICE_PYICEBERG
 fi
 
+# The Iceberg sink's REST catalog tests run against Apache Iceberg's own
+# REST catalog server (the iceberg-open-api test fixture from Maven Central,
+# cached; SQLite backend and a file:// warehouse in a run dir of its own,
+# 127.0.0.1; stopped on exit). They skip without SLUICE_ICEBERG_REST.
+if [[ -z "$short" && -z "${SLUICE_ICEBERG_REST:-}" ]]; then
+  need_java
+  if ! command -v javac >/dev/null; then # the script compiles a small launcher
+    echo "installing a JDK from Debian's packages"
+    apt-get update -qq && apt-get install -y -qq default-jdk-headless >/dev/null
+  fi
+  start_server "Iceberg REST catalog" SLUICE_ICEBERG_REST_RUN iceberg-rest start stop SLUICE_ICEBERG_REST
+fi
+
 echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)

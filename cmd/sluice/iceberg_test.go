@@ -48,9 +48,16 @@ type icebergTable struct {
 // with PyIceberg; props are more catalog properties (key=value).
 func icebergRead(t *testing.T, py, catalogFile, warehouse, ident string, props ...string) icebergTable {
 	t.Helper()
+	return icebergReadURI(t, py, "sqlite:///"+catalogFile, warehouse, ident, props...)
+}
+
+// icebergReadURI reads table ident with PyIceberg from the catalog at uri:
+// a SQLAlchemy URL (a SQL catalog) or an http:// URL (a REST catalog).
+func icebergReadURI(t *testing.T, py, uri, warehouse, ident string, props ...string) icebergTable {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	args := append([]string{"testdata/iceberg_read.py", "sqlite:///" + catalogFile, warehouse, ident}, props...)
+	args := append([]string{"testdata/iceberg_read.py", uri, warehouse, ident}, props...)
 	cmd := exec.CommandContext(ctx, py, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -116,10 +123,10 @@ func icebergProduce(t *testing.T, cl *kgo.Client, topic string, count int, sprea
 // icebergTotal is the table's record count from its current snapshot's
 // summary, read through the sink's own catalog code; -1 before the first
 // snapshot.
-func icebergTotal(t *testing.T, catalogFile, ident string, props map[string]string) int {
+func icebergTotal(t *testing.T, cat iceberg.Catalog, ident string) int {
 	t.Helper()
 	ctx := t.Context()
-	c, err := iceberg.SQLCatalog("default", catalogFile, "", props)(ctx)
+	c, err := cat(ctx)
 	if err != nil {
 		return -1
 	}
@@ -173,7 +180,7 @@ func TestIcebergKafkaKill9(t *testing.T) {
 		"ICEBERG_CATALOG=" + catalogFile, "ICEBERG_WAREHOUSE=" + warehouse, "CHECKPOINTS=" + ckpt,
 		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
 	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
-	icebergRunAll(t, env, file, ckpt, catalogFile, "shop.orders", count, nil)
+	icebergRunAll(t, env, file, ckpt, iceberg.SQLCatalog("default", catalogFile, "", nil), "shop.orders", count)
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +192,12 @@ func TestIcebergKafkaKill9(t *testing.T) {
 // the first two are killed with SIGKILL once one of their checkpoints
 // completed, each later run resumes with --from; the third is stopped
 // with SIGTERM (stop with savepoint) once the table holds count records.
-func icebergRunAll(t *testing.T, env []string, file, ckpt, catalogFile, ident string, count int, props map[string]string) {
+func icebergRunAll(t *testing.T, env []string, file, ckpt string, cat iceberg.Catalog, ident string, count int) {
 	t.Helper()
 	icebergRunKilled(t, env, file, ckpt)
 	p := start(t, env, "run", "--progress", "off", "--from", ckpt, file)
 	waitFor(t, p, fmt.Sprintf("the table holds %d records", count), 5*time.Minute, func() bool {
-		return icebergTotal(t, catalogFile, ident, props) >= count
+		return icebergTotal(t, cat, ident) >= count
 	})
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -257,7 +264,16 @@ func icebergCheck(t *testing.T, tbl icebergTable, count int) {
 		t.Errorf("the table holds %d rows, want %d: %d orders missing, %d more than once", len(tbl.Rows), count, missing, twice)
 	}
 	var last, added int64
+	compactions := 0
 	for _, s := range tbl.Snapshots {
+		if r, ok := s.Props["sluice.compacted-checkpoints"]; ok {
+			// a compaction: replaces files, adds no records
+			if s.Operation != "replace" || s.Props["added-records"] != s.Props["deleted-records"] {
+				t.Errorf("compaction snapshot %d (checkpoints %s): %s, %v", s.ID, r, s.Operation, s.Props)
+			}
+			compactions++
+			continue
+		}
 		cp, err := strconv.ParseInt(s.Props["sluice.max-committed-checkpoint-id"], 10, 64)
 		if err != nil || s.Operation != "append" || s.Props["sluice.job-id"] == "" {
 			t.Errorf("snapshot %d (%s, %v) is not an append of the sink", s.ID, s.Operation, s.Props)
@@ -286,7 +302,7 @@ func icebergCheck(t *testing.T, tbl icebergTable, count int) {
 		}
 		files[f] = true
 	}
-	t.Logf("PyIceberg read %d rows in %d snapshots (checkpoints up to %d), %d data files", len(tbl.Rows), len(tbl.Snapshots), last, len(tbl.Files))
+	t.Logf("PyIceberg read %d rows in %d snapshots (checkpoints up to %d; %d compactions), %d data files", len(tbl.Rows), len(tbl.Snapshots), last, compactions, len(tbl.Files))
 }
 
 // icebergRecords is SLUICE_ICEBERG_RECORDS, else def (60000 with -short).
@@ -354,7 +370,7 @@ func TestIcebergKafkaKill9S3(t *testing.T) {
 		"S3_ENDPOINT=" + ep, "S3_ACCESS_KEY=" + ak, "S3_SECRET_KEY=" + sk}
 	props := map[string]string{"s3.endpoint": ep, "s3.region": "us-east-1", "s3.access-key-id": ak, "s3.secret-access-key": sk}
 	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
-	icebergRunAll(t, env, file, ckpt, catalogFile, "shop.orders", count, props)
+	icebergRunAll(t, env, file, ckpt, iceberg.SQLCatalog("default", catalogFile, "", props), "shop.orders", count)
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -369,4 +385,39 @@ func TestIcebergKafkaKill9S3(t *testing.T) {
 			t.Errorf("data file %s is not in the bucket", f)
 		}
 	}
+}
+
+// TestIcebergKafkaKill9REST is TestIcebergKafkaKill9 with the table in an
+// Iceberg REST catalog: Apache Iceberg's own RESTCatalogServer
+// (scripts/iceberg-rest.sh, at $SLUICE_ICEBERG_REST; its warehouse is a
+// local directory) through examples/pipelines/kafka-to-iceberg-rest.yaml;
+// two SIGKILLs, --from, SIGTERM; PyIceberg's RestCatalog reads the table
+// back through the same server. Default 50000 records
+// (SLUICE_ICEBERG_RECORDS overrides).
+func TestIcebergKafkaKill9REST(t *testing.T) {
+	py := icebergPython(t)
+	rest := os.Getenv("SLUICE_ICEBERG_REST")
+	if rest == "" {
+		t.Skip("SLUICE_ICEBERG_REST is not set: start an Iceberg REST catalog with scripts/iceberg-rest.sh (scripts/test.sh does)")
+	}
+	brokers := kafkaBrokers(t)
+	count := icebergRecords(t, 50_000)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topic := icebergTopic(t, cl)
+	ckpt := filepath.Join(t.TempDir(), "checkpoints")
+	// a namespace of its own: the server (and its warehouse) is shared
+	ident := fmt.Sprintf("shop%d.orders", time.Now().UnixNano())
+	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=unbounded",
+		"ICEBERG_REST=" + rest, "ICEBERG_TABLE=" + ident, "CHECKPOINTS=" + ckpt,
+		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
+	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
+	icebergRunAll(t, env, pipelines+"kafka-to-iceberg-rest.yaml", ckpt, iceberg.RESTCatalog("default", rest, "", nil), ident, count)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	icebergCheck(t, icebergReadURI(t, py, rest, "", ident), count)
 }

@@ -185,7 +185,9 @@ func closeCatalog(c catalog.Catalog) error {
 
 // loadOrCreate loads the table, creating it (and its namespace) first
 // when it is missing and create is set. Several writers may race to
-// create it: the losers load the winner's table.
+// create it: the losers load the winner's table. A missing table to be
+// created from the first record's columns (create.infer, no columns
+// yet) is a nil table and no error.
 func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifier, create *createSpec) (*table.Table, error) {
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err == nil {
@@ -193,6 +195,9 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	}
 	if !errors.Is(err, catalog.ErrNoSuchTable) && !errors.Is(err, catalog.ErrNoSuchNamespace) || create == nil {
 		return nil, fmt.Errorf("iceberg: load table %s: %w", strings.Join(ident, "."), err)
+	}
+	if create.infer && create.columns == nil {
+		return nil, nil
 	}
 	ns := catalog.NamespaceFromIdent(ident)
 	if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {

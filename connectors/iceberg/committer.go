@@ -77,6 +77,9 @@ func (g *globalCommitter) CommitGlobal(ctx context.Context, checkpointID int64, 
 			return fmt.Errorf("iceberg: table %s, checkpoint %d: %w", g.name(), cp, err)
 		}
 	}
+	if err := g.maybeCompact(ctx); err != nil {
+		return fmt.Errorf("iceberg: table %s, compaction: %w", g.name(), err)
+	}
 	return nil
 }
 
@@ -150,8 +153,9 @@ func (g *globalCommitter) afterCommit(ctx context.Context, cp int64) error {
 }
 
 // uncommitted returns the files the table's current snapshot does not
-// reference. It reads the table's manifests, so it runs only for
-// checkpoints at or below the newest committed one.
+// reference and no compaction of this sink replaced. It reads the table's
+// manifests, so it runs only for checkpoints at or below the newest
+// committed one.
 func (g *globalCommitter) uncommitted(ctx context.Context, tbl *table.Table, files []fileDesc) ([]fileDesc, error) {
 	if tbl.CurrentSnapshot() == nil {
 		return files, nil
@@ -160,7 +164,10 @@ func (g *globalCommitter) uncommitted(ctx context.Context, tbl *table.Table, fil
 	if err != nil {
 		return nil, fmt.Errorf("list the table's data files: %w", err)
 	}
-	in := make(map[string]bool, len(tasks))
+	in, err := g.compactedFiles(ctx, tbl)
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range tasks {
 		in[t.File.FilePath()] = true
 	}

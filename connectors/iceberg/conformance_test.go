@@ -12,9 +12,9 @@ import (
 )
 
 // confContext is one conformance case's table: a SQLite catalog and a
-// warehouse in the case's temp dir.
+// warehouse in the case's temp dir, or a table in the REST catalog.
 type confContext struct {
-	dir   string
+	cat   Catalog
 	ident []string
 	g     connectortest.Guarantee
 	mu    sync.Mutex
@@ -24,7 +24,7 @@ func (c *confContext) Sink() (sink.Sink[connectortest.Record], error) {
 	if c.g != connectortest.ExactlyOnce {
 		return nil, fmt.Errorf("the iceberg sink is exactly-once only: %w", errors.ErrUnsupported)
 	}
-	return NewSink(testCatalog(c.dir), c.ident, testRow,
+	return NewSink(c.cat, c.ident, testRow,
 		CreateTable(testColumns, []PartitionField{{Column: "split", Transform: "identity"}}, nil),
 		TargetFileSize(64<<10))
 }
@@ -34,7 +34,7 @@ func (c *confContext) Value(r connectortest.Record) connectortest.Record { retur
 func (c *confContext) Committed() ([]connectortest.Record, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st, err := readTable(context.Background(), testCatalog(c.dir), c.ident)
+	st, err := readTable(context.Background(), c.cat, c.ident)
 	return st.records, err
 }
 
@@ -50,6 +50,6 @@ func (c *confContext) Close() error { return nil }
 
 func TestConformance(t *testing.T) {
 	connectortest.TestSink(t, func(s connectortest.SinkSettings) (connectortest.SinkContext[connectortest.Record], error) {
-		return &confContext{dir: s.TempDir, ident: []string{"conf", "records"}, g: s.Guarantee}, nil
+		return &confContext{cat: testCatalog(s.TempDir), ident: []string{"conf", "records"}, g: s.Guarantee}, nil
 	}, connectortest.Guarantees(connectortest.ExactlyOnce), connectortest.Unordered())
 }

@@ -43,7 +43,9 @@
 //
 // Only appends are supported: no upserts, no equality or position
 // deletes, no overwrite. A table with an identifier field gets appended
-// rows like any other.
+// rows like any other (see the README for why). [Compaction] optionally
+// rewrites the last n checkpoints' small files in one atomic replace
+// snapshot.
 //
 // # Catalogs and tables
 //
@@ -58,7 +60,9 @@
 // namespace) from columns ([ParseColumns]: boolean, int, long, float,
 // double, string, binary, date, timestamp, timestamptz) and a partition
 // spec ([ParsePartitionSpec]: identity, year, month, day, hour, bucket,
-// truncate). [EventTimeColumn] fills a timestamp column from the
+// truncate); [CreateTableFromRecords] creates it from the first record's
+// fields. [AddColumns] adds a record's new fields as optional columns
+// (schema evolution). [EventTimeColumn] fills a timestamp column from the
 // records' event time, for day/hour partitions by event time. Nested,
 // decimal, uuid and nanosecond columns are not supported.
 package iceberg

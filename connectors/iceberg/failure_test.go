@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectortest"
 	"github.com/sluice-io/sluice/faultinject"
@@ -82,6 +83,18 @@ const failureEpoch = int64(1_780_000_000_000) // 2026-05-28, ms
 // carried data (each such checkpoint exactly once, ids increasing); no
 // data file is referenced twice and every referenced file exists.
 func TestExactlyOnceUnderFailures(t *testing.T) {
+	testExactlyOnceUnderFailures(t, sqliteBackend)
+}
+
+// backend gives a test a catalog and a fresh table identifier in it.
+type backend func(t *testing.T) (Catalog, table.Identifier)
+
+// sqliteBackend is a SQLite SQL catalog with its warehouse in a temp dir.
+func sqliteBackend(t *testing.T) (Catalog, table.Identifier) {
+	return testCatalog(t.TempDir()), table.Identifier{"db", "events"}
+}
+
+func testExactlyOnceUnderFailures(t *testing.T, mk backend, extra ...Option) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	cases := []struct {
 		seed      int64
@@ -99,7 +112,7 @@ func TestExactlyOnceUnderFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("seed=%d/%s", c.seed, strings.Join(c.partition, ",")), func(t *testing.T) {
-			dir := t.TempDir()
+			cat, ident := mk(t)
 			const par = 3
 			kinds := append(faultinject.Kinds(), faultinject.AfterPrepareCommit)
 			plan := faultinject.RandomPlan(c.seed, 8, kinds, par, n/par/2, 12)
@@ -114,9 +127,8 @@ func TestExactlyOnceUnderFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ident := []string{"db", "events"}
-			s, err := NewSink(testCatalog(dir), ident, testRow,
-				CreateTable(testColumns, part, nil), EventTimeColumn("ts"), TargetFileSize(32<<10), withHook(gf.hook))
+			s, err := NewSink(cat, ident, testRow,
+				append([]Option{CreateTable(testColumns, part, nil), EventTimeColumn("ts"), TargetFileSize(32 << 10), withHook(gf.hook)}, extra...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +152,7 @@ func TestExactlyOnceUnderFailures(t *testing.T) {
 			if fired < 10 {
 				t.Errorf("only %d faults fired, want at least 10 (pending %v)", fired, plan.Pending())
 			}
-			st, err := readTable(t.Context(), testCatalog(dir), ident)
+			st, err := readTable(t.Context(), cat, ident)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +167,7 @@ func TestExactlyOnceUnderFailures(t *testing.T) {
 					t.Errorf("referenced data file missing: %v", err)
 				}
 			}
-			orphans := len(dataFilesOnDisk(t, dir)) - len(st.files)
+			orphans := len(dataFilesOnDisk(t, localPath(t, st.location))) - len(st.files)
 			t.Logf("%d snapshots, %d data files referenced, %d unreferenced (failed attempts' orphans)", len(st.snapshots), len(st.files), orphans)
 		})
 	}
@@ -198,6 +210,12 @@ func checkSnapshots(t *testing.T, st tableState, seen map[int64]bool, n int64) {
 	got := map[int64]bool{}
 	for _, s := range st.snapshots {
 		p := s.Summary.Properties
+		if r, ok := p[SummaryCompactedCheckpoints]; ok {
+			if s.Summary.Operation != "replace" || p["added-records"] != p["deleted-records"] || p[SummaryJobID] == "" {
+				t.Errorf("compaction snapshot %d (checkpoints %s): operation %s, summary %v", s.SnapshotID, r, s.Summary.Operation, p)
+			}
+			continue
+		}
 		cp, err := strconv.ParseInt(p[SummaryMaxCommittedCheckpoint], 10, 64)
 		if err != nil || s.Summary.Operation != "append" || p[SummaryJobID] == "" {
 			t.Errorf("snapshot %d: operation %s, summary %v: not one of the sink's appends", s.SnapshotID, s.Summary.Operation, p)
@@ -237,10 +255,11 @@ func checkSnapshots(t *testing.T, st tableState, seen map[int64]bool, n int64) {
 // committables twice (as a restore does after a failure that followed the
 // snapshot commit) and once more for an older checkpoint: only the first
 // delivery makes a snapshot.
-func TestSkipsCommittedCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	ident := []string{"db", "t"}
-	s, err := New(testCatalog(dir), ident, testRow, CreateTable(testColumns, nil, nil))
+func TestSkipsCommittedCheckpoint(t *testing.T) { testSkipsCommittedCheckpoint(t, sqliteBackend) }
+
+func testSkipsCommittedCheckpoint(t *testing.T, mk backend) {
+	cat, ident := mk(t)
+	s, err := New(cat, ident, testRow, CreateTable(testColumns, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +296,7 @@ func TestSkipsCommittedCheckpoint(t *testing.T) {
 			t.Fatalf("CommitGlobal(%d): %v", step.id, err)
 		}
 	}
-	st, err := readTable(ctx, testCatalog(dir), ident)
+	st, err := readTable(ctx, cat, ident)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,10 +309,11 @@ func TestSkipsCommittedCheckpoint(t *testing.T) {
 // TestRetriesConflictingCommit makes another writer commit between the
 // global committer's check and its commit: the commit conflicts and is
 // retried on the fresh metadata, keeping both writers' data.
-func TestRetriesConflictingCommit(t *testing.T) {
-	dir := t.TempDir()
-	ident := []string{"db", "t"}
-	other, err := New(testCatalog(dir), ident, testRow, CreateTable(testColumns, nil, nil))
+func TestRetriesConflictingCommit(t *testing.T) { testRetriesConflictingCommit(t, sqliteBackend) }
+
+func testRetriesConflictingCommit(t *testing.T, mk backend) {
+	cat, ident := mk(t)
+	other, err := New(cat, ident, testRow, CreateTable(testColumns, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +321,7 @@ func TestRetriesConflictingCommit(t *testing.T) {
 	otherIC := testInit{job: "other-job"}
 	var raced atomic.Bool
 	var otherCS []committable
-	s, err := New(testCatalog(dir), ident, testRow, CreateTable(testColumns, nil, nil),
+	s, err := New(cat, ident, testRow, CreateTable(testColumns, nil, nil),
 		withHook(func(ctx context.Context, stage string, cp int64) error {
 			if stage != "before-commit" || !raced.CompareAndSwap(false, true) {
 				return nil
@@ -343,7 +363,7 @@ func TestRetriesConflictingCommit(t *testing.T) {
 	if err := gc.CommitGlobal(ctx, 1, mine); err != nil {
 		t.Fatal(err)
 	}
-	st, err := readTable(ctx, testCatalog(dir), ident)
+	st, err := readTable(ctx, cat, ident)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ type tableState struct {
 	records   []connectortest.Record
 	snapshots []table.Snapshot // main branch, oldest first
 	files     []string         // data files referenced by the current snapshot
+	location  string           // the table's location
 }
 
 // readTable reads the whole table ident through iceberg-go's scanner and
@@ -59,6 +61,7 @@ func readTable(ctx context.Context, cat Catalog, ident table.Identifier) (tableS
 		return st, err
 	}
 	meta := tbl.Metadata()
+	st.location = meta.Location()
 	for s := meta.CurrentSnapshot(); s != nil; {
 		st.snapshots = append(st.snapshots, *s)
 		if s.ParentSnapshotID == nil {
@@ -110,6 +113,16 @@ func readTable(ctx context.Context, cat Catalog, ident table.Identifier) (tableS
 		}
 	}
 	return st, rdr.Err()
+}
+
+// localPath is the directory of a file:// location.
+func localPath(t *testing.T, loc string) string {
+	t.Helper()
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("table location %q is not a file:// URL (%v)", loc, err)
+	}
+	return u.Path
 }
 
 // dataFilesOnDisk lists the Parquet files under dir.

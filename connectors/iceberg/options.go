@@ -8,6 +8,8 @@ import (
 	"maps"
 	"strings"
 	"time"
+
+	"github.com/apache/iceberg-go"
 )
 
 // Sentinel errors; the errors returned wrap them with details.
@@ -62,6 +64,8 @@ type config struct {
 	commitRetries   int
 	commitRetryWait time.Duration
 	duplicateCheck  bool
+	addColumns      bool
+	compactEvery    int
 	logger          *slog.Logger
 	errs            []error
 	// hook, set by tests in this package only, runs in the global
@@ -73,7 +77,8 @@ type config struct {
 }
 
 type createSpec struct {
-	columns   []Column
+	columns   []Column // nil with infer until the first record
+	infer     bool     // CreateTableFromRecords
 	partition []PartitionField
 	props     map[string]string
 	location  string
@@ -104,6 +109,44 @@ func CreateTable(columns []Column, partition []PartitionField, properties map[st
 		}
 		c.create = &createSpec{columns: columns, partition: partition, props: maps.Clone(properties)}
 	})
+}
+
+// CreateTableFromRecords lets the sink create the table (and its
+// namespace) when it does not exist, with the columns of the first record
+// a writer gets: every field with a value, all optional, types from the
+// values (bool → boolean, an integer → long, another number → double,
+// string → string, []byte → binary, time.Time → timestamptz; a number
+// without a fraction makes a long column, so declare the columns with
+// [CreateTable] when a field may hold fractions), plus the
+// [EventTimeColumn] as timestamptz. The table is partitioned by partition
+// (none = unpartitioned; a field must name a column of the first record or
+// the event-time column) with the given table properties (nil = none).
+// Writers of several subtasks may race to create it: the first wins and the
+// others use its table, so a record that disagrees with it (a field of
+// another type; a field it lacks, unless [AddColumns] is on) fails the job
+// with an error naming the column. An existing table is used as it is.
+func CreateTableFromRecords(partition []PartitionField, properties map[string]string) Option {
+	return optionFunc(func(c *config) {
+		for _, f := range partition {
+			if _, err := iceberg.ParseTransform(f.Transform); err != nil {
+				c.errs = append(c.errs, fmt.Errorf("%w: partition %s(%s): %w", ErrInvalidConfig, f.Transform, f.Column, err))
+			}
+		}
+		c.create = &createSpec{infer: true, partition: partition, props: maps.Clone(properties)}
+	})
+}
+
+// AddColumns lets the sink evolve the table's schema: a record field that
+// is not a column of the table (and has a value) is added as an optional
+// column, its type from the value as in [CreateTableFromRecords], through
+// the catalog (iceberg-go's UpdateSchema; a conflicting schema commit is
+// retried on fresh metadata like a snapshot commit). The writer first
+// writes the rows it buffered with the old schema. The schema change is a
+// commit of its own, not part of a checkpoint's snapshot: a job that fails
+// after it keeps the column, with nulls in older rows. Default off: such a
+// field fails the job (no restart loop), naming it.
+func AddColumns(on bool) Option {
+	return optionFunc(func(c *config) { c.addColumns = on })
 }
 
 // TableLocation sets where a table the sink creates keeps its files (a

@@ -30,8 +30,9 @@ import (
 //     (milliseconds since the epoch).
 //
 // A missing column or nil is null; null in a required column, a value of
-// another kind, or a key that is not a column of the table fails the job
-// with an error naming the column.
+// another kind, or a key that is not a column of the table (with a value:
+// a null field is the same as a missing one) fails the job with an error
+// naming the column, unless [AddColumns] adds it.
 type Row = map[string]any
 
 // rowBuilder appends rows to an Arrow record batch of the table's schema.
@@ -83,9 +84,9 @@ func newRowBuilder(sc *iceberg.Schema, eventTimeColumn string) (*rowBuilder, err
 
 // add appends one row. On error nothing of the row is kept.
 func (rb *rowBuilder) add(r Row, eventTime int64, hasEventTime bool) error {
-	for k := range r {
-		if _, ok := rb.byName[k]; !ok {
-			return fmt.Errorf("%w: field %q is not a column of the table", ErrBadRecord, k)
+	for k, v := range r {
+		if _, ok := rb.byName[k]; !ok && v != nil { // null is the same as missing
+			return fmt.Errorf("%w: field %q is not a column of the table (AddColumns adds such fields as columns)", ErrBadRecord, k)
 		}
 	}
 	// convert every value first, so that a bad row leaves nothing behind

@@ -60,7 +60,7 @@ func New[T any](cat Catalog, ident table.Identifier, row func(T) (Row, error), o
 	if len(ident) < 2 {
 		c.errs = append(c.errs, fmt.Errorf("%w: table %q: want a namespace and a name", ErrInvalidConfig, strings.Join(ident, ".")))
 	}
-	if c.create != nil {
+	if c.create != nil && !c.create.infer {
 		sc, err := schemaOf(c.create.columns)
 		if err == nil {
 			_, err = specOf(c.create.partition, sc)

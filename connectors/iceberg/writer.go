@@ -38,18 +38,32 @@ func newWriter[T any](ctx context.Context, s *Sink[T], ic sink.InitContext) (*wr
 		_ = closeCatalog(cat)
 		return nil, err
 	}
-	rb, err := newRowBuilder(tbl.Schema(), s.cfg.eventTimeColumn)
-	if err != nil {
-		_ = closeCatalog(cat)
-		return nil, fmt.Errorf("table %s: %w", strings.Join(s.ident, "."), err)
+	w := &writer[T]{s: s, subtask: ic.SubtaskIndex(), cat: cat}
+	if tbl != nil { // else created from the first record
+		if err := w.useTable(tbl); err != nil {
+			_ = closeCatalog(cat)
+			return nil, err
+		}
 	}
-	return &writer[T]{s: s, subtask: ic.SubtaskIndex(), cat: cat, tbl: tbl, rb: rb}, nil
+	return w, nil
 }
 
 func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 	r, err := w.s.row(v)
 	if err != nil {
 		return fmt.Errorf("iceberg sink: row of a record: %w", err)
+	}
+	if w.tbl == nil {
+		if err := w.createFromRecord(ctx, r); err != nil {
+			return markBad(fmt.Errorf("iceberg sink, table %s: create it from the first record: %w", strings.Join(w.s.ident, "."), err))
+		}
+	}
+	if w.s.cfg.addColumns {
+		if names := w.rb.newFields(r); len(names) > 0 {
+			if err := w.addColumns(ctx, r, names); err != nil {
+				return markBad(err)
+			}
+		}
 	}
 	if err := w.rb.add(r, m.Timestamp, m.HasTimestamp); err != nil {
 		// the same record fails again after a restart
@@ -81,7 +95,7 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]co
 // under the table's data location with a fresh UUID in their names (a
 // retried attempt never overwrites nor reuses a file).
 func (w *writer[T]) writeFiles(ctx context.Context) error {
-	if w.rb.rows == 0 {
+	if w.rb == nil || w.rb.rows == 0 {
 		return nil
 	}
 	rec := w.rb.batch()
@@ -109,6 +123,17 @@ func (w *writer[T]) writeFiles(ctx context.Context) error {
 }
 
 func (w *writer[T]) Close() error {
-	w.rb.release()
+	if w.rb != nil {
+		w.rb.release()
+	}
 	return closeCatalog(w.cat)
+}
+
+// markBad marks err unrecoverable when a record or the configuration
+// caused it: the same record fails again after a restart.
+func markBad(err error) error {
+	if errors.Is(err, ErrBadRecord) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrUnsupportedSchema) {
+		return fmt.Errorf("%w (%w)", err, restart.ErrUnrecoverable)
+	}
+	return err
 }

@@ -90,7 +90,7 @@ func defaultSinkConfig() sinkConfig {
 		connTimeout:  DefaultConnectTimeout,
 		linger:       0,
 		allowance:    DefaultRestartAllowance,
-		maxBuffered:  100_000,
+		maxBuffered:  DefaultMaxBufferedRecords,
 		logger:       slog.Default(),
 	}
 }
@@ -104,6 +104,8 @@ func (c *sinkConfig) validate() error {
 		return bad("no brokers: pass at least one host:port")
 	case c.guarantee < None || c.guarantee > ExactlyOnce:
 		return bad("DeliveryGuarantee is %v; allowed: None, AtLeastOnce, ExactlyOnce", c.guarantee)
+	case c.maxBuffered < 1:
+		return bad("MaxBufferedRecords is %d; must be at least 1", c.maxBuffered)
 	case c.slots < 2 || c.slots > 64:
 		return bad("TransactionSlots is %d; allowed: 2 to 64", c.slots)
 	case c.txnTimeout < time.Second || c.txnTimeout > 24*time.Hour:
@@ -231,6 +233,23 @@ func SetupTimeout(d time.Duration) SinkOption {
 // job restarts as its restart strategy says.
 func SinkConnectTimeout(d time.Duration) SinkOption {
 	return sinkOptionFunc(func(c *sinkConfig) { c.connTimeout = d })
+}
+
+// DefaultMaxBufferedRecords is the sink's default MaxBufferedRecords,
+// franz-go's own default.
+const DefaultMaxBufferedRecords = 10_000
+
+// MaxBufferedRecords sets how many records one producer (one per
+// transactional slot, or one per writer without ExactlyOnce) holds
+// produced but not yet acknowledged; Write waits when it is reached
+// (default DefaultMaxBufferedRecords, 10,000: at 100-byte records about
+// 10 ms of a million records a second, enough to keep every partition's
+// batch full). A larger buffer does not make the copy faster: measured on
+// the Kafka benchmark, 100,000 cost 50–80 MB more peak memory per writer
+// (a buffered record keeps its whole fetched batch alive) and no less CPU
+// per record (bench/kafka/README.md). n must be at least 1.
+func MaxBufferedRecords(n int) SinkOption {
+	return sinkOptionFunc(func(c *sinkConfig) { c.maxBuffered = n })
 }
 
 // ProducerLinger sets how long the producer waits to fill batches (default

@@ -135,6 +135,7 @@ func TestSinkConfigErrors(t *testing.T) {
 		{"no brokers", nil, nil},
 		{"one slot", []SinkOption{TransactionSlots(1)}, []string{"127.0.0.1:1"}},
 		{"bad timeout", []SinkOption{TransactionTimeout(time.Millisecond)}, []string{"127.0.0.1:1"}},
+		{"no buffered records", []SinkOption{MaxBufferedRecords(0)}, []string{"127.0.0.1:1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,5 +145,33 @@ func TestSinkConfigErrors(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestSinkMaxBufferedRecords: the producers of a sink buffer franz-go's
+// default 10,000 records unless MaxBufferedRecords says otherwise.
+func TestSinkMaxBufferedRecords(t *testing.T) {
+	for _, tc := range []struct {
+		opts []SinkOption
+		want int64
+	}{
+		{nil, DefaultMaxBufferedRecords},
+		{[]SinkOption{MaxBufferedRecords(2500)}, 2500},
+	} {
+		cfg := defaultSinkConfig()
+		cfg.brokers = []string{"127.0.0.1:1"}
+		for _, o := range tc.opts {
+			o.apply(&cfg)
+		}
+		s := &kafkaSink[string]{cfg: cfg}
+		cl, err := kgo.NewClient(s.producerOpts("")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cl.OptValue(kgo.MaxBufferedRecords)
+		cl.Close()
+		if got != tc.want {
+			t.Errorf("MaxBufferedRecords %v: producer buffers %v (%T) records, want %d", tc.opts, got, got, tc.want)
+		}
 	}
 }

@@ -98,8 +98,10 @@ func (s Segment) visible(xid uint32) bool {
 }
 
 // setupCDC checks the server, makes sure of the publication and the slot,
-// and returns the stream split, starting at the slot's position.
-func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable) ([]Split, error) {
+// and returns the stream split, starting at the slot's position, after
+// the chunks of the snapshot. restored: a restored job's check, which
+// creates nothing and returns no split (they are in the restored state).
+func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable, restored bool) ([]Split, error) {
 	var level string
 	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level')").Scan(&level); err != nil {
 		return nil, fmt.Errorf("postgres source: read wal_level: %w", err)
@@ -116,6 +118,9 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable)
 		return nil, fmt.Errorf("postgres CDC source: look up publication %q: %w", pub, err)
 	}
 	if !exists {
+		if restored {
+			return nil, fmt.Errorf("%w: postgres CDC source: publication %q does not exist (dropped since the checkpoint the job is restored from?): CREATE PUBLICATION %s FOR TABLE %s", ErrPublicationNotFound, pub, pub, t.ident.Sanitize())
+		}
 		if !s.cfg.createPub {
 			return nil, fmt.Errorf("%w: postgres CDC source: publication %q does not exist: CREATE PUBLICATION %s FOR TABLE %s, or let the source create it (CreatePublication(true))", ErrPublicationNotFound, pub, pub, t.ident.Sanitize())
 		}
@@ -139,6 +144,13 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable)
 	if err != nil {
 		return nil, err
 	}
+	if restored {
+		if !found {
+			return nil, fmt.Errorf("%w: postgres CDC source: replication slot %q does not exist (dropped since the checkpoint the job is restored from?): the changes since the checkpoint are lost to this source; start afresh", ErrSlotNotFound, s.cfg.slot)
+		}
+		s.cfg.logger.Info("postgres CDC source: restored; the snapshot chunks are those of the checkpoint", "table", t.name, "slot", s.cfg.slot, "confirmed_lsn", lsnString(lsn))
+		return nil, nil
+	}
 	if !found {
 		if !s.cfg.createSlot {
 			return nil, fmt.Errorf("%w: postgres CDC source: replication slot %q does not exist in this database: SELECT pg_create_logical_replication_slot('%s', 'pgoutput'), or let the source create it (CreateSlot(true))", ErrSlotNotFound, s.cfg.slot, s.cfg.slot)
@@ -153,7 +165,7 @@ func (s *pgSource[T]) setupCDC(ctx context.Context, conn *pgx.Conn, t *srcTable)
 		}
 		s.cfg.logger.Info("postgres CDC source: created replication slot", "slot", s.cfg.slot, "lsn", cp)
 	}
-	stream := Split{ID: "stream", Stream: true, LSN: lsn}
+	stream := Split{ID: "stream", Stream: true, LSN: lsn, Key: t.keyColumns()}
 	switch {
 	case s.cfg.skipSnapshot:
 	case s.cfg.inStream:
@@ -323,11 +335,24 @@ func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase
 		}
 		return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: els}}}
 	}
+	// The wait is bounded by the connection's read deadline, not by a
+	// context per message (pgconn watches a message's context with a
+	// callback registered and removed per call): ctx's cancellation
+	// (readerbase's wake-up, the reader's close) moves the deadline to
+	// now, and the timeout is told apart by ctx.Err().
+	nc := r.st.repl.Conn()
 	deadline := time.Now().Add(time.Second)
+	if err := nc.SetReadDeadline(deadline); err != nil {
+		return readerbase.Batch[elem]{}, fmt.Errorf("postgres CDC source: set read deadline: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
+	defer func() {
+		if stop() { // the callback did not run, and will not
+			_ = nc.SetReadDeadline(time.Time{})
+		}
+	}()
 	for len(els) < r.s.cfg.fetchSize {
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		msg, err := r.st.repl.ReceiveMessage(rctx)
-		cancel()
+		msg, err := r.st.repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return batch(), ctx.Err()
@@ -382,6 +407,11 @@ func (r *splitReader[T]) fetchStream(ctx context.Context, sp *Split) (readerbase
 		if len(els) > 0 {
 			if d := time.Now().Add(20 * time.Millisecond); d.Before(deadline) {
 				deadline = d
+				if ctx.Err() == nil { // else the callback set it to now
+					if err := nc.SetReadDeadline(deadline); err != nil {
+						return batch(), fmt.Errorf("postgres CDC source: set read deadline: %w", err)
+					}
+				}
 			}
 		}
 	}

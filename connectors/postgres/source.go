@@ -81,6 +81,11 @@ type Split struct {
 	Lo *string `json:"lo,omitempty"`
 	// Hi is the inclusive upper bound of a chunk (nil: to the last key).
 	Hi *string `json:"hi,omitempty"`
+	// Key names the key columns the split's positions (Lo, Hi, and the
+	// pages' bounds in Segments) are of, in key order: a restore with
+	// another key fails instead of reading the positions as keys they are
+	// not. Absent in checkpoints of versions before it (not checked).
+	Key []string `json:"key,omitempty"`
 
 	// CDC marks a chunk of the CDC source's snapshot: its pages record
 	// their snapshots (Segments) for the stream split.
@@ -118,6 +123,7 @@ func (s Split) clone() Split {
 	c.Lo = clonePtr(s.Lo)
 	c.Hi = clonePtr(s.Hi)
 	c.Segments = slices.Clone(s.Segments)
+	c.Key = slices.Clone(s.Key)
 	return c
 }
 
@@ -157,20 +163,24 @@ type sourceConfig struct {
 	inStream     bool
 	statusEvery  time.Duration
 	setupTimeout time.Duration
-	logger       *slog.Logger
-	debeziumName string
-	password     *string
+	// chunkWaitWarn is the wait for chunks after which the stream split
+	// logs the missing ones (ChunkWaitWarning).
+	chunkWaitWarn time.Duration
+	logger        *slog.Logger
+	debeziumName  string
+	password      *string
 }
 
 func defaultSourceConfig(table string) sourceConfig {
 	return sourceConfig{
-		chunkSize:    8192,
-		fetchSize:    8192,
-		slot:         DefaultSlotName(table),
-		publication:  DefaultSlotName(table),
-		statusEvery:  10 * time.Second,
-		setupTimeout: 60 * time.Second,
-		logger:       slog.New(slog.DiscardHandler),
+		chunkSize:     8192,
+		fetchSize:     8192,
+		slot:          DefaultSlotName(table),
+		publication:   DefaultSlotName(table),
+		statusEvery:   10 * time.Second,
+		setupTimeout:  60 * time.Second,
+		chunkWaitWarn: time.Minute,
+		logger:        slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -209,6 +219,8 @@ func (c *sourceConfig) validate() error {
 		return fmt.Errorf("%w: StatusInterval: %v; must be > 0", ErrInvalidConfig, c.statusEvery)
 	case c.setupTimeout <= 0:
 		return fmt.Errorf("%w: SourceSetupTimeout: %v; must be > 0", ErrInvalidConfig, c.setupTimeout)
+	case c.chunkWaitWarn <= 0:
+		return fmt.Errorf("%w: ChunkWaitWarning: %v; must be > 0", ErrInvalidConfig, c.chunkWaitWarn)
 	}
 	if err := unique("KeyColumns", c.keys); err != nil {
 		return err
@@ -306,6 +318,15 @@ func StatusInterval(d time.Duration) SourceOption {
 // the slot and the publication, computing the chunks. Default: 60s.
 func SourceSetupTimeout(d time.Duration) SourceOption {
 	return sourceOptionFunc(func(c *sourceConfig) { c.setupTimeout = d })
+}
+
+// ChunkWaitWarning is how long the CDC source's stream split waits for
+// the snapshot's chunks without another one arriving before it logs a
+// warning naming the chunks still missing (and again after each further
+// ChunkWaitWarning). A chunk arrives once a reader read it to its end and
+// a checkpoint holding that completed. Default: 1m.
+func ChunkWaitWarning(d time.Duration) SourceOption {
+	return sourceOptionFunc(func(c *sourceConfig) { c.chunkWaitWarn = d })
 }
 
 // SourceLogger sets the logger of the sources. Default: none.
@@ -439,8 +460,19 @@ func (s *pgSource[T]) CreateEnumerator(ctx source.EnumeratorContext[Split]) (sou
 }
 
 // RestoreEnumerator returns the enumerator of a checkpointed state.
+//
+// A CDC source's state whose discovery is done holds every split of the
+// job (the chunks and the stream split, pending or in the readers'
+// states): the restored enumerator checks the server again but computes
+// no chunks. (The Discovered enumerator of an unbounded source discovers
+// again on every start; chunks computed anew on a table that grew would
+// get ids the first computation did not have, and be read again.)
 func (s *pgSource[T]) RestoreEnumerator(ctx source.EnumeratorContext[Split], st EnumState) (source.Enumerator[Split, EnumState], error) {
-	d := enumerate.NewDiscovered(ctx, enumerate.Discovery[Split]{Discover: s.discover}, s.Boundedness(), st.DiscoveredState)
+	disc := s.discover
+	if s.cdc && st.Done {
+		disc = s.recheck
+	}
+	d := enumerate.NewDiscovered(ctx, enumerate.Discovery[Split]{Discover: disc}, s.Boundedness(), st.DiscoveredState)
 	return newEnumerator(d, ctx, st.Chunks), nil
 }
 
@@ -473,8 +505,20 @@ func sourceUnrecoverable(err error) error {
 	return markUnrecoverable(err)
 }
 
+// recheck is the discovery of a restored CDC source whose splits are all
+// in the restored state: setup's checks, creating nothing (a slot created
+// now would start after the changes the restored splits still need), and
+// no split.
+func (s *pgSource[T]) recheck(ctx context.Context) ([]Split, error) {
+	_, err := s.setupMode(ctx, true)
+	return nil, sourceUnrecoverable(err)
+}
+
 // setup is discover without the marking of errors.
-func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) {
+func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) { return s.setupMode(ctx, false) }
+
+// setupMode is setup; restored (CDC only) checks and returns no split.
+func (s *pgSource[T]) setupMode(ctx context.Context, restored bool) ([]Split, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.setupTimeout,
 		fmt.Errorf("postgres source: SourceSetupTimeout (%v) expired", s.cfg.setupTimeout))
 	defer cancel()
@@ -488,7 +532,7 @@ func (s *pgSource[T]) setup(ctx context.Context) ([]Split, error) {
 		return nil, fmt.Errorf("postgres source: %w", err)
 	}
 	if s.cdc {
-		return s.setupCDC(ctx, conn, t)
+		return s.setupCDC(ctx, conn, t, restored)
 	}
 	return s.chunks(ctx, conn, t)
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,6 +231,7 @@ type splitReader[T any] struct {
 	splits  []*Split // fetch positions, in assignment order
 	st      *streamConn
 	failed  error // reported by the next Fetch
+	wait    chunkWait
 }
 
 func (r *splitReader[T]) AddSplits(splits []Split) error {
@@ -249,6 +251,11 @@ func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[elem], err
 	}
 	if err := r.connectOnce(ctx); err != nil {
 		return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
+	}
+	for _, sp := range r.splits {
+		if err := r.t.checkKey(sp); err != nil {
+			return readerbase.Batch[elem]{}, sourceUnrecoverable(err)
+		}
 	}
 	i := slices.IndexFunc(r.splits, func(sp *Split) bool { return !sp.Waiting })
 	if i < 0 {
@@ -299,16 +306,26 @@ func (r *splitReader[T]) connectOnce(ctx context.Context) error {
 }
 
 // awaitChunks waits (up to 100ms a call) for the pages of every chunk of
-// the waiting stream split, then hands them to it.
+// the waiting stream split (chunk-0 … chunk-<Chunks-1>), then hands them
+// to it. A wait that lasts ChunkWaitWarning without another chunk
+// arriving is logged (again after each further ChunkWaitWarning), naming
+// the chunks still missing.
 func (r *splitReader[T]) awaitChunks(ctx context.Context, sp *Split) (readerbase.Batch[elem], error) {
-	if m := r.ready.Load(); m != nil && len(*m) >= sp.Chunks {
+	var have map[string][]Segment
+	if m := r.ready.Load(); m != nil {
+		have = *m
+	}
+	missing := missingChunks(have, sp.Chunks)
+	if len(missing) == 0 {
 		var segs []Segment
-		for _, id := range slices.Sorted(maps.Keys(*m)) {
-			segs = append(segs, (*m)[id]...)
+		for _, id := range slices.Sorted(maps.Keys(have)) {
+			segs = append(segs, have[id]...)
 		}
 		sp.Waiting, sp.Segments = false, segs
+		r.wait = chunkWait{}
 		return readerbase.Batch[elem]{Records: []readerbase.SplitRecords[elem]{{SplitID: sp.ID, Records: []elem{{kind: eReady, segs: segs}}}}}, nil
 	}
+	r.watchWait(missing, sp.Chunks)
 	t := time.NewTimer(100 * time.Millisecond)
 	defer t.Stop()
 	select {
@@ -316,6 +333,50 @@ func (r *splitReader[T]) awaitChunks(ctx context.Context, sp *Split) (readerbase
 	case <-t.C:
 	}
 	return readerbase.Batch[elem]{}, nil
+}
+
+// chunkWait is the stream split's wait for its chunks: since when the
+// number missing is what it is, and when the wait was last logged.
+type chunkWait struct {
+	missing int
+	since   time.Time
+	warned  time.Time
+}
+
+// watchWait logs a wait for chunks that made no progress for
+// ChunkWaitWarning: a chunk is missing until it was read to its end and
+// its pages are in a completed checkpoint, so a long wait means stalled
+// readers or checkpoints that do not complete, or a chunk split lost.
+func (r *splitReader[T]) watchWait(missing []string, total int) {
+	now := time.Now()
+	if r.wait.since.IsZero() || r.wait.missing != len(missing) {
+		r.wait = chunkWait{missing: len(missing), since: now, warned: now}
+		return
+	}
+	d := r.s.cfg.chunkWaitWarn
+	if now.Sub(r.wait.warned) < d {
+		return
+	}
+	r.wait.warned = now
+	shown := missing
+	if len(shown) > 20 {
+		shown = shown[:20]
+	}
+	r.s.cfg.logger.Warn("postgres CDC source: the stream split is still waiting for the snapshot's chunks; a chunk arrives once read to its end and in a completed checkpoint: are checkpoints completing, are the readers of these chunks progressing?",
+		"table", r.t.name, "waited", now.Sub(r.wait.since).Round(time.Second), "missing", len(missing), "of", total, "chunks", strings.Join(shown, ","))
+}
+
+// missingChunks returns the ids of the chunks chunk-0 … chunk-<n-1> that
+// have no pages in have, in order.
+func missingChunks(have map[string][]Segment, n int) []string {
+	var out []string
+	for i := range n {
+		id := "chunk-" + strconv.Itoa(i)
+		if _, ok := have[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // fetchChunk reads one page of a chunk.

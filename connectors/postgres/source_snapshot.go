@@ -42,7 +42,7 @@ func (s *pgSource[T]) chunks(ctx context.Context, conn *pgx.Conn, t *srcTable) (
 	splits := make([]Split, 0, len(bounds)+1)
 	var lo *string
 	for i := 0; i <= len(bounds); i++ {
-		sp := Split{ID: "chunk-" + strconv.Itoa(i), Lo: lo}
+		sp := Split{ID: "chunk-" + strconv.Itoa(i), Lo: lo, Key: t.keyColumns()}
 		if i < len(bounds) {
 			hi := bounds[i]
 			sp.Hi = &hi

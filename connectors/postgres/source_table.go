@@ -100,12 +100,25 @@ func loadSourceTable(ctx context.Context, conn *pgx.Conn, name string, key []str
 }
 
 // keyNames is the key columns' names, for messages.
-func (t *srcTable) keyNames() string {
+func (t *srcTable) keyNames() string { return strings.Join(t.keyColumns(), ", ") }
+
+// keyColumns is the names of the key columns, in key order.
+func (t *srcTable) keyColumns() []string {
 	names := make([]string, len(t.keys))
 	for i, k := range t.keys {
 		names[i] = k.name
 	}
-	return strings.Join(names, ", ")
+	return names
+}
+
+// checkKey fails if sp's positions are of other key columns than the
+// table's key (the key option changed since the checkpoint).
+func (t *srcTable) checkKey(sp *Split) error {
+	if sp.Key == nil || slices.Equal(sp.Key, t.keyColumns()) {
+		return nil
+	}
+	return fmt.Errorf("%w: postgres source: split %s of table %s holds positions of key (%s), but the source's key is now (%s): positions are key values, so a job restores only with the key it was checkpointed with; set the key back to (%s), or start afresh (without --from)",
+		ErrInvalidConfig, sp.ID, t.name, strings.Join(sp.Key, ", "), t.keyNames(), strings.Join(sp.Key, ", "))
 }
 
 // selectList is the columns as text, for a query.

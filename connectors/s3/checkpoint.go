@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -33,15 +34,20 @@ import (
 // loads the newest completed checkpoint — the newer of _latest and the
 // newest complete chk-<id> listed — and fails with a
 // *checkpoint.DamagedError if it cannot be loaded, never falling back to
-// an older one. Retention deletes _metadata first. Lock is a no-op:
-// object storage has no lock that dies with its holder, so running one
-// job per prefix is the operator's duty.
+// an older one. Retention deletes _metadata first. Lock takes the
+// prefix's lock object (_lock; see [CheckpointStorage.Lock]), so two
+// processes never write checkpoints under one prefix.
 type CheckpointStorage struct {
 	c      *Client
 	bucket string
 	prefix string // "" or ending in '/'
 	retain int
 	mu     sync.Mutex
+
+	ttl    time.Duration
+	onLost func(error)
+	noLock bool
+	ls     lockState
 }
 
 var _ checkpoint.Storage = (*CheckpointStorage)(nil)
@@ -49,7 +55,7 @@ var _ checkpoint.Storage = (*CheckpointStorage)(nil)
 // CheckpointStorage returns the checkpoint storage under the s3:// URL u,
 // keeping the newest retain checkpoints (<= 0: all; the CLI passes
 // checkpoint.retain, default checkpoint.DefaultRetain).
-func (c *Client) CheckpointStorage(u string, retain int) (*CheckpointStorage, error) {
+func (c *Client) CheckpointStorage(u string, retain int, opts ...CheckpointOption) (*CheckpointStorage, error) {
 	bucket, key, err := ParseURL(u)
 	if err != nil {
 		return nil, err
@@ -58,7 +64,13 @@ func (c *Client) CheckpointStorage(u string, retain int) (*CheckpointStorage, er
 	if key != "" {
 		key += "/"
 	}
-	return &CheckpointStorage{c: c, bucket: bucket, prefix: key, retain: retain}, nil
+	s := &CheckpointStorage{c: c, bucket: bucket, prefix: key, retain: retain, ttl: DefaultLockTTL}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s, nil
 }
 
 // URL is the storage's s3:// URL.
@@ -128,10 +140,16 @@ func (s *CheckpointStorage) Save(ctx context.Context, snap *checkpoint.Snapshot)
 	if _, err := s.get(ctx, dir+"/"+checkpoint.MetadataName); err == nil {
 		return checkpoint.Info{}, fmt.Errorf("%s: save %s: %w", where, s.url(dir), checkpoint.ErrExists)
 	}
+	if err := s.checkLock(ctx); err != nil {
+		return checkpoint.Info{}, fmt.Errorf("%s: %w", where, err)
+	}
 	if err := s.put(ctx, dir+"/"+checkpoint.StateName, buf.Bytes(), false); err != nil {
 		return checkpoint.Info{}, fmt.Errorf("%s: %w", where, err)
 	}
-	// The commit point.
+	// The commit point, once more only while the lock is ours.
+	if err := s.checkLock(ctx); err != nil {
+		return checkpoint.Info{}, fmt.Errorf("%s: %w", where, err)
+	}
 	if err := s.put(ctx, dir+"/"+checkpoint.MetadataName, meta, true); err != nil {
 		return checkpoint.Info{}, fmt.Errorf("%s: %w", where, err)
 	}
@@ -334,9 +352,6 @@ func (s *CheckpointStorage) Discard(ctx context.Context, id int64) error {
 	}
 	return nil
 }
-
-// Lock is a no-op (see the type's documentation).
-func (s *CheckpointStorage) Lock() (func(), error) { return func() {}, nil }
 
 // JobID returns the job id recorded in _job, or "".
 func (s *CheckpointStorage) JobID() (string, error) {

@@ -62,8 +62,13 @@ func PathStyle(on bool) Option { return func(c *config) { c.pathStyle = on } }
 // $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN).
 // Both or neither must be set.
 func Credentials(accessKey, secretKey string) Option {
-	return func(c *config) { c.access, c.secret, c.session = accessKey, secretKey, "" }
+	return func(c *config) { c.access, c.secret = accessKey, secretKey }
 }
+
+// SessionToken sets the session token of temporary credentials, with
+// [Credentials] (default: none with Credentials; $AWS_SESSION_TOKEN
+// with the keys from the environment).
+func SessionToken(tok string) Option { return func(c *config) { c.session = tok } }
 
 // PartSize sets the part size of multipart uploads (default
 // [DefaultPartSize]; at least 5 MiB). A writer holds one part in memory
@@ -107,7 +112,8 @@ func New(opts ...Option) (*Client, error) {
 		c.region = cmpOr(env("AWS_REGION"), env("AWS_DEFAULT_REGION"), DefaultRegion)
 	}
 	if c.access == "" && c.secret == "" {
-		c.access, c.secret, c.session = env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN")
+		c.access, c.secret = env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")
+		c.session = cmpOr(c.session, env("AWS_SESSION_TOKEN"))
 	}
 	errs := c.errs
 	if (c.access == "") != (c.secret == "") {
@@ -142,7 +148,18 @@ func New(opts ...Option) (*Client, error) {
 	if c.httpClient != nil {
 		o.HTTPClient = c.httpClient
 	}
-	return &Client{api: s3.New(o), partSize: c.partSize, endpoint: c.endpoint}, nil
+	cl := &Client{partSize: c.partSize, endpoint: c.endpoint}
+	o.APIOptions = append(o.APIOptions, authErrors(cl.ServerName()))
+	cl.api = s3.New(o)
+	return cl, nil
+}
+
+// ServerName names the server in errors: "endpoint <URL>", or "AWS S3".
+func (c *Client) ServerName() string {
+	if c.endpoint == "" {
+		return "AWS S3"
+	}
+	return "endpoint " + c.endpoint
 }
 
 // API returns the underlying SDK client, for what this package does not

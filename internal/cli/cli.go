@@ -67,6 +67,7 @@ const usage = `sluice — exactly-once stream pipelines (Flink's connector model
 Usage:
   sluice run [flags] PIPELINE.yaml     run a pipeline (sluice run -h for flags)
   sluice validate PIPELINE.yaml        check a pipeline without running it
+  sluice node --cluster-etcd EP PIPELINE.yaml  run one node of a cluster (the leader runs the job; docs/cluster.md)
   sluice demo [flags]                  run the embedded exactly-once demo (datagen → transforms → file sink)
   sluice checkpoints DIR               list the checkpoints and savepoints in DIR
   sluice connectors [NAME]             list connectors and their options
@@ -91,6 +92,8 @@ func (a *App) Main(args []string) int {
 		return a.cmdRun(rest)
 	case "demo":
 		return a.cmdDemo(rest)
+	case "node":
+		return a.cmdNode(rest)
 	case "validate":
 		err = a.cmdValidate(rest)
 	case "checkpoints":

@@ -207,7 +207,7 @@ func loadRestore(ctx context.Context, from string, lookup func(string) (string, 
 // loadRestoreEncoded is loadRestore without decoding.
 func loadRestoreEncoded(ctx context.Context, from string) (*checkpoint.Snapshot, checkpoint.Info, error) {
 	if isS3(from) {
-		return s3Load(ctx, from)
+		return s3Load(ctx, from, registry.Options{})
 	}
 	s, info, err := checkpoint.Load(ctx, from)
 	if err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
@@ -295,7 +295,12 @@ func (a *App) runSpec(spec *pipeline.Spec, o runOptions) (*outcome, error) {
 	// One run per checkpoint directory: the lock is taken before anything
 	// else and held until the job has ended (the runtime takes it again,
 	// counted, for its run).
-	store, unlock, err := openStore(spec)
+	store, unlock, err := openStore(spec, func(err error) {
+		// A lost s3:// lock: another run took the prefix over; this one
+		// must not write on.
+		log.Error("failing the job: it lost the checkpoint lock", "error", err)
+		cancel()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -356,16 +361,15 @@ func (a *App) runLogger(o *runOptions) (*slog.Logger, error) {
 
 // openStore opens and locks the pipeline's checkpoint directory, if it has
 // one; unlock releases it (a no-op without one).
-func openStore(spec *pipeline.Spec) (store checkpoint.Storage, unlock func(), err error) {
+func openStore(spec *pipeline.Spec, onLost func(error)) (store checkpoint.Storage, unlock func(), err error) {
+	if err := s3CheckSettings(spec); err != nil {
+		return nil, nil, err
+	}
 	if spec.CheckpointDir == "" {
 		return nil, func() {}, nil
 	}
 	if isS3(spec.CheckpointDir) {
-		st, err := s3Storage(spec.CheckpointDir, cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain))
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
-		}
-		return st, func() {}, nil
+		return s3OpenStore(spec, onLost)
 	}
 	var sopts []checkpoint.Option
 	if spec.CheckpointRetain > 0 {
@@ -388,7 +392,13 @@ func openStore(spec *pipeline.Spec) (store checkpoint.Storage, unlock func(), er
 // its first checkpoint) starts again, with the recorded job id.
 func restorePoint(ctx context.Context, spec *pipeline.Spec, o runOptions, log *slog.Logger, sec secretRefs) (*checkpoint.Snapshot, error) {
 	if o.from != "" {
-		s, info, err := loadRestore(ctx, o.from, sec.lookup)
+		load := loadRestore
+		if isS3(o.from) {
+			load = func(ctx context.Context, from string, lookup func(string) (string, bool)) (*checkpoint.Snapshot, checkpoint.Info, error) {
+				return s3LoadRestore(ctx, spec, from, lookup)
+			}
+		}
+		s, info, err := load(ctx, o.from, sec.lookup)
 		if err != nil {
 			return nil, usageError{err}
 		}
@@ -412,7 +422,7 @@ func restorePoint(ctx context.Context, spec *pipeline.Spec, o runOptions, log *s
 	var ok bool
 	var err, nerr error
 	if isS3(spec.CheckpointDir) {
-		infos, newest, ok, _, nerr = s3ListSnapshots(ctx, spec.CheckpointDir)
+		infos, newest, ok, _, nerr = s3ListSnapshots(ctx, spec.CheckpointDir, spec.CheckpointOptions)
 	} else {
 		infos, err = checkpoint.ListDir(ctx, spec.CheckpointDir)
 		if err != nil {

@@ -122,6 +122,9 @@ type Spec struct {
 	CheckpointDir      string // "" = in memory
 	CheckpointRetain   int
 	CheckpointTimeout  time.Duration
+	// CheckpointOptions are the checkpoint section's settings, with the
+	// s3.* ones of a checkpoint dir on s3:// (internal/cli/s3store.go).
+	CheckpointOptions registry.Options
 
 	Restart    Restart
 	Source     Connector
@@ -547,6 +550,20 @@ var (
 		{Name: "dir", Type: registry.String, Default: "", Description: "checkpoint directory; empty = in memory (cannot resume)"},
 		{Name: "retain", Type: registry.Int, Default: int64(3), Check: registry.Between(1, 10000), Description: "completed checkpoints kept in dir"},
 		{Name: "timeout", Type: registry.Duration, Default: 10 * time.Minute, Check: registry.Positive, Description: "a checkpoint taking longer fails"},
+		// Checkpoints on s3:// (internal/cli/s3store.go reads them).
+		{Name: "s3.endpoint", Type: registry.String, Description: "dir on s3://: URL of an S3-compatible server; default: $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else AWS S3"},
+		{Name: "s3.region", Type: registry.String, Description: "dir on s3://: the region requests are signed for; default: $AWS_REGION, else $AWS_DEFAULT_REGION, else us-east-1"},
+		{Name: "s3.path-style", Type: registry.Bool, Description: "dir on s3://: path-style addressing (http://host/bucket/key), the default; false: virtual-hosted style"},
+		{Name: "s3.access-key", Type: registry.String, Secret: true, Description: "dir on s3://: the access key id (use ${VAR}); default: $AWS_ACCESS_KEY_ID"},
+		{Name: "s3.secret-key", Type: registry.String, Secret: true, Description: "dir on s3://: the secret access key (use ${VAR}); default: $AWS_SECRET_ACCESS_KEY"},
+		{Name: "s3.session-token", Type: registry.String, Secret: true, Description: "dir on s3://: the session token of temporary credentials (use ${VAR}); default: none with s3.access-key, else $AWS_SESSION_TOKEN"},
+		{Name: "s3.lock", Type: registry.Bool, Description: "dir on s3://: hold the prefix's lock object (_lock) so that a second run on it is refused (default true); false only for servers without conditional writes"},
+		{Name: "s3.lock-ttl", Type: registry.Duration, Check: func(v any) error {
+			if d, _ := v.(time.Duration); d < time.Second {
+				return fmt.Errorf("must be at least 1s")
+			}
+			return nil
+		}, Description: "dir on s3://: a lock whose heartbeat is silent this long is taken over by the next run (default 30s; the holder renews it every ttl/4)"},
 	}
 	restartSchema = []registry.Option{
 		{Name: "strategy", Type: registry.Enum, Values: []string{"none", "fixed-delay", "exponential"}, Default: "fixed-delay", Description: "what to do when the job fails"},
@@ -612,6 +629,7 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	co, _ := p.options(vals["checkpoint"], root, "checkpoint", checkpointSchema, "checkpoint")
 	s.CheckpointInterval, s.CheckpointDir = co.Duration("interval"), co.String("dir")
 	s.CheckpointRetain, s.CheckpointTimeout = int(co.Int("retain")), co.Duration("timeout")
+	s.CheckpointOptions = co
 
 	ro, rok := p.options(vals["restart"], root, "restart", restartSchema, "restart")
 	s.Restart = Restart{Strategy: ro.String("strategy"), Attempts: int(ro.Int("attempts")), Delay: ro.Duration("delay"), MaxDelay: ro.Duration("max-delay")}

@@ -19,6 +19,7 @@ func s3Options() []Option {
 		{Name: "s3.path-style", Type: Bool, Default: true, Description: "for s3:// paths: path-style addressing (http://host/bucket/key); false: virtual-hosted style (http://bucket.host/key)"},
 		{Name: "s3.access-key", Type: String, Secret: true, Description: "for s3:// paths: the access key id (use ${VAR}); default: $AWS_ACCESS_KEY_ID"},
 		{Name: "s3.secret-key", Type: String, Secret: true, Description: "for s3:// paths: the secret access key (use ${VAR}); default: $AWS_SECRET_ACCESS_KEY (and $AWS_SESSION_TOKEN)"},
+		{Name: "s3.session-token", Type: String, Secret: true, Description: "for s3:// paths: the session token of temporary credentials (use ${VAR}); default: none with s3.access-key, else $AWS_SESSION_TOKEN"},
 		{Name: "s3.part-size", Type: Int, Default: int64(s3.DefaultPartSize), Check: AtLeast(5 << 20),
 			Description: "file sink on s3://: the part size of the multipart uploads, bytes (at least 5 MiB); a writer holds one part in memory per open file"},
 	}
@@ -38,6 +39,9 @@ func s3Client(o Options) (*s3.Client, error) {
 			return nil, optErr("s3.secret-key", "set both s3.access-key and s3.secret-key, or neither (then AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 		}
 		opts = append(opts, s3.Credentials(o.String("s3.access-key"), o.String("s3.secret-key")))
+	}
+	if o.Has("s3.session-token") {
+		opts = append(opts, s3.SessionToken(o.String("s3.session-token")))
 	}
 	c, err := s3.New(opts...)
 	if err != nil {
@@ -69,7 +73,7 @@ func validateS3(sink bool) func(Options) error {
 			return optErr("paths", "mixes s3:// URLs and local paths; use one source per storage")
 		}
 		if n == 0 {
-			for _, name := range []string{"s3.endpoint", "s3.region", "s3.access-key", "s3.secret-key"} {
+			for _, name := range []string{"s3.endpoint", "s3.region", "s3.access-key", "s3.secret-key", "s3.session-token"} {
 				if o.Has(name) {
 					return optErr(name, "applies to s3:// paths only")
 				}

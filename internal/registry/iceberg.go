@@ -16,7 +16,7 @@ import (
 // library's.
 var icebergSinkOptions = []Option{
 	{Name: "catalog", Type: Enum, Values: []string{"sql", "rest"}, Default: "sql",
-		Description: "the Iceberg catalog: sql (Iceberg's SQL catalog, as PyIceberg's SqlCatalog and Java's JdbcCatalog keep it, in a SQLite file or a PostgreSQL database) or rest (an Iceberg REST catalog server; not covered by sluice's tests)"},
+		Description: "the Iceberg catalog: sql (Iceberg's SQL catalog, as PyIceberg's SqlCatalog and Java's JdbcCatalog keep it, in a SQLite file or a PostgreSQL database) or rest (an Iceberg REST catalog server; tested against Apache Iceberg's RESTCatalogServer)"},
 	{Name: "uri", Type: String, Required: true, Secret: true,
 		Description: "sql: the catalog database, a SQLite file (/var/lib/sluice/catalog.db, created when missing) or a postgres:// URL; rest: the server's URL (http://127.0.0.1:8181). It may hold a password, so it is never shown: use ${VAR}"},
 	{Name: "catalog-name", Type: String, Default: "default",
@@ -26,9 +26,11 @@ var icebergSinkOptions = []Option{
 	{Name: "table", Type: String, Required: true, Check: checkIcebergTable,
 		Description: "the table, namespace.table (or ns1.ns2.table); it must exist unless auto-create is set"},
 	{Name: "auto-create", Type: Bool, Default: false,
-		Description: "create the table (and its namespace) from schema and partition when it does not exist; an existing table is used as it is"},
+		Description: "create the table (and its namespace) from schema and partition when it does not exist; without schema, from the first record's fields (types from the values); an existing table is used as it is"},
 	{Name: "schema", Type: Strings, Default: []string{},
-		Description: "auto-create: the columns, each \"name type\" or \"name type not null\", types boolean, int, long, float, double, string, binary, date, timestamp, timestamptz (e.g. [id long not null, name string, ts timestamptz])"},
+		Description: "auto-create: the columns, each \"name type\" or \"name type not null\", types boolean, int, long, float, double, string, binary, date, timestamp, timestamptz (e.g. [id long not null, name string, ts timestamptz]); empty = the first record's fields, all optional: boolean, long (a number without fraction), double, string, and event-time-column as timestamptz"},
+	{Name: "add-columns", Type: Bool, Default: false,
+		Description: "schema evolution: a record field that is not a column of the table is added as an optional column (type from its value) through the catalog; off = such a field fails the job, naming it"},
 	{Name: "partition", Type: Strings, Default: []string{},
 		Description: "auto-create: the partition spec, fields such as region (identity), day(ts), hour(ts), month(ts), year(ts), bucket(16, id), truncate(4, name) (quote items with a comma in YAML: \"bucket(16, id)\"); empty = unpartitioned"},
 	{Name: "event-time-column", Type: String, Default: "",
@@ -37,6 +39,8 @@ var icebergSinkOptions = []Option{
 		Description: "bytes of rows (in memory, before Parquet encoding and compression: files are smaller) a writer buffers before it writes them as data files; it also writes what it holds at every checkpoint"},
 	{Name: "commit-retries", Type: Int, Default: int64(10), Check: Between(0, 1000),
 		Description: "how often the global committer retries a snapshot commit that conflicted with another writer (on fresh table metadata, 100 ms doubling to 5 s between tries) before the job fails and restarts"},
+	{Name: "compaction", Type: Int, Default: int64(0), Check: Between(0, 100000),
+		Description: "small-file compaction: every N checkpoints the sink committed, rewrite the data files those N checkpoints added into files of file-size per partition, in one atomic replace snapshot (readers see the small or the merged files, never both); 0 = off"},
 	{Name: "properties.*", Type: String,
 		Description: "catalog and file IO properties passed to iceberg-go, e.g. properties.s3.endpoint: http://127.0.0.1:7070, properties.s3.force-virtual-addressing: \"false\" (path-style, the default), properties.s3.region, properties.s3.access-key-id, properties.s3.secret-access-key (use ${VAR}), properties.credential or properties.token for rest"},
 }
@@ -74,10 +78,11 @@ func validateIcebergSink(o Options) error {
 			}
 		}
 	}
-	if create {
-		if len(o.Strings("schema")) == 0 {
-			return &OptionError{Option: "schema", Err: errors.New("auto-create needs the columns of the table to create")}
+	if create && len(o.Strings("schema")) == 0 { // columns from the first record
+		if _, err := iceberg.ParsePartitionSpec(o.Strings("partition")...); err != nil {
+			return &OptionError{Option: "partition", Err: err}
 		}
+	} else if create {
 		cols, err := iceberg.ParseColumns(o.Strings("schema")...)
 		if err != nil {
 			return &OptionError{Option: "schema", Err: err}
@@ -89,9 +94,9 @@ func validateIcebergSink(o Options) error {
 		if err := iceberg.CheckTable(cols, part); err != nil {
 			return &OptionError{Option: "partition", Err: err}
 		}
-		if o.String("catalog") == "sql" && o.String("warehouse") == "" {
-			return &OptionError{Option: "warehouse", Err: errors.New("the sql catalog needs a warehouse to create a table in")}
-		}
+	}
+	if create && o.String("catalog") == "sql" && o.String("warehouse") == "" {
+		return &OptionError{Option: "warehouse", Err: errors.New("the sql catalog needs a warehouse to create a table in")}
 	}
 	uri := o.String("uri")
 	switch o.String("catalog") {
@@ -126,15 +131,25 @@ func buildIcebergSink(c BuildContext, in stream.DataStream[Record]) error {
 	opts := []iceberg.Option{iceberg.TargetFileSize(o.Int("file-size")),
 		iceberg.CommitRetries(int(o.Int("commit-retries")), 100*time.Millisecond), iceberg.Logger(c.Logger)}
 	if o.Bool("auto-create") {
-		cols, err := iceberg.ParseColumns(o.Strings("schema")...)
-		if err != nil {
-			return err
-		}
 		part, err := iceberg.ParsePartitionSpec(o.Strings("partition")...)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, iceberg.CreateTable(cols, part, nil))
+		if len(o.Strings("schema")) == 0 {
+			opts = append(opts, iceberg.CreateTableFromRecords(part, nil))
+		} else {
+			cols, err := iceberg.ParseColumns(o.Strings("schema")...)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, iceberg.CreateTable(cols, part, nil))
+		}
+	}
+	if o.Bool("add-columns") {
+		opts = append(opts, iceberg.AddColumns(true))
+	}
+	if n := o.Int("compaction"); n > 0 {
+		opts = append(opts, iceberg.Compaction(int(n)))
 	}
 	evCol := o.String("event-time-column")
 	step := icebergStep(c.Name)

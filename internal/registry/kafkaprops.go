@@ -197,10 +197,16 @@ var kafkaProps = []kafkaProp{
 			b.kgo = append(b.kgo, kgo.BrokerMaxWriteBytes(int32(n)))
 			return err
 		}},
-	{name: "buffer.memory", side: propProducer, franz: "kgo.MaxBufferedBytes", doc: "most bytes of records buffered, not yet acknowledged, per producer; writing waits when it is reached (1-9223372036854775807; default unlimited: the sink bounds buffered records by count)",
+	{name: "buffer.memory", side: propProducer, franz: "kgo.MaxBufferedBytes", doc: "most bytes of records buffered, not yet acknowledged, per producer; writing waits when it is reached (1-9223372036854775807; default unlimited: the sink bounds buffered records by count, max.buffered.records)",
 		set: func(b *propsBuild, v string) error {
 			n, err := intRange(v, 1, math.MaxInt64)
 			b.kgo = append(b.kgo, kgo.MaxBufferedBytes(int(n)))
+			return err
+		}},
+	{name: "max.buffered.records", side: propProducer, franz: "kafka.MaxBufferedRecords (sluice)", doc: "most records buffered, not yet acknowledged, per producer; writing waits when it is reached (1-1000000; default 10000, franz-go's)",
+		set: func(b *propsBuild, v string) error {
+			n, err := intRange(v, 1, 1_000_000)
+			b.sink = append(b.sink, kafka.MaxBufferedRecords(int(n)))
 			return err
 		}},
 	{name: "retries", side: propProducer, franz: "kgo.RecordRetries", doc: "how often a batch is retried before the write fails (0-2147483647; default unlimited); with the idempotent producer only where a retry is safe",
@@ -315,6 +321,7 @@ type propsBuild struct {
 	side propSide
 	kgo  []kgo.Opt
 	src  []kafka.SourceOption
+	sink []kafka.SinkOption
 
 	backoff, backoffMax *time.Duration
 	batch, request      int64 // batch.size, max.request.size (0: not set)
@@ -415,10 +422,11 @@ func kafkaSinkProperties(o Options, d Delivery) ([]kafka.SinkOption, error) {
 	if err := b.checkProducer(d, o.String("properties.acks")); err != nil {
 		return nil, err
 	}
-	if len(b.kgo) == 0 {
-		return nil, nil
+	opts := b.sink
+	if len(b.kgo) > 0 {
+		opts = append(opts, kafka.SinkClientOpts(b.kgo...))
 	}
-	return []kafka.SinkOption{kafka.SinkClientOpts(b.kgo...)}, nil
+	return opts, nil
 }
 
 // kafkaPropsCheckDelivery is the sink's CheckDelivery part for its

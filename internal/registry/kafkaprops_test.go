@@ -95,7 +95,7 @@ func TestKafkaPropsReachTheClient(t *testing.T) {
 // TestKafkaPropsEveryMappingTested keeps the test above complete.
 func TestKafkaPropsEveryMappingTested(t *testing.T) {
 	tested := map[string]bool{"retry.backoff.ms": true, "retry.backoff.max.ms": true, // TestKafkaPropsRetryBackoff
-		"max.poll.records": true, // TestKafkaPropsLibraryAccepts
+		"max.poll.records": true, "max.buffered.records": true, // TestKafkaPropsLibraryAccepts
 	}
 	for _, n := range []string{"client.id", "request.timeout.ms", "metadata.max.age.ms", "socket.connection.setup.timeout.ms",
 		"connections.max.idle.ms", "client.rack", "fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms",
@@ -160,9 +160,9 @@ func TestKafkaPropsLibraryAccepts(t *testing.T) {
 	if _, err := newKafkaTestSource(append(sopts, kafka.Topics("a"))); err != nil {
 		t.Errorf("source: %v", err)
 	}
-	kopts, err := kafkaSinkProperties(propOptions("batch.size", "65536", "retries", "5"), ExactlyOnce)
-	if err != nil || len(kopts) != 1 {
-		t.Fatalf("sink: %d options, %v", len(kopts), err)
+	kopts, err := kafkaSinkProperties(propOptions("batch.size", "65536", "retries", "5", "max.buffered.records", "5000"), ExactlyOnce)
+	if err != nil || len(kopts) != 2 {
+		t.Fatalf("sink: %d options, %v; want 2 (MaxBufferedRecords, SinkClientOpts)", len(kopts), err)
 	}
 	if _, err := kafka.NewSink([]string{"127.0.0.1:1"}, kafka.JSONSerializer[Record](), append(kopts, kafka.DefaultTopic("t"))...); err != nil {
 		t.Errorf("sink: %v", err)
@@ -190,6 +190,7 @@ func TestKafkaPropsBadValues(t *testing.T) {
 		{propConsumer, "max.partition.fetch.bytes", "2gb", "want an integer"},
 		{propConsumer, "fetch.max.wait.ms", "5", "want milliseconds, an integer from 10 to 300000"},
 		{propConsumer, "max.poll.records", "0", "want an integer from 1 to 1000000"},
+		{propProducer, "max.buffered.records", "0", "want an integer from 1 to 1000000"},
 		{propConsumer, "client.rack", "", "want 1 to 512 characters"},
 		{propProducer, "client.id", strings.Repeat("x", 257), "want 1 to 256 characters"},
 		{propProducer, "request.timeout.ms", "99", "from 100 to 900000"},

@@ -131,7 +131,7 @@ func (c contender) command(ctx context.Context, o *options, in, out string, p in
 // runOne runs contender c once at parallelism p and measures and
 // verifies it.
 func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int, in string, want []uint64, tick float64) result {
-	r := result{c: c, p: p, round: round, records: len(want)}
+	r := result{c: c, p: p, round: round, records: len(want), firstMS: -1}
 	stamp := time.Now().UnixMilli()
 	out := fmt.Sprintf("bench-out-%s-p%d-r%d-%d", topicSafe.Replace(c.name), p, round, stamp)
 	dir := filepath.Join(o.work, fmt.Sprintf("%s-p%d-r%d", c.name, p, round))
@@ -223,6 +223,7 @@ func runOne(ctx context.Context, k *kafka, o *options, c contender, p, round int
 		return r
 	}
 	r.steady = steadyRate(rb.appendMS)
+	r.firstMS = firstRecordMS(start, rb.appendMS)
 	return r
 }
 

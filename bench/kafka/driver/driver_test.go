@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hamba/avro/v2"
 )
@@ -139,5 +140,15 @@ func TestDoubledValue(t *testing.T) {
 	}
 	if !doubles("sluice-json-double@sluice") || !doubles("flink-json-double") || doubles("sluice-json-map") {
 		t.Error("doubles: wrong contenders")
+	}
+}
+
+func TestFirstRecordMS(t *testing.T) {
+	start := time.UnixMilli(1_000_000).Add(250 * time.Microsecond)
+	if got := firstRecordMS(start, []int64{1_000_042, 1_000_050}); got != 41.75 {
+		t.Fatalf("firstRecordMS = %v, want 41.75", got)
+	}
+	if got := firstRecordMS(start, nil); got != -1 {
+		t.Fatalf("firstRecordMS of no records = %v, want -1", got)
 	}
 }

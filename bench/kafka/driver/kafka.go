@@ -325,3 +325,17 @@ func steadyRate(appendMS []int64) float64 {
 	}
 	return float64(i90-i10) / (float64(span) / 1000)
 }
+
+// firstRecordMS is the start-up figure of a run: the milliseconds from
+// the process's start (the driver's clock just before exec) to the broker
+// append time (LogAppendTime, the same machine's clock) of the first
+// output record: process and runtime start, configuration, connecting,
+// metadata, transactional set-up, the first fetch and the first produce.
+// -1 when there is no record. The broker's clock has millisecond
+// resolution, so the figure is ±1 ms.
+func firstRecordMS(start time.Time, sortedAppendMS []int64) float64 {
+	if len(sortedAppendMS) == 0 {
+		return -1
+	}
+	return float64(sortedAppendMS[0]) - float64(start.UnixMicro())/1000
+}

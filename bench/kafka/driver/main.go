@@ -76,7 +76,7 @@ func mainErr() error {
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of the input and output topics")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every contender at every parallelism once, interleaved")
 	ps := fs.String("p", "1,2", "parallelisms, comma-separated")
-	cs := fs.String("contenders", "loop-raw,loop-json,sluice-json", "contenders, comma-separated: loop-raw, loop-json, loop-avro, goapi, flink, flink-json, or the name of a pipeline file NAME.yaml in -pipelines; NAME@PATH runs that pipeline with the sluice binary PATH (to compare two builds in one run)")
+	cs := fs.String("contenders", "loop-raw,loop-json,sluice-json", "contenders, comma-separated: loop-raw, loop-json, loop-avro, goapi, flink, flink-json, flink-json-double, or the name of a pipeline file NAME.yaml in -pipelines; NAME@PATH runs that pipeline with the sluice binary PATH (to compare two builds in one run)")
 	pipelines := fs.String("pipelines", "bench/kafka/pipelines", "directory of the sluice pipeline files")
 	fs.StringVar(&o.sluice, "sluice", "", "the sluice binary (required when a pipeline contender runs)")
 	fs.StringVar(&o.loop, "loop", "", "the loop binary (required when a loop contender runs)")

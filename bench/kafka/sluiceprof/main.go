@@ -1,8 +1,10 @@
 // Command sluiceprof is the sluice command with pprof profiles, for the
 // Kafka benchmark's profile runs (the sluice binary has no profile flag):
 // SLUICE_CPUPROFILE=FILE writes a CPU profile of the whole run,
-// SLUICE_MEMPROFILE=FILE an allocation profile at its end. Without them it
-// is the sluice command itself (same cli.App).
+// SLUICE_MEMPROFILE=FILE an allocation profile at its end, SLUICE_TRACE=FILE
+// an execution trace of the run (go tool trace FILE: where start-up waits,
+// goroutine by goroutine). Without them it is the sluice command itself
+// (same cli.App).
 //
 //	go build -o /tmp/sluiceprof ./bench/kafka/sluiceprof
 //	SLUICE_CPUPROFILE=/tmp/cpu.pprof /tmp/sluiceprof run pipeline.yaml
@@ -14,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 
 	"github.com/sluice-io/sluice/internal/cli"
@@ -34,6 +37,19 @@ func run() int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv("SLUICE_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sluiceprof:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "sluiceprof:", err)
+			return 1
+		}
+		defer trace.Stop()
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -3,19 +3,26 @@ cmd/sluice/iceberg_test.go) and prints it as one JSON object:
 {"rows": [[col, ...], ...], "columns": [...], "snapshots": [...], "files": [...]}.
 
 usage: iceberg_read.py CATALOG_URI WAREHOUSE TABLE [key=value ...]
-CATALOG_URI is a SQLAlchemy URL (sqlite:////path/catalog.db); the extra
-key=value pairs are catalog properties (s3.endpoint, ...).
+CATALOG_URI is a SQLAlchemy URL (sqlite:////path/catalog.db) or a REST
+catalog's URL (http://127.0.0.1:PORT; WAREHOUSE may then be empty); the
+extra key=value pairs are catalog properties (s3.endpoint, ...).
 """
 import json
 import sys
 
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 
 def main():
     uri, warehouse, ident = sys.argv[1:4]
     props = dict(kv.split("=", 1) for kv in sys.argv[4:])
-    cat = SqlCatalog("default", uri=uri, warehouse=warehouse, **props)
+    if uri.startswith("http://") or uri.startswith("https://"):
+        if warehouse:
+            props["warehouse"] = warehouse
+        cat = RestCatalog("default", uri=uri, **props)
+    else:
+        cat = SqlCatalog("default", uri=uri, warehouse=warehouse, **props)
     tbl = cat.load_table(ident)
     data = tbl.scan().to_arrow()
     cols = data.column_names

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/cluster/coord"
+	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
+	"github.com/sluice-io/sluice/internal/cluster/node"
+	"github.com/sluice-io/sluice/internal/jobstat"
+	"github.com/sluice-io/sluice/internal/pipeline"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/stream"
+)
+
+// nodeOptions are the flags of node.
+type nodeOptions struct {
+	etcd         string
+	nodeID       string
+	addr         string
+	prefix       string
+	leaseTTL     time.Duration
+	cert         string
+	key          string
+	ca           string
+	logLevel     string
+	logFormat    string
+	httpAddr     string
+	httpTokenEnv string
+}
+
+// cmdNode runs one node of a cluster (docs/cluster.md): it joins through
+// etcd, campaigns, and runs the whole job while it leads.
+func (a *App) cmdNode(args []string) int {
+	var o nodeOptions
+	fs := a.nodeFlags(&o)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return a.exit(usageError{err})
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return ExitUsage
+	}
+	if o.etcd == "" {
+		return a.exit(usagef("node: --cluster-etcd is required"))
+	}
+	spec, err := pipeline.Load(pos[0], a.Registry, a.Getenv)
+	if err != nil {
+		return a.exit(loadError(err))
+	}
+	if err := o.complete(spec); err != nil {
+		return a.exit(err)
+	}
+	secrets := spec.Secrets
+	if o.httpTokenEnv != "" {
+		if tok, ok := a.Getenv(o.httpTokenEnv); ok {
+			secrets = append(secrets, pipeline.Substitution{Var: o.httpTokenEnv, Value: tok, Secret: true})
+		}
+	}
+	a = a.redacted(pipeline.NewRedactor(secrets))
+	ro := runOptions{logLevel: o.logLevel, logFormat: o.logFormat, progress: "off"}
+	log, err := a.runLogger(&ro)
+	if err != nil {
+		return a.exit(err)
+	}
+	for _, w := range spec.Warnings {
+		log.Warn(w)
+	}
+	sec := secretRefs{vals: secretVars(spec.Secrets)}
+	sec.lookup = secretLookup(sec.vals, a.Getenv)
+
+	eopts := []etcdcoord.Option{etcdcoord.WithLeaseTTL(o.leaseTTL), etcdcoord.WithPrefix(o.prefix)}
+	if o.cert != "" || o.key != "" || o.ca != "" {
+		eopts = append(eopts, etcdcoord.WithTLSFiles(o.cert, o.key, o.ca))
+	}
+	endpoints := strings.Split(o.etcd, ",")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigDone := make(chan struct{})
+	go func() {
+		defer close(sigDone)
+		select {
+		case <-a.Signals:
+			log.Info("signal: stopping the node (a leader cancels its job; output stays committed up to the last published checkpoint)")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	log.Info("node starting", "node", o.nodeID, "etcd", o.etcd, "prefix", o.prefix, "lease_ttl", o.leaseTTL)
+	err = node.Run(ctx, node.Config{
+		NodeID:     o.nodeID,
+		Addr:       o.addr,
+		Logger:     log,
+		PauseLimit: o.leaseTTL / 2,
+		Connect: func(ctx context.Context) (coord.Coordinator, error) {
+			return etcdcoord.New(ctx, endpoints, eopts...)
+		},
+		Lead: func(ctx context.Context, t node.Term) error {
+			return a.leadJob(ctx, spec, o, t, log, sec)
+		},
+	})
+	cancel()
+	<-sigDone
+	return a.exit(err)
+}
+
+// complete checks the pipeline for node mode and fills in the defaults
+// that depend on it and on the host.
+func (o *nodeOptions) complete(spec *pipeline.Spec) error {
+	if spec.CheckpointDir == "" {
+		return usagef("%s: node: checkpoint.dir is required: a directory every node can reach (a shared file system or s3://), where each leader writes its checkpoints", spec.File)
+	}
+	if o.nodeID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return usagef("node: --node-id is required (no host name: %v)", err)
+		}
+		o.nodeID = h
+	}
+	if o.prefix == "" {
+		o.prefix = "/sluice/" + spec.Name + "/"
+	}
+	return nil
+}
+
+// nodeFlags defines node's flags into o.
+func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
+	fs := a.newFlags("node", "node --cluster-etcd HOST:PORT[,...] [flags] PIPELINE.yaml")
+	fs.StringVar(&o.etcd, "cluster-etcd", "", "etcd endpoints, comma-separated (required)")
+	fs.StringVar(&o.nodeID, "node-id", "", "this node's id, unique in the cluster (default: the host name)")
+	fs.StringVar(&o.addr, "node-addr", "", "the address other nodes reach this node at (announced in membership; unused until placement across nodes)")
+	fs.StringVar(&o.prefix, "cluster-prefix", "", "etcd key prefix of this job's cluster (default /sluice/<job name>/)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 10*time.Second, "how long after a node stops renewing its etcd lease (crash, pause, partition) it loses membership and leadership")
+	fs.StringVar(&o.cert, "etcd-cert", "", "client certificate (PEM) for mutual TLS to etcd")
+	fs.StringVar(&o.key, "etcd-key", "", "client key (PEM) for mutual TLS to etcd")
+	fs.StringVar(&o.ca, "etcd-ca", "", "CA bundle (PEM) that signed the etcd servers' certificates")
+	fs.StringVar(&o.httpAddr, "http", "", "while this node leads, serve its job's /metrics and /status on this address (\":9249\" = 127.0.0.1:9249); overrides the pipeline's http.listen")
+	fs.StringVar(&o.httpTokenEnv, "http-token-env", "", "require the bearer token held by this environment variable on the HTTP endpoint")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	return fs
+}
+
+// termDirPrefix names a leader's checkpoint directory under
+// checkpoint.dir: term-<term>.
+const termDirPrefix = "term-"
+
+// termDir is the checkpoint directory of the leader of term under base.
+func termDir(base string, term int64) string {
+	name := termDirPrefix + strconv.FormatInt(term, 10)
+	if isS3(base) {
+		return strings.TrimSuffix(base, "/") + "/" + name
+	}
+	return filepath.Join(base, name)
+}
+
+// leadJob runs the whole job while this node leads term t: checkpoints go
+// to checkpoint.dir/term-<term> and are completed by the fenced write of
+// their pointer; the job restores from the published pointer only. The
+// pipeline's HTTP endpoint (http.listen, or --http) is served by the
+// leader while it leads.
+func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs) error {
+	store, dir, err := termStorage(spec, t, log)
+	if err != nil {
+		return err
+	}
+	var restore *checkpoint.Snapshot
+	if p := t.Restore; p != nil {
+		s, info, err := loadRestore(ctx, p.Location, sec.lookup)
+		if err != nil {
+			return fmt.Errorf("restoring the published checkpoint %d (term %d): %w", p.ID, p.Term, err)
+		}
+		if s.ID != p.ID || s.Kind != checkpoint.Checkpoint {
+			return fmt.Errorf("the published pointer names checkpoint %d at %s, but %s %d is there", p.ID, p.Location, s.Kind, s.ID)
+		}
+		log.Info("restoring", "from", info.Path, "id", info.ID)
+		restore = s
+	}
+	reg := metrics.NewRegistry()
+	opts := append(streamOptions(spec, runOptions{}, log, reg, store, restore, sec), stream.JobID(t.JobID))
+	env := stream.New(opts...)
+	if err := a.build(env, spec, log, reg); err != nil {
+		return usageError{err}
+	}
+	var job runningJob
+	stopHTTP, err := a.serveHTTP(spec, runOptions{httpAddr: o.httpAddr, httpTokenEnv: o.httpTokenEnv}, log, reg, &job)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	start := time.Now()
+	h, err := env.Start(ctx, spec.Name)
+	if err != nil {
+		return usageError{err}
+	}
+	job.set(jobstat.New(h, spec.Source.Name, spec.Sink.Name, start), h)
+	log.Info("job running on the leader", "term", t.Leadership.Term(), "job_id", t.JobID, "checkpoints", dir)
+	select {
+	case <-h.Done():
+	case <-ctx.Done():
+		h.Cancel()
+	}
+	res, err := h.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("job ended", "state", res.State, "checkpoints", res.Checkpoints.Completed)
+	return nil
+}
+
+// termStorage is the checkpoint storage of term t: checkpoint.dir/term-<t>,
+// wrapped in node.Storage (publish, then retention).
+func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint.Storage, string, error) {
+	term := t.Leadership.Term()
+	dir := termDir(spec.CheckpointDir, term)
+	var inner checkpoint.Storage
+	if isS3(dir) {
+		st, err := s3Storage(dir, 0) // node.Storage prunes after each publish
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		inner = st
+	} else {
+		st, err := checkpoint.NewLocal(dir, checkpoint.Retain(0))
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
+		}
+		inner = st
+	}
+	sopts := []node.StorageOption{node.Retain(cmp.Or(spec.CheckpointRetain, checkpoint.DefaultRetain)), node.WithLogger(log)}
+	if !isS3(dir) {
+		sopts = append(sopts, node.OnFirstPublish(func(_ context.Context, p coord.CheckpointPointer) {
+			removeOldTerms(spec.CheckpointDir, term, log)
+		}))
+	}
+	return node.NewStorage(inner, t, sopts...), dir, nil
+}
+
+// removeOldTerms deletes the checkpoint directories of terms before term:
+// once this term published a checkpoint, the pointer never names them
+// again. A fenced old leader still writing there leaves at most debris.
+func removeOldTerms(base string, term int64, log *slog.Logger) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		log.Warn("cleaning up earlier terms' checkpoints", "dir", base, "error", err)
+		return
+	}
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), termDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if old, perr := strconv.ParseInt(n, 10, 64); perr == nil && old < term {
+			if err := os.RemoveAll(filepath.Join(base, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				log.Warn("cleaning up an earlier term's checkpoints", "dir", filepath.Join(base, e.Name()), "error", err)
+			}
+		}
+	}
+}

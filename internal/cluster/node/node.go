@@ -1,0 +1,364 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/cluster/coord"
+)
+
+// State keys of the job record, written by leaders through fenced writes
+// (relative to the coordination state namespace, like coord.CheckpointKey).
+const (
+	// StateJobID holds the job id every leader runs the job under.
+	StateJobID = "job/id"
+	// StateFinished is written by the leader whose job finished (its input
+	// ended and its final checkpoint was committed); later leaders do not
+	// run the job again.
+	StateFinished = "job/finished"
+)
+
+// Term is what Lead gets for one won election.
+type Term struct {
+	// Leadership is the won election; the job's fenced writes go through it.
+	Leadership coord.Leadership
+	// Reader reads coordination state.
+	Reader coord.Reader
+	// JobID is the cluster-wide job id (StateJobID).
+	JobID string
+	// Restore is the published pointer to restore from; nil: start fresh.
+	Restore *coord.CheckpointPointer
+	// Lost ends the term: the job's context is cancelled with err as its
+	// cause. Storage calls it when a fenced write was refused.
+	Lost func(err error)
+}
+
+// Config configures Run. NodeID, Connect and Lead are required.
+type Config struct {
+	// NodeID names this node; unique among live nodes.
+	NodeID string
+	// Addr is the data-plane address announced in membership (unused by
+	// the skeleton, which runs the whole job on the leader).
+	Addr string
+	// Connect opens a new session with the coordination store. Run calls it
+	// at start and again whenever the session ended; it closes what it got.
+	Connect func(ctx context.Context) (coord.Coordinator, error)
+	// Lead runs the job while this node leads. It must return soon after
+	// ctx ends. A nil error means the job finished (Run marks it finished
+	// and returns nil); an error while ctx is live means the job failed
+	// (Run resigns and returns it).
+	Lead func(ctx context.Context, t Term) error
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// RetryDelay is the pause before retrying a failed Connect, Join or
+	// election step; default 500ms.
+	RetryDelay time.Duration
+	// PauseLimit ends a term when the process was paused (SIGSTOP, a stall)
+	// longer than this, without waiting for the store to report the lease
+	// lost, so a resumed stale leader stops its job at once. Set it to about
+	// half the lease TTL; 0 disables the check.
+	PauseLimit time.Duration
+	// NewJobID makes the job id of a job that has none yet; default 16
+	// random hex digits (the runtime's format).
+	NewJobID func() string
+}
+
+// ErrLeadershipLost is the cause of a term's context when the term ended:
+// wrapped together with what ended it.
+var ErrLeadershipLost = errors.New("node: leadership lost")
+
+// Run runs the node loop until ctx ends (it resigns and returns nil), the
+// job finished (nil), or the job failed (its error). See the package doc.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.NodeID == "" || cfg.Connect == nil || cfg.Lead == nil {
+		return errors.New("node: Config needs NodeID, Connect and Lead")
+	}
+	if err := (coord.Member{ID: cfg.NodeID, Addr: cfg.Addr}).Validate(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 500 * time.Millisecond
+	}
+	if cfg.NewJobID == nil {
+		cfg.NewJobID = newJobID
+	}
+	n := &runner{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
+	defer n.closeSession()
+	for {
+		if ctx.Err() != nil {
+			n.log.Info("node stopping")
+			return nil
+		}
+		done, err := n.round(ctx)
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+type runner struct {
+	cfg Config
+	log *slog.Logger
+	c   coord.Coordinator // the current session, nil when none
+}
+
+func (n *runner) closeSession() {
+	if n.c != nil {
+		_ = n.c.Close()
+		n.c = nil
+	}
+}
+
+// pause waits RetryDelay or until ctx ends.
+func (n *runner) pause(ctx context.Context) {
+	t := time.NewTimer(n.cfg.RetryDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// session returns a joined session, making a new one when there is none
+// or the old one ended.
+func (n *runner) session(ctx context.Context) (coord.Coordinator, error) {
+	if n.c != nil {
+		select {
+		case <-n.c.Done():
+			n.log.Warn("coordination session ended; opening a new one")
+			n.closeSession()
+		default:
+			return n.c, nil
+		}
+	}
+	c, err := n.cfg.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: connect: %w", n.cfg.NodeID, err)
+	}
+	if err := c.Join(ctx, coord.Member{ID: n.cfg.NodeID, Addr: n.cfg.Addr}); err != nil {
+		_ = c.Close()
+		if errors.Is(err, coord.ErrMemberExists) {
+			return nil, fmt.Errorf("node %s: join: %w (an earlier process's session; it ends within one lease TTL)", n.cfg.NodeID, err)
+		}
+		return nil, fmt.Errorf("node %s: join: %w", n.cfg.NodeID, err)
+	}
+	n.c = c
+	n.log.Info("joined the cluster")
+	return c, nil
+}
+
+// round is one session-and-campaign round: done reports that Run returns.
+func (n *runner) round(ctx context.Context) (done bool, err error) {
+	c, err := n.session(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		n.log.Warn("cannot join the cluster; retrying", "error", err)
+		n.pause(ctx)
+		return false, nil
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	watchDone := n.watchLeader(wctx, c)
+	// A campaign of a session that ended would wait for nothing.
+	cctx, ccancel := context.WithCancel(ctx)
+	sessWatch := make(chan struct{})
+	go func() {
+		defer close(sessWatch)
+		select {
+		case <-c.Done():
+			ccancel()
+		case <-cctx.Done():
+		}
+	}()
+	l, err := c.Campaign(cctx)
+	ccancel()
+	<-sessWatch
+	wcancel()
+	<-watchDone
+	if err != nil {
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		n.log.Warn("campaign failed; retrying", "error", err)
+		if errors.Is(err, coord.ErrSessionLost) || errors.Is(err, coord.ErrClosed) {
+			n.closeSession() // a new session next round
+		}
+		n.pause(ctx)
+		return false, nil
+	}
+	n.log.Info("elected leader", "term", l.Term())
+	return n.lead(ctx, c, l)
+}
+
+// watchLeader logs the leader while this node stands by.
+func (n *runner) watchLeader(ctx context.Context, c coord.Coordinator) <-chan struct{} {
+	done := make(chan struct{})
+	ch, err := c.WatchLeader(ctx)
+	if err != nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		for li := range ch {
+			if li.ID != n.cfg.NodeID {
+				n.log.Info("standing by", "leader", li.ID, "term", li.Term)
+			}
+		}
+	}()
+	return done
+}
+
+// resign gives up l, bounded.
+func (n *runner) resign(l coord.Leadership) {
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Resign(rctx); err != nil && !errors.Is(err, coord.ErrNotLeader) {
+		n.log.Warn("resign failed; leadership ends with the lease", "error", err)
+	}
+}
+
+// lead runs one term.
+func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadership) (done bool, err error) {
+	finished, jobID, restore, err := n.jobRecord(ctx, c, l)
+	if err != nil {
+		n.resign(l)
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		n.log.Warn("cannot read the job record as leader; resigned, campaigning again", "error", err)
+		n.pause(ctx)
+		return false, nil
+	}
+	if finished {
+		n.log.Info("the job is marked finished; nothing to run")
+		n.resign(l)
+		return true, nil
+	}
+	tctx, tcancel := context.WithCancelCause(ctx)
+	defer tcancel(nil)
+	lost := func(why error) { tcancel(fmt.Errorf("%w: %w", ErrLeadershipLost, why)) }
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		n.watchTerm(l, c, lost, stopWatch)
+	}()
+	if restore != nil {
+		n.log.Info("leading: restoring from the published checkpoint", "term", l.Term(), "job_id", jobID, "checkpoint", restore.ID, "location", restore.Location)
+	} else {
+		n.log.Info("leading: no checkpoint published; starting fresh", "term", l.Term(), "job_id", jobID)
+	}
+	jerr := n.cfg.Lead(tctx, Term{Leadership: l, Reader: c, JobID: jobID, Restore: restore, Lost: lost})
+	if jerr != nil && ctx.Err() == nil && context.Cause(tctx) == nil {
+		// Done channels are advisory: a job that failed because its term
+		// ended (say, its producers were fenced by a successor) before
+		// this node noticed must not count as a failed job. A fenced
+		// rewrite of the job id asks the store.
+		if err := l.Apply(ctx, coord.Put(StateJobID, []byte(jobID))); errors.Is(err, coord.ErrNotLeader) {
+			lost(err)
+		}
+	}
+	close(stopWatch)
+	<-watched
+	cause := context.Cause(tctx)
+	switch {
+	case ctx.Err() != nil:
+		n.log.Info("stopping: job cancelled; output is committed up to the last published checkpoint")
+		n.resign(l)
+		return true, nil
+	case errors.Is(cause, ErrLeadershipLost):
+		n.log.Warn("lost leadership: job stopped; campaigning again", "cause", cause, "job_error", jerr)
+		n.resign(l) // usually already gone; frees the election at once if not
+		return false, nil
+	case jerr != nil:
+		n.log.Error("job failed; resigning", "error", jerr)
+		n.resign(l)
+		return true, jerr
+	}
+	if err := l.Apply(ctx, coord.Put(StateFinished, []byte(time.Now().UTC().Format(time.RFC3339)))); err != nil {
+		n.log.Warn("job finished, but marking it finished failed (the next leader runs it again from its final checkpoint)", "error", err)
+	} else {
+		n.log.Info("job finished")
+	}
+	n.resign(l)
+	return true, nil
+}
+
+// watchTerm calls lost when the leadership or the session ends, or when
+// this process was paused (SIGSTOP, a stall of the machine) for longer than
+// PauseLimit: its lease may be gone, and waiting for the store to say so
+// would let the job write on meanwhile. It returns when stop is closed.
+func (n *runner) watchTerm(l coord.Leadership, c coord.Coordinator, lost func(error), stop <-chan struct{}) {
+	var tick <-chan time.Time
+	if n.cfg.PauseLimit > 0 {
+		every := min(n.cfg.PauseLimit/4, 100*time.Millisecond)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := time.Now()
+	for {
+		select {
+		case <-l.Done():
+			lost(errors.New("leadership ended"))
+			return
+		case <-c.Done():
+			lost(errors.New("coordination session ended"))
+			return
+		case <-stop:
+			return
+		case now := <-tick:
+			// Monotonic time: it includes the time the process was stopped.
+			if gap := now.Sub(last); gap > n.cfg.PauseLimit {
+				lost(fmt.Errorf("this process was paused for %v, more than %v: its lease may have expired", gap.Round(time.Millisecond), n.cfg.PauseLimit))
+				return
+			}
+			last = now
+		}
+	}
+}
+
+// jobRecord reads (and on first use creates) the job record under l.
+func (n *runner) jobRecord(ctx context.Context, c coord.Coordinator, l coord.Leadership) (finished bool, jobID string, restore *coord.CheckpointPointer, err error) {
+	if _, ok, err := c.Get(ctx, StateFinished); err != nil {
+		return false, "", nil, fmt.Errorf("read %s: %w", StateFinished, err)
+	} else if ok {
+		return true, "", nil, nil
+	}
+	b, ok, err := c.Get(ctx, StateJobID)
+	if err != nil {
+		return false, "", nil, fmt.Errorf("read %s: %w", StateJobID, err)
+	}
+	jobID = string(b)
+	if !ok {
+		jobID = n.cfg.NewJobID()
+		if err := l.Apply(ctx, coord.Put(StateJobID, []byte(jobID))); err != nil {
+			return false, "", nil, fmt.Errorf("record job id: %w", err)
+		}
+		n.log.Info("new job id recorded", "job_id", jobID)
+	}
+	p, ok, err := coord.LatestCheckpoint(ctx, c)
+	if err != nil {
+		return false, "", nil, err
+	}
+	if ok {
+		restore = &p
+	}
+	return false, jobID, restore, nil
+}
+
+func newJobID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
