@@ -229,7 +229,9 @@ func termStorage(spec *pipeline.Spec, t node.Term, log *slog.Logger) (checkpoint
 	dir := termDir(spec.CheckpointDir, term)
 	var inner checkpoint.Storage
 	if isS3(dir) {
-		st, err := s3Storage(dir, 0) // node.Storage prunes after each publish
+		// node.Storage prunes after each publish. No prefix lock: the
+		// nodes share checkpoint.dir by design, and etcd fences the term.
+		st, _, err := s3Storage(dir, 0, spec.CheckpointOptions)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: checkpoint.dir: %w", spec.File, err)
 		}

@@ -84,8 +84,16 @@ func registeredPolicies() string {
 func validatePartitionCommit(o Options) error {
 	pols := o.Strings("partition-commit.policy")
 	if len(pols) == 0 {
-		for _, n := range []string{"partition-commit.trigger", "partition-commit.delay", "partition-commit.time-zone", "partition-commit.timestamp-pattern"} {
-			if o.Has(n) {
+		// Has is true for defaulted options too: a setting is one that
+		// differs from its default.
+		set := map[string]bool{
+			"partition-commit.trigger":           o.String("partition-commit.trigger") != "process-time",
+			"partition-commit.delay":             o.Duration("partition-commit.delay") != 0,
+			"partition-commit.time-zone":         o.String("partition-commit.time-zone") != "UTC",
+			"partition-commit.timestamp-pattern": o.Has("partition-commit.timestamp-pattern"),
+		}
+		for _, n := range slices.Sorted(maps.Keys(set)) {
+			if set[n] {
 				return optErr(n, "applies only with partition-commit.policy")
 			}
 		}
