@@ -3,9 +3,11 @@ package registry
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/connectors/s3"
 )
@@ -20,15 +22,33 @@ func TestFilePartitionCommitOptions(t *testing.T) {
 		{map[string]any{"path": "out", "partition-commit.policy": []string{"success-file"}}, "needs partition-by"},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"nope"}}, `unknown policy "nope"`},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"success-file", "success-file"}}, "twice"},
-		{map[string]any{"path": "out", "partition-commit.delay": "1h"}, "applies only with partition-commit.policy"},
+		{map[string]any{"path": "out", "partition-commit.delay": time.Hour}, "applies only with partition-commit.policy"},
+		{map[string]any{"path": "out"}, ""},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"success-file"}, "partition-commit.time-zone": "Mars/Base"}, "partition-commit.time-zone"},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"success-file"}}, ""},
 	} {
-		err := validatePartitionCommit(NewOptions(c.opts))
+		err := validatePartitionCommit(fwWithDefaults(t, c.opts))
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v, want %q", c.opts, err, c.want)
 		}
 	}
+}
+
+// fwWithDefaults adds the file sink's option defaults to m, as a pipeline
+// file's options get them.
+func fwWithDefaults(t *testing.T, m map[string]any) Options {
+	t.Helper()
+	snk, ok := Default().Sink("file")
+	if !ok {
+		t.Fatal("no file sink")
+	}
+	all := maps.Clone(m)
+	for _, o := range snk.Options {
+		if _, set := all[o.Name]; !set && o.Default != nil {
+			all[o.Name] = o.Default
+		}
+	}
+	return NewOptions(all)
 }
 
 // TestFileS3PartStore reads objects back through the sink's s3 store on a
