@@ -137,6 +137,17 @@
 // sink finishes the files that were open at the restored checkpoint
 // instead of appending to them.
 //
+// # Partition commit
+//
+// [PartitionCommit] (off by default; Flink's sink.partition-commit.*)
+// tells policies — [SuccessFile], a Hive Metastore [PartitionCommitter] —
+// that a Hive-style partition is complete: after the checkpoint that made
+// its files visible, once its trigger fired (process time: creation +
+// delay; partition time: the partition's time + delay reached the minimum
+// watermark of the writers) and no writer holds an unfinished file of it.
+// The global committer keeps the pending partitions in a hidden state
+// file, so they survive restores; policies must be idempotent.
+//
 // # Object storage
 //
 // [WithObjectStore] puts a sink's part files on an [ObjectStore] instead

@@ -118,6 +118,10 @@ func ParquetBulk(schema string, opts ...ParquetOption) *ParquetBulkFormat {
 			c.errs = append(c.errs, fmt.Errorf("%w: ParquetBulk schema: %w", ErrInvalidConfig, err))
 		}
 		b.numCols = len(b.schema.Columns())
+		b.flat = true
+		for _, f := range root.fields {
+			b.flat = b.flat && f.kind == pqLeaf
+		}
 	}
 	b.err = errors.Join(c.errs...)
 	return b
@@ -129,7 +133,10 @@ type ParquetBulkFormat struct {
 	schema  *parquet.Schema
 	root    *pqNode
 	numCols int
-	err     error
+	// flat: every field of the record is a leaf column (no group, list or
+	// map), so a row has one value per column, in the fields' columns.
+	flat bool
+	err  error
 }
 
 type pqKind int
@@ -155,6 +162,64 @@ type pqNode struct {
 	elem     *pqNode     // list element, map value
 	key      *pqNode     // map key
 	leaves   []int       // every leaf column under the node
+	conv     leafConv    // leaf: the value's coercion, chosen once
+}
+
+// leafConv coerces a record's value to a leaf column's physical value.
+type leafConv func(p *parquetWriter, v any, path string) (parquet.Value, error)
+
+// leafConvOf returns the coercion of a leaf of Avro type s: the common Go
+// type of each Avro type is converted at once, and anything else goes
+// through leafValue (the coercions AvroBulk applies). Choosing it once per
+// schema keeps the per-record cost down.
+func leafConvOf(s avro.Schema) leafConv {
+	slow := func(p *parquetWriter, v any, path string) (parquet.Value, error) { return p.leafValue(s, v, path) }
+	if _, ok := logicalOf(s).(*avro.DecimalLogicalSchema); ok {
+		return slow
+	}
+	lt := logicalTypeOf(s)
+	switch s.Type() {
+	case avro.Boolean:
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			if b, ok := v.(bool); ok {
+				return parquet.BooleanValue(b), nil
+			}
+			return slow(p, v, path)
+		}
+	case avro.Long:
+		switch lt {
+		case avro.TimestampMillis, avro.LocalTimestampMillis:
+			return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+				if t, ok := v.(time.Time); ok {
+					return parquet.Int64Value(t.UnixMilli()), nil
+				}
+				return slow(p, v, path)
+			}
+		case avro.TimestampMicros, avro.LocalTimestampMicros, avro.TimeMicros:
+			return slow
+		}
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			if i, ok := v.(int64); ok {
+				return parquet.Int64Value(i), nil
+			}
+			return slow(p, v, path)
+		}
+	case avro.Double:
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			if f, ok := v.(float64); ok {
+				return parquet.DoubleValue(f), nil
+			}
+			return slow(p, v, path)
+		}
+	case avro.String:
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			if x, ok := v.(string); ok {
+				return parquet.ByteArrayValue(p.bytesOf(x)), nil
+			}
+			return slow(p, v, path)
+		}
+	}
+	return slow
 }
 
 // pqGroupOf maps a record to a group node.
@@ -305,6 +370,7 @@ func (b *ParquetBulkFormat) assignColumns(n *pqNode) error {
 		}
 		n.col = lc.ColumnIndex
 		n.leaves = []int{n.col}
+		n.conv = leafConvOf(n.avro)
 		return nil
 	case pqGroup:
 		for _, f := range n.fields {
@@ -340,35 +406,70 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 		return nil, b.err
 	}
 	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
-	return &parquetWriter{f: b, w: pw, cols: make([][]parquet.Value, b.numCols), rows: make([]parquet.Row, 1)}, nil
+	return &parquetWriter{f: b, w: pw, cols: make([][]parquet.Value, b.numCols), rows: make([]parquet.Row, 0, parquetBatch)}, nil
 }
+
+// parquetBatch is how many rows the writer collects before it hands them
+// to parquet-go in one WriteRows call.
+const parquetBatch = 256
 
 type parquetWriter struct {
 	f    *ParquetBulkFormat
 	w    *parquet.GenericWriter[any]
 	enc  avroEncoder
 	cols [][]parquet.Value
+	// rows are the collected rows; their value slices are reused.
 	rows []parquet.Row
+	// strs holds the bytes of the collected rows' string values.
+	strs []byte
 	size int64 // bytes of values in the open row group
 }
 
-func (p *parquetWriter) Write(v map[string]any) error {
-	for i := range p.cols {
-		p.cols[i] = p.cols[i][:0]
+// bytesOf returns the bytes of a string value, copied into the batch's
+// buffer (parquet-go copies them again when the batch is written).
+func (p *parquetWriter) bytesOf(s string) []byte {
+	if len(p.strs)+len(s) > cap(p.strs) {
+		// A new buffer: the rows collected so far keep the old one.
+		p.strs = make([]byte, 0, max(64<<10, 2*len(s)))
 	}
-	if err := p.shred(p.f.root, v, 0, 0, 0, ""); err != nil {
+	n := len(p.strs)
+	p.strs = append(p.strs, s...)
+	return p.strs[n:len(p.strs):len(p.strs)]
+}
+
+func (p *parquetWriter) Write(v map[string]any) error {
+	var row parquet.Row
+	if n := len(p.rows); n < cap(p.rows) {
+		row = p.rows[:n+1][n][:0]
+	}
+	var err error
+	if p.f.flat {
+		row, err = p.flatRow(row, v)
+	} else {
+		row, err = p.nestedRow(row, v)
+	}
+	if err != nil {
 		return fmt.Errorf("file: Parquet record: %w", err)
 	}
-	row := p.rows[0][:0]
-	for _, c := range p.cols {
-		row = append(row, c...)
-	}
-	p.rows[0] = row
-	if _, err := p.w.WriteRows(p.rows); err != nil {
-		return fmt.Errorf("file: Parquet write: %w", err)
-	}
+	p.rows = append(p.rows, row)
 	for _, v := range row {
 		p.size += int64(valueSize(v))
+	}
+	if len(p.rows) == cap(p.rows) || p.size >= p.f.cfg.rowGroupSize {
+		return p.flush()
+	}
+	return nil
+}
+
+// flush writes the collected rows, and ends the row group when it reached
+// its size.
+func (p *parquetWriter) flush() error {
+	if len(p.rows) > 0 {
+		if _, err := p.w.WriteRows(p.rows); err != nil {
+			return fmt.Errorf("file: Parquet write: %w", err)
+		}
+		p.rows = p.rows[:0]
+		p.strs = p.strs[:0]
 	}
 	if p.size >= p.f.cfg.rowGroupSize {
 		p.size = 0
@@ -377,6 +478,63 @@ func (p *parquetWriter) Write(v map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// flatRow builds the row of a record whose fields are all leaf columns.
+func (p *parquetWriter) flatRow(row parquet.Row, m map[string]any) (parquet.Row, error) {
+	if m == nil {
+		return nil, p.enc.fail("", "null for a required column")
+	}
+	n := p.f.numCols
+	if cap(row) < n {
+		row = make(parquet.Row, n)
+	}
+	row = row[:n]
+	for _, f := range p.f.root.fields {
+		fv, ok := m[f.name]
+		if !ok && f.field != nil && f.field.HasDefault() {
+			d, err := avroDefault(f.field)
+			if err != nil {
+				return nil, p.enc.fail(f.name, "default: %v", err)
+			}
+			fv, ok = d, true
+		}
+		if !ok && !f.optional {
+			return nil, p.enc.fail(f.name, "missing, and the schema gives no default")
+		}
+		def := 0
+		if f.optional {
+			def = 1
+		}
+		if fv == nil {
+			if !f.optional {
+				return nil, p.enc.fail(f.name, "null for a required column")
+			}
+			row[f.col] = parquet.NullValue().Level(0, 0, f.col)
+			continue
+		}
+		pv, err := f.conv(p, fv, f.name)
+		if err != nil {
+			return nil, err
+		}
+		row[f.col] = pv.Level(0, def, f.col)
+	}
+	return row, nil
+}
+
+// nestedRow builds the row of a record with groups, lists or maps by
+// shredding it into columns.
+func (p *parquetWriter) nestedRow(row parquet.Row, v map[string]any) (parquet.Row, error) {
+	for i := range p.cols {
+		p.cols[i] = p.cols[i][:0]
+	}
+	if err := p.shred(p.f.root, v, 0, 0, 0, ""); err != nil {
+		return nil, err
+	}
+	for _, c := range p.cols {
+		row = append(row, c...)
+	}
+	return row, nil
 }
 
 func valueSize(v parquet.Value) int {
@@ -394,6 +552,9 @@ func valueSize(v parquet.Value) int {
 }
 
 func (p *parquetWriter) Finish() error {
+	if err := p.flush(); err != nil {
+		return err
+	}
 	if err := p.w.Close(); err != nil {
 		return fmt.Errorf("file: Parquet close: %w", err)
 	}
@@ -488,7 +649,7 @@ func (p *parquetWriter) shred(n *pqNode, v any, rep, def, depth int, path string
 		}
 		return nil
 	}
-	pv, err := p.leafValue(n.avro, v, path)
+	pv, err := n.conv(p, v, path)
 	if err != nil {
 		return err
 	}

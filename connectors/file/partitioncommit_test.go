@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -319,4 +320,52 @@ func countLines(t *testing.T, name string) int {
 		n++
 	}
 	return n
+}
+
+// readerStore is a dirStore that reads objects back (ObjectReader).
+type readerStore struct{ *dirStore }
+
+func (r readerStore) ReadObject(_ context.Context, key string) ([]byte, bool, error) {
+	b, err := os.ReadFile(filepath.Join(r.root, filepath.FromSlash(key)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	return b, err == nil, err
+}
+
+// TestPartitionCommitObjectStore commits partitions of a sink on an object
+// store under failures: every partition gets its _SUCCESS object, the
+// output is exact, and no upload is left. A store without ObjectReader is
+// refused when the global committer starts.
+func TestPartitionCommitObjectStore(t *testing.T) {
+	in, out := t.TempDir(), t.TempDir()
+	want := writeInput(t, in, 10, 600)
+	parts := map[string]bool{}
+	for _, l := range want {
+		parts[fmt.Sprint("p=", len(l)%3)] = true
+	}
+	buckets := BucketFunc[string](func(l string, _ BucketContext) (string, error) { return fmt.Sprint("p=", len(l)%3), nil })
+	store := readerStore{newDirStore("/")}
+	plan := faultinject.RandomPlan(5, 4, faultinject.Kinds(), 2, int64(len(want))/4, 10)
+	res, err := runCopy(t, in, out, jobOpts{plan: plan, restarts: 8, sinkOpts: []SinkOption{WithObjectStore(store), WithBuckets(buckets),
+		PartitionCommit(PartitionCommitStrategy{Policies: []PartitionCommitter{SuccessFile()}})}})
+	if err != nil {
+		t.Fatalf("job: %v (fired %v)", err, plan.Fired())
+	}
+	t.Logf("fired %v, %d restarts", plan.Fired(), res.Restarts)
+	for p := range parts {
+		if _, err := os.Stat(filepath.Join(out, p, SuccessFileName)); err != nil {
+			t.Errorf("partition %s: %v", p, err)
+		}
+	}
+	checkExactlyOnce(t, want, readOutput(t, out), false)
+	if ups, _ := store.Uploads(t.Context(), ""); len(ups) > 0 {
+		t.Errorf("unfinished uploads left: %v", ups)
+	}
+
+	_, err = runCopy(t, in, t.TempDir(), jobOpts{sinkOpts: []SinkOption{WithObjectStore(newDirStore("/")), WithBuckets(buckets),
+		PartitionCommit(PartitionCommitStrategy{Policies: []PartitionCommitter{SuccessFile()}})}})
+	if err == nil || !strings.Contains(err.Error(), "ObjectReader") {
+		t.Errorf("a store without ObjectReader: %v", err)
+	}
 }
