@@ -166,7 +166,7 @@ echo "== go test -race"
 # -count=1: never trust a cached pass in CI.
 log=$(mktemp)
 set +e
-go test -race -count=1 $short -timeout 30m ./... 2>&1 | tee "$log"
+go test -race -count=1 $short -timeout 45m ./... 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -c '^ok ' "$log" || true)
