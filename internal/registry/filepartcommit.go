@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/file"
@@ -84,17 +86,14 @@ func registeredPolicies() string {
 func validatePartitionCommit(o Options) error {
 	pols := o.Strings("partition-commit.policy")
 	if len(pols) == 0 {
-		// Has is true for defaulted options too: a setting is one that
-		// differs from its default.
-		set := map[string]bool{
-			"partition-commit.trigger":           o.String("partition-commit.trigger") != "process-time",
-			"partition-commit.delay":             o.Duration("partition-commit.delay") != 0,
-			"partition-commit.time-zone":         o.String("partition-commit.time-zone") != "UTC",
-			"partition-commit.timestamp-pattern": o.Has("partition-commit.timestamp-pattern"),
-		}
-		for _, n := range slices.Sorted(maps.Keys(set)) {
-			if set[n] {
-				return optErr(n, "applies only with partition-commit.policy")
+		// Has is true for defaulted options too: a setting is a value
+		// that differs from the option's declared default.
+		for _, op := range partitionCommitOptions() {
+			if !strings.HasPrefix(op.Name, "partition-commit.") || op.Name == "partition-commit.policy" {
+				continue
+			}
+			if v, ok := o.m[op.Name]; ok && !reflect.DeepEqual(v, op.Default) {
+				return optErr(op.Name, "applies only with partition-commit.policy")
 			}
 		}
 		return nil
