@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/parquet-go/parquet-go"
 )
 
 // s3Server returns an SDK client of the server scripts/s3.sh started, a
@@ -248,5 +251,84 @@ sink:
 	}
 	if len(got) != objects*perObject {
 		t.Errorf("%d distinct records, want %d", len(got), objects*perObject)
+	}
+}
+
+// TestS3ExampleAndCheckpointsSettings runs
+// examples/pipelines/datagen-to-s3.yaml to its end (Parquet files and
+// checkpoints on s3://, endpoint and keys from the AWS_* variables): an
+// independent reader (the AWS SDK and parquet-go) finds every order once
+// and no unfinished multipart upload. Then `sluice checkpoints` lists its
+// checkpoints: with the AWS_* variables; and, with wrong keys in the
+// environment, only through --pipeline of a file whose checkpoint.s3.*
+// settings carry the right ones (the environment alone is refused), never
+// printing the secret key.
+func TestS3ExampleAndCheckpointsSettings(t *testing.T) {
+	c, bucket, env := s3Server(t)
+	ep, access, secret := env[0][len("S3E="):], env[1][len("S3A="):], env[2][len("S3S="):]
+	const count = 20000
+	awsEnv := []string{"AWS_ENDPOINT_URL_S3=" + ep, "AWS_ACCESS_KEY_ID=" + access, "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_SESSION_TOKEN="}
+	r := run(t, append([]string{"BUCKET=" + bucket, "COUNT=" + strconv.Itoa(count), "RATE=0"}, awsEnv...),
+		"run", "--progress", "off", pipelines+"datagen-to-s3.yaml")
+	if r.code != 0 {
+		t.Fatalf("datagen-to-s3.yaml: exit %d\n%s", r.code, r.stderr)
+	}
+	got := map[int64]int{}
+	objs := s3Objects(t, c, bucket, "orders/")
+	for k, b := range objs {
+		rows, err := parquet.Read[struct {
+			Order  int64  `parquet:"order"`
+			Amount int64  `parquet:"amount"`
+			User   string `parquet:"user"`
+		}](bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatalf("object %s: %v", k, err)
+		}
+		for _, row := range rows {
+			got[row.Order]++
+		}
+	}
+	for i := range int64(count) {
+		if got[i] != 1 {
+			t.Fatalf("order %d: %d times in %d objects, want once", i, got[i], len(objs))
+		}
+	}
+	if len(got) != count {
+		t.Errorf("%d distinct orders, want %d", len(got), count)
+	}
+	if ups := s3Uploads(t, c, bucket); len(ups) != 0 {
+		t.Errorf("unfinished multipart uploads left: %v", ups)
+	}
+	chk := "s3://" + bucket + "/checkpoints"
+	if r := run(t, awsEnv, "checkpoints", chk); r.code != 0 || !strings.Contains(r.stdout, "orders-to-s3") {
+		t.Fatalf("sluice checkpoints %s with the AWS_* variables: exit %d\n%s%s", chk, r.code, r.stdout, r.stderr)
+	}
+
+	file := writeNamedPipeline(t, t.TempDir(), "settings.yaml", fmt.Sprintf(`name: list-only
+checkpoint:
+  dir: %s
+  s3.endpoint: ${S3E}
+  s3.access-key: ${S3A}
+  s3.secret-key: ${S3S}
+source:
+  type: datagen
+  options: {count: 1}
+sink:
+  type: print
+`, chk))
+	wrong := []string{"AWS_ENDPOINT_URL_S3=" + ep, "AWS_ACCESS_KEY_ID=wrong-" + access, "AWS_SECRET_ACCESS_KEY=wrong-" + secret, "AWS_SESSION_TOKEN="}
+	if r := run(t, append(wrong, env...), "checkpoints", chk); r.code != 1 {
+		t.Errorf("sluice checkpoints %s with wrong keys in the environment: exit %d, want 1 (refused)\n%s%s", chk, r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"checkpoints", "--pipeline", file}, {"checkpoints", "--pipeline", file, chk}} {
+		for _, e := range [][]string{wrong, s3lockNoEnv} {
+			r := run(t, append(slices.Clone(e), env...), args...)
+			if r.code != 0 || !strings.Contains(r.stdout, "orders-to-s3") || !strings.Contains(r.stdout, "resume the newest") {
+				t.Errorf("sluice %q (environment %q): exit %d\n%s%s", args, e[1], r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, secret) {
+				t.Errorf("sluice %q printed the secret key:\n%s%s", args, r.stdout, r.stderr)
+			}
+		}
 	}
 }

@@ -18,18 +18,35 @@ import (
 )
 
 func (a *App) cmdCheckpoints(args []string) error {
-	fs := a.newFlags("checkpoints", "checkpoints DIR")
+	fs := a.newFlags("checkpoints", "checkpoints [--pipeline PIPELINE.yaml] [DIR]")
+	file := fs.String("pipeline", "", "take the checkpoint settings from this pipeline file: checkpoint.s3.* (endpoint, credentials) for an s3:// DIR, and DIR itself (checkpoint.dir) when it is not given")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return usageError{err}
 	}
-	if len(pos) != 1 {
-		return usagef("checkpoints needs one directory")
+	var co registry.Options // the checkpoint settings: the environment's without --pipeline
+	dir := ""
+	if *file != "" {
+		spec, err := pipeline.Load(*file, a.Registry, a.Getenv)
+		if err != nil {
+			return loadError(err)
+		}
+		a = a.redacted(pipeline.NewRedactor(spec.Secrets))
+		co, dir = spec.CheckpointOptions, spec.CheckpointDir
 	}
-	dir := pos[0]
+	switch {
+	case len(pos) == 1:
+		dir = pos[0]
+	case len(pos) > 1:
+		return usagef("checkpoints takes one directory")
+	case dir == "" && *file != "":
+		return usagef("checkpoints: %s has no checkpoint.dir: name the directory", *file)
+	case dir == "":
+		return usagef("checkpoints needs one directory (or --pipeline PIPELINE.yaml with a checkpoint.dir)")
+	}
 	ctx := context.Background()
 	if isS3(dir) {
-		return a.s3Checkpoints(ctx, dir)
+		return a.s3Checkpoints(ctx, dir, co)
 	}
 	infos, newest, hasNewest, newestDamaged, err := listSnapshots(ctx, dir)
 	if err != nil {
