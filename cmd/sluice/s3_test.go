@@ -76,18 +76,26 @@ func s3Objects(t *testing.T, c *awss3.Client, bucket, prefix string) map[string]
 	return nil
 }
 
-// s3Uploads lists the bucket's unfinished multipart uploads.
+// s3Uploads lists the bucket's unfinished multipart uploads (every page).
 func s3Uploads(t *testing.T, c *awss3.Client, bucket string) []string {
 	t.Helper()
-	out, err := c.ListMultipartUploads(context.Background(), &awss3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
-	if err != nil {
-		t.Fatalf("list multipart uploads of %s: %v", bucket, err)
-	}
+	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(bucket)}
 	var ups []string
-	for _, u := range out.Uploads {
-		ups = append(ups, aws.ToString(u.Key)+"#"+aws.ToString(u.UploadId))
+	for range 1000 {
+		out, err := c.ListMultipartUploads(context.Background(), in)
+		if err != nil {
+			t.Fatalf("list multipart uploads of %s: %v", bucket, err)
+		}
+		for _, u := range out.Uploads {
+			ups = append(ups, aws.ToString(u.Key)+"#"+aws.ToString(u.UploadId))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return ups
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
-	return ups
+	t.Fatalf("list multipart uploads of %s: too many pages", bucket)
+	return nil
 }
 
 // s3CountIDs counts the "id" of every JSON line of the objects.
@@ -111,10 +119,13 @@ func s3CountIDs(t *testing.T, objs map[string][]byte) map[int64]int {
 }
 
 // TestS3FileSinkKill9 runs datagen → file sink on s3:// with checkpoints
-// on s3:// (credentials from AWS_* variables), kills the process with SIGKILL twice while it writes, resumes
-// each time with --from once the lock's TTL passed, and runs the last resume to the end. An
-// independent reader (the AWS SDK) then lists and reads every object:
-// every record exactly once, and no multipart upload left unfinished.
+// on s3:// (credentials from AWS_* variables), kills the process with
+// SIGKILL twice while it writes (leaving unfinished multipart uploads:
+// listed, and required, else the recovery of uploads is not exercised),
+// resumes each time with --from once the lock's TTL passed, and runs the
+// last resume to the end. An independent reader (the AWS SDK) then lists
+// and reads every object: every record exactly once, and no multipart
+// upload left unfinished.
 func TestS3FileSinkKill9(t *testing.T) {
 	c, bucket, env := s3Server(t)
 	work := t.TempDir()
@@ -144,6 +155,7 @@ sink:
 `, chk, count, bucket))
 	ckEnv := append([]string{"AWS_ENDPOINT_URL_S3=" + env[0][4:], "AWS_ACCESS_KEY_ID=" + env[1][4:], "AWS_SECRET_ACCESS_KEY=" + env[2][4:]}, env...)
 	visible := func() int { return len(s3CountIDs(t, s3Objects(t, c, bucket, "out/"))) }
+	leftAtKills := 0 // unfinished uploads found after the kills
 	args := []string{"run", "--progress", "off"}
 	for round := range 2 {
 		p := start(t, append([]string{"RATE=3000"}, ckEnv...), append(args, file)...)
@@ -161,7 +173,9 @@ sink:
 		if n <= before {
 			t.Fatalf("round %d: no new records committed before kill -9 (%d visible)\n%s", round, n, p.stderr())
 		}
-		t.Logf("round %d: kill -9 with %d records visible, %d unfinished uploads", round, n, len(s3Uploads(t, c, bucket)))
+		left := s3Uploads(t, c, bucket)
+		leftAtKills += len(left)
+		t.Logf("round %d: kill -9 with %d records visible, %d unfinished uploads", round, n, len(left))
 		args = []string{"run", "--progress", "off", "--from", chk}
 		// The killed run's lock is taken over once its heartbeat is
 		// older than checkpoint.s3.lock-ttl.
@@ -185,6 +199,9 @@ sink:
 	}
 	if ups := s3Uploads(t, c, bucket); len(ups) != 0 {
 		t.Errorf("unfinished multipart uploads left: %v", ups)
+	}
+	if leftAtKills == 0 {
+		t.Error("the kills left no unfinished multipart upload: their recovery was not exercised")
 	}
 }
 
