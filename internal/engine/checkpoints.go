@@ -42,7 +42,7 @@ func (a *attempt) trigger(final bool) error {
 			continue
 		}
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailTrigger, id: id, stop: final && a.sps.stopping})
+			t.post(mail{kind: mailTrigger, id: id, stop: final && a.sps.stopping})
 		}
 	}
 	return nil
@@ -78,7 +78,7 @@ func (a *attempt) saved(m savedMsg) error {
 func (a *attempt) releaseHeld() {
 	a.holding = false
 	for _, h := range a.held {
-		a.tasks[h.v][h.subtask].env.post(h.m)
+		a.tasks[h.v][h.subtask].post(h.m)
 	}
 	clear(a.held)
 	a.held = a.held[:0]
@@ -136,7 +136,7 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 	a.fo.checkpointComplete(p.id)
 	for _, v := range j.vertices {
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailComplete, id: p.id})
+			t.post(mail{kind: mailComplete, id: p.id})
 		}
 	}
 	for _, ec := range a.enumsInOrder() {
@@ -169,7 +169,7 @@ func (a *attempt) notifyCommitted() {
 			continue
 		}
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailCommitted, id: upTo})
+			t.post(mail{kind: mailCommitted, id: upTo})
 		}
 	}
 }
@@ -193,7 +193,7 @@ func (a *attempt) notifyAborted(id int64) error {
 	j := a.job
 	for _, v := range j.vertices {
 		for _, t := range a.tasks[v] {
-			t.env.post(mail{kind: mailAbort, id: id})
+			t.post(mail{kind: mailAbort, id: id})
 		}
 	}
 	for _, ec := range a.enumsInOrder() {

@@ -62,6 +62,12 @@ type attempt struct {
 	// align holds the watermark alignment groups of this attempt
 	// (alignment.go); the zero value is ready.
 	align alignGroups
+
+	// pl is where the regions run (placement.go); hosted marks the
+	// host-side attempt of a task host in another process than its
+	// coordinator (remotehost.go).
+	pl     placement
+	hosted bool
 }
 
 // sinkTrack follows the commits of one sink's subtasks (see sinkCommits in
@@ -169,6 +175,9 @@ func (a *attempt) setup() error {
 		return err
 	}
 	keys := a.newTasks()
+	if err := a.placeTasks(); err != nil {
+		return err
+	}
 	a.tr = newTracker(keys, j.nextCheckpointID, j.cfg.CheckpointTimeout, j.cfg.MinPauseBetweenCheckpoints, j.cfg.TolerableCheckpointFailures)
 	if err := a.buildTasks(states); err != nil {
 		return err
@@ -241,12 +250,20 @@ func (a *attempt) buildTasks(states map[taskKey]map[string]*checkpoint.TaskState
 			}
 		}
 	}()
+	var remote []*task
 	for _, v := range j.vertices {
 		for i, t := range a.tasks[v] {
+			if t.remote != nil {
+				remote = append(remote, t)
+				continue
+			}
 			if err := t.build(a.channels, states[taskKey{v.id, i}]); err != nil {
 				return &TaskError{Operator: v.describe(), Subtask: i, Err: err}
 			}
 		}
+	}
+	if err := deployRemote(remote, states); err != nil {
+		return err
 	}
 	complete = true
 	return nil
@@ -260,7 +277,7 @@ func (a *attempt) newSinkTrack(v *vertex) (*sinkTrack, error) {
 	st := &sinkTrack{node: n, upTo: make([]int64, v.parallelism), globalDone: a.restoredID}
 	rerun := false
 	for i := range st.upTo {
-		st.upTo[i] = a.tasks[v][i].sinkOp.committedUpTo(a.restoredID)
+		st.upTo[i] = a.tasks[v][i].sinkCommittedUpTo(a.restoredID)
 		rerun = rerun || st.upTo[i] < a.restoredID
 	}
 	if a.restore != nil {
@@ -304,6 +321,13 @@ func (a *attempt) newTask(v *vertex, i int, ctx context.Context, gen, attemptNo 
 func (a *attempt) startTask(t *task, region *sync.WaitGroup) {
 	a.taskWG.Add(1)
 	region.Add(1)
+	if t.remote != nil {
+		t.remote.start(t, func() {
+			region.Done()
+			a.taskWG.Done()
+		})
+		return
+	}
 	go func() {
 		defer a.taskWG.Done()
 		defer region.Done()
@@ -417,6 +441,8 @@ func (a *attempt) handle(m coordMsg) error {
 		return a.taskFailed(m.key(), err)
 	case regionReadyMsg:
 		return a.regionReady(m)
+	case remoteFailMsg:
+		return m.err
 	case committedMsg:
 		a.startGlobal(a.sinks.committed(m.vertex, m.subtask, m.upTo, m.committed))
 		a.notifyCommitted()
@@ -445,7 +471,7 @@ func (a *attempt) teardown() error {
 		a.finishing.Store(true)
 		for _, v := range a.job.vertices {
 			for _, t := range a.tasks[v] {
-				t.env.post(mail{kind: mailShutdown})
+				t.post(mail{kind: mailShutdown})
 			}
 		}
 		a.cancel()

@@ -96,6 +96,22 @@
 // operator and subtask wraps [ErrPanic] and the panic value; the stack is
 // logged, not put in the error. It goes through the restart strategy.
 //
+// # Task hosts
+//
+// Subtasks may run in other processes than their coordinator: on task
+// hosts ([Config.Placement], [TaskHost]). The coordinator places each
+// failover region on one host by a fixed rule (placement.go: spread
+// round-robin when an attempt starts; a restarting region keeps its live
+// host or moves to the least loaded one). On the coordinator's side a
+// subtask on another host is a stand-in task whose mails go through a
+// [Remote] (remote.go): every mail and every message back crosses a [Conn]
+// in its wire form (wire.go), and the host ([Job.ServeTasks],
+// remotehost.go) runs the real tasks in a host-side attempt whose inbox is
+// forwarded. Exits of remote subtasks release the same wait groups as local
+// ones, so teardown and regional failover work unchanged; a host whose
+// link breaks is lost and its subtasks fail with [ErrHostLost]. [Loopback]
+// runs a host in process through the wire form, for tests.
+//
 // # Savepoints
 //
 // [Handle.TriggerSavepoint] and [Handle.StopWithSavepoint] write

@@ -47,7 +47,7 @@ func (a *attempt) post(v *vertex, subtask int, m mail) {
 		a.held = append(a.held, heldMail{v, subtask, m})
 		return
 	}
-	a.tasks[v][subtask].env.post(m)
+	a.tasks[v][subtask].post(m)
 }
 
 type heldMail struct {

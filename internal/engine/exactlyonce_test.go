@@ -22,6 +22,7 @@ type chaosCase struct {
 	faults    int
 	rebalance bool // one failover region: every failure fails over globally
 	full      bool // global failover even without a rebalance
+	place     placeMode
 }
 
 // TestExactlyOnceUnderFailures runs a bounded datagen → map → two-phase
@@ -74,7 +75,7 @@ func runChaos(t *testing.T, c chaosCase, count int64) int {
 	stream.SinkTo(m, faultinject.WrapSink(testsink.NewTwoPhase(store), plan), "sink")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	res, err := env.Execute(ctx, fmt.Sprintf("chaos-%d", c.seed))
+	res, err := executePlaced(ctx, t, env, fmt.Sprintf("chaos-%d", c.seed), c.place)
 	if err != nil {
 		t.Fatalf("seed %d: %v (fired: %v)", c.seed, err, plan.Fired())
 	}

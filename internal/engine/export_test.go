@@ -3,3 +3,10 @@ package engine
 // SetBeforeTrigger installs a hook that runs on the coordinator goroutine
 // right before each checkpoint's enumerator snapshots.
 func SetBeforeTrigger(j *Job, fn func(id int64)) { j.beforeTrigger = fn }
+
+// SetPlacement sets the job's Config.Placement and Config.RemoteErrors
+// after it was built (tests build jobs through package stream).
+func SetPlacement(j *Job, p Placement, remoteErrors ...error) {
+	j.cfg.Placement = p
+	j.cfg.RemoteErrors = remoteErrors
+}

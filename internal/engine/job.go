@@ -81,6 +81,14 @@ type Config struct {
 	// checkpoint directory after a crash before its first checkpoint keeps
 	// its id; a storage that records another id than the job's is refused.
 	JobID string
+	// Placement lists the task hosts the job's subtasks may run on
+	// (default: all in this process). The engine places each failover
+	// region on one host (see Placement and docs/cluster.md).
+	Placement Placement
+	// RemoteErrors are sentinel errors that keep their identity (errors.Is)
+	// when a subtask on another task host fails with them, besides the
+	// engine's own (see RemoteError). They are matched by their text.
+	RemoteErrors []error
 }
 
 // JobStorage is implemented by checkpoint storages that belong to one job

@@ -224,22 +224,41 @@ func (a *attempt) restartRegion(r int) error {
 	attemptNo := j.attempts
 	j.attempts++
 	j.mu.Unlock()
+	host, err := a.placeRestart(r)
+	if err != nil {
+		return err
+	}
+	sess, err := host.session(a)
+	if err != nil {
+		return fmt.Errorf("place region %d on task host %s: %w", r, host.ID(), err)
+	}
 	var built []*task
 	for _, k := range keys {
 		v := a.vertexByID[k.vertex]
 		t := a.newTask(v, k.subtask, rs.ctx, a.fo.gen(k), attemptNo, restoredID)
-		if err := t.build(channels, states[k]); err != nil {
+		if sess != nil {
+			t.remote = sess // built on its host below
+		} else if err := t.build(channels, states[k]); err != nil {
 			for _, b := range built {
 				_ = b.close()
 			}
 			return &TaskError{Operator: v.describe(), Subtask: k.subtask, Err: fmt.Errorf("regional restart: %w", err)}
 		}
 		built = append(built, t)
-		a.tasks[v][k.subtask] = t
 	}
+	if sess != nil {
+		if err := sess.deploy(built, states); err != nil {
+			return fmt.Errorf("regional restart of region %d: %w", r, err)
+		}
+	}
+	if old := a.pl.hostOf[r]; old != host {
+		j.log.Info("region placed on another task host", "region", r, "from", old.ID(), "to", host.ID())
+	}
+	a.pl.hostOf[r] = host
 	for _, t := range built {
-		if t.sinkOp != nil {
-			a.sinks.restarted(t.env.v.id, t.env.subtask, t.sinkOp.committedUpTo(restoredID))
+		a.tasks[t.env.v][t.env.subtask] = t
+		if t.env.v.tail().kind == kindSink {
+			a.sinks.restarted(t.env.v.id, t.env.subtask, t.sinkCommittedUpTo(restoredID))
 		}
 	}
 	a.fo.regionUp(r)

@@ -53,7 +53,9 @@ func TestRegionalFailover(t *testing.T) {
 	}
 }
 
-func regionalFailover(t *testing.T, chained bool) {
+func regionalFailover(t *testing.T, chained bool) { regionalFailoverPlaced(t, chained, inProcess) }
+
+func regionalFailoverPlaced(t *testing.T, chained bool, mode placeMode) {
 	const parallelism = 4
 	var splits []rangeSplit
 	for i := range parallelism {
@@ -123,6 +125,9 @@ func regionalFailover(t *testing.T, chained bool) {
 		t.Fatal(err)
 	}
 	engine.SetBeforeTrigger(job, func(id int64) { src.beforeTrigger(id, src.enum) })
+	if mode != inProcess {
+		placeOnLoopback(t, job, mode)
+	}
 	res, err := job.Run(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,11 @@ func (c *readerContext) SendSplitRequest() {
 	c.env.att.inbox.Put(splitRequestMsg{c.env.self()})
 }
 func (c *readerContext) SendEventToEnumerator(e source.Event) {
+	e, err := c.env.outboundEvent(e)
+	if err != nil {
+		c.env.fail(err)
+		return
+	}
 	c.env.att.inbox.Put(readerEventMsg{sender: c.env.self(), event: e})
 }
 func (c *readerContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.env.v.head()) }
@@ -132,6 +137,11 @@ type task struct {
 	inCount  *metrics.Counter
 	lastOut  int64
 	lastIn   int64
+	// remote is set on the coordinator's stand-in for a subtask placed on
+	// another task host: mails go there (remote.go). remoteUpTo is how far
+	// its sink counts as committed, as the host reported.
+	remote     *remoteSession
+	remoteUpTo int64
 }
 
 // build instantiates the chain of v for one subtask, tail first. It runs
