@@ -363,7 +363,12 @@ func (n *runner) watchTerm(l coord.Leadership, c coord.Coordinator, lost func(er
 	for {
 		select {
 		case <-l.Done():
-			lost(errLeadershipEnded)
+			select {
+			case <-c.Done(): // the lease ended: the leadership with it
+				lost(errSessionEnded)
+			default:
+				lost(errLeadershipEnded)
+			}
 			return
 		case <-c.Done():
 			lost(errSessionEnded)

@@ -96,7 +96,10 @@ func (t *TLS) ServerConfig(log *slog.Logger) *tls.Config {
 	if log == nil {
 		log = slog.Default()
 	}
-	base := &tls.Config{Certificates: []tls.Certificate{t.cert}, MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAnyClientCert}
+	base := &tls.Config{Certificates: []tls.Certificate{t.cert}, MinVersion: tls.VersionTLS13,
+		// Requested, not required, so that a peer without one reaches
+		// verifyPeer and is logged too; verifyPeer requires it.
+		ClientAuth: tls.RequestClientCert}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
