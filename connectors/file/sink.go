@@ -48,7 +48,8 @@ type committable struct {
 	// Marker, when set, makes this committable no file but a writer's
 	// report for partition commit (see PartitionCommit); committers
 	// skip it.
-	Marker *partitionMarker `json:"marker,omitempty"`	// Discard, when set, makes this committable a hidden file to delete
+	Marker *partitionMarker `json:"marker,omitempty"`
+	// Discard, when set, makes this committable a hidden file to delete
 	// once the checkpoint completes: a restored part file that its writer
 	// resumed in a copy (see resumedName). From then on no restore needs
 	// it.

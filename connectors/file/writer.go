@@ -23,14 +23,14 @@ const maxCounterProbe = 1 << 20
 // writer is one subtask's file sink writer, on the local file system or an
 // ObjectStore (its partDest). It is used from the subtask's goroutine only.
 type writer[T any] struct {
-	s         *fileSink[T]
-	dest      partDest
-	names     partNames
-	sub, par  int
-	attempt   int // sink.InitContext.Attempt
+	s        *fileSink[T]
+	dest     partDest
+	names    partNames
+	sub, par int
+	attempt  int // sink.InitContext.Attempt
 	// tag names the part files this writer resumes (see resumedName):
 	// random, so that no two writer instances share one.
-	tag string
+	tag       string
 	next      int64
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil

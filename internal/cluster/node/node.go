@@ -72,7 +72,8 @@ type Config struct {
 	NewJobID func() string
 	// Metrics records the loop's metrics (see Metrics); default a new
 	// NewMetrics(NodeID), not exported anywhere.
-	Metrics *Metrics	// TLS is the node's checked mutual TLS material (LoadTLS) for its
+	Metrics *Metrics
+	// TLS is the node's checked mutual TLS material (LoadTLS) for its
 	// node-to-node server and clients; nil: plaintext. The loop itself
 	// does not use it yet (the leader runs the whole job).
 	TLS *TLS
