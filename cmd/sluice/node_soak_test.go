@@ -220,7 +220,7 @@ func soakPlan() []string {
 	return p
 }
 
-var jobIDRE = regexp.MustCompile(`job_id=([0-9a-f]+)`)
+var soakJobIDRE = regexp.MustCompile(`job_id=([0-9a-f]+)`)
 
 // TestNodeSoak is the acceptance soak (see the top of this file).
 func TestNodeSoak(t *testing.T) {
@@ -384,7 +384,7 @@ func TestNodeSoak(t *testing.T) {
 	// No transaction of the job is left open.
 	var jobID string
 	for _, p := range c.all {
-		if m := jobIDRE.FindStringSubmatch(p.stderr()); m != nil {
+		if m := soakJobIDRE.FindStringSubmatch(p.stderr()); m != nil {
 			jobID = m[1]
 			break
 		}

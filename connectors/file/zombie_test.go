@@ -2,7 +2,6 @@ package file
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,14 +9,6 @@ import (
 
 	"github.com/sluice-io/sluice/connectortest/fakes"
 )
-
-func lines(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s%02d", prefix, i)
-	}
-	return out
-}
 
 // committedLines returns every line of the finished files under dir, the
 // files in name order.

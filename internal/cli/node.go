@@ -206,9 +206,10 @@ func termDir(base string, term int64) string {
 
 // leadJob runs the whole job while this node leads term t: checkpoints go
 // to checkpoint.dir/term-<term> and are completed by the fenced write of
-// their pointer; the job restores from the published pointer only. The
-// pipeline's HTTP endpoint (http.listen, or --http) is served by the
-// leader while it leads.
+// their pointer; the job restores from the published pointer only (or,
+// before any is published, from --from). While it runs, the node's HTTP
+// endpoint (ep, when --http or http.listen is set) serves its metrics,
+// status, readiness and, with --savepoint-dir, POST /savepoints.
 func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs, ep *node.Endpoint) error {
 	store, dir, err := termStorage(spec, t, log)
 	if err != nil {

@@ -300,7 +300,7 @@ func TestEndpoint(t *testing.T) {
 	if v := value(t, fams, "sluice_job_numRecordsIn", map[string]string{"job_name": "j"}); v != 42 {
 		t.Errorf("the leader's endpoint does not serve its job's metrics:\n%s", body)
 	}
-	if code, body := get(t, s1.URL+"/status", "tok"); code != http.StatusOK || !strings.Contains(body, `"role": "leader"`) || !strings.Contains(body, `"state":"RUNNING"`) {
+	if code, body := get(t, s1.URL+"/status", "tok"); code != http.StatusOK || !strings.Contains(body, `"role": "leader"`) || !strings.Contains(body, `"RUNNING"`) {
 		t.Errorf("leader status: %d %s", code, body)
 	}
 	if code, body := do(t, http.MethodPost, s1.URL+"/savepoints", "tok"); code != http.StatusOK || !strings.Contains(body, `"id":7`) {

@@ -99,7 +99,9 @@ func (t *TLS) ServerConfig(log *slog.Logger) *tls.Config {
 	base := &tls.Config{Certificates: []tls.Certificate{t.cert}, MinVersion: tls.VersionTLS13,
 		// Requested, not required, so that a peer without one reaches
 		// verifyPeer and is logged too; verifyPeer requires it.
-		ClientAuth: tls.RequestClientCert}
+		ClientAuth: tls.RequestClientCert,
+		// Every connection shows its certificate: no resumption.
+		SessionTicketsDisabled: true}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
