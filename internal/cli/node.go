@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -68,10 +67,6 @@ func (a *App) cmdNode(args []string) int {
 	if err := o.complete(spec); err != nil {
 		return a.exit(err)
 	}
-	nodeTLS, err := o.nodeTLS(time.Now())
-	if err != nil {
-		return a.exit(err)
-	}
 	secrets := spec.Secrets
 	if o.httpTokenEnv != "" {
 		if tok, ok := a.Getenv(o.httpTokenEnv); ok {
@@ -90,22 +85,11 @@ func (a *App) cmdNode(args []string) int {
 	sec := secretRefs{vals: secretVars(spec.Secrets)}
 	sec.lookup = secretLookup(sec.vals, a.Getenv)
 
-	if o.savepointDir != "" {
-		if tok, err := a.nodeHTTPToken(spec, o); err != nil {
-			return a.exit(err)
-		} else if tok == "" || cmp.Or(o.httpAddr, spec.HTTPListen) == "" {
-			return a.exit(usagef("node: --savepoint-dir enables POST /savepoints on the leader's HTTP endpoint, which needs --http (or http.listen) and a token (--http-token-env VAR or http.token)"))
-		}
-	}
-	nm := node.NewMetrics(o.nodeID)
-	ep, stopHTTP, err := a.nodeEndpoint(spec, o, nm, log)
+	nm, ep, nodeTLS, stopOps, err := a.startNodeOps(spec, &o, log)
 	if err != nil {
 		return a.exit(err)
 	}
-	defer stopHTTP()
-	if nodeTLS != nil {
-		log.Info("node TLS", "certificate", o.tlsCert, "subject", nodeTLS.Subject(), "expires", nodeTLS.NotAfter(), "etcd_cert", o.cert)
-	}
+	defer stopOps()
 	eopts := []etcdcoord.Option{etcdcoord.WithLeaseTTL(o.leaseTTL), etcdcoord.WithPrefix(o.prefix)}
 	if o.cert != "" || o.key != "" || o.ca != "" {
 		eopts = append(eopts, etcdcoord.WithTLSFiles(o.cert, o.key, o.ca))

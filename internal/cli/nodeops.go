@@ -18,6 +18,33 @@ import (
 	"github.com/sluice-io/sluice/metrics"
 )
 
+// startNodeOps checks the node's TLS files and --savepoint-dir, and starts
+// its HTTP endpoint with its metrics; stop stops the endpoint.
+func (a *App) startNodeOps(spec *pipeline.Spec, o *nodeOptions, log *slog.Logger) (*node.Metrics, *node.Endpoint, *node.TLS, func(), error) {
+	nt, err := o.nodeTLS(time.Now())
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if nt != nil {
+		log.Info("node TLS", "certificate", o.tlsCert, "subject", nt.Subject(), "expires", nt.NotAfter(), "etcd_cert", o.cert)
+	}
+	if o.savepointDir != "" {
+		tok, err := a.nodeHTTPToken(spec, *o)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if tok == "" || cmp.Or(o.httpAddr, spec.HTTPListen) == "" {
+			return nil, nil, nil, nil, usagef("node: --savepoint-dir enables POST /savepoints on the leader's HTTP endpoint, which needs --http (or http.listen) and a token (--http-token-env VAR or http.token)")
+		}
+	}
+	m := node.NewMetrics(o.nodeID)
+	ep, stop, err := a.nodeEndpoint(spec, *o, m, log)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return m, ep, nt, stop, nil
+}
+
 // nodeTLS checks the node's TLS files (--tls-*) and etcd's (--etcd-*) at
 // start: a node with bad files exits 2 naming the file and the fault
 // instead of retrying its connections forever. Without --etcd-* files,
