@@ -284,7 +284,8 @@ func TestNodeSoak(t *testing.T) {
 			switch plan[k] {
 			case "standby":
 				var victim string
-				for _, id := range ids {
+				for j := range ids {
+					id := ids[(k+j)%len(ids)] // rotate over the nodes
 					if id != leader && c.procs[id] != nil {
 						select {
 						case <-c.procs[id].done:

@@ -203,6 +203,7 @@ func do(t *testing.T, method, url, token string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Close = true // no idle connection outlives the test (goleak)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
