@@ -195,28 +195,17 @@ func tail(s string, n int) string {
 // soakPlan is the order of the disruptions: 20 kills of a non-leader
 // node, 5 of the leader, 3 stops of the leader, 1 etcd member kill.
 func soakPlan() []string {
-	var p []string
-	leader, stop := 0, 0
-	for i := range 29 {
-		switch {
-		case i == 10:
-			p = append(p, "etcd")
-		case i%6 == 2 && leader < 5:
-			p = append(p, "leader")
-			leader++
-		case i%9 == 5 && stop < 3:
-			p = append(p, "stop")
-			stop++
-		default:
-			p = append(p, "standby")
-		}
+	p := make([]string, 29)
+	for i := range p {
+		p[i] = "standby"
 	}
-	for ; leader < 5; leader++ {
-		p = append(p, "leader")
+	for _, i := range []int{2, 8, 14, 20, 26} {
+		p[i] = "leader"
 	}
-	for ; stop < 3; stop++ {
-		p = append(p, "stop")
+	for _, i := range []int{5, 17, 23} {
+		p[i] = "stop"
 	}
+	p[11] = "etcd"
 	return p
 }
 
