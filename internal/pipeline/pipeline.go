@@ -435,7 +435,8 @@ func (p *parser) check(n *yaml.Node, field string, o registry.Option, v any, fro
 	return true
 }
 
-// options decodes a mapping against a schema, filling in defaults.
+// options decodes a mapping against a schema, filling in defaults
+// (which Options.IsSet tells from the file's settings).
 func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Option, what string) (registry.Options, bool) {
 	m := map[string]any{}
 	if n != nil {
@@ -492,13 +493,11 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		if o.Required {
 			p.errorf(at, join(field, o.Name), "missing required field (%s)", o.Description)
 			ok = false
-			continue
-		}
-		if o.Default != nil {
-			m[o.Name] = o.Default
 		}
 	}
-	return registry.NewOptions(m).WithPrefixed(fam).MarkFromEnvironment(fromEnv...), ok
+	// m holds what the file sets; the defaults are filled in apart, so
+	// that Options.IsSet tells the two.
+	return registry.NewOptions(m).WithDefaults(schema).WithPrefixed(fam).MarkFromEnvironment(fromEnv...), ok
 }
 
 // familyOptions parses the keys of mapping n that belong to a family
