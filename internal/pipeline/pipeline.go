@@ -416,7 +416,27 @@ func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool
 		}
 		v = list
 	}
-	return v, p.check(n, field, o, v, fromEnv)
+	if !p.check(n, field, o, v, fromEnv) {
+		return nil, false
+	}
+	if fromEnv && !o.Secret && notText(o.Type) {
+		// A number, duration, true/false or enum value is no secret: it
+		// is logged as it is. Hidden, every "100ms" or "1000" of the
+		// logs (and of checkpoint state) would be taken for it and shown
+		// as ${RESTART_DELAY}.
+		p.subs = p.subs[:before]
+	}
+	return v, true
+}
+
+// notText reports whether values of type t are numbers, durations,
+// booleans or enum values, which cannot hold a secret.
+func notText(t registry.Type) bool {
+	switch t {
+	case registry.Int, registry.Float, registry.Bool, registry.Duration, registry.Enum:
+		return true
+	}
+	return false
 }
 
 // check runs an option's Check on its parsed value.
