@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,7 +80,7 @@ func validatePostgresSource(o Options) error {
 	}
 	if o.String("mode") != "cdc" {
 		for _, n := range cdcOnlyOptions {
-			if o.IsSet(n) {
+			if setOtherThanDefault(o, n) {
 				return &OptionError{Option: n, Err: fmt.Errorf("only with mode: cdc (the mode is %s)", o.String("mode"))}
 			}
 		}
@@ -88,6 +89,22 @@ func validatePostgresSource(o Options) error {
 		return &OptionError{Option: "server-name", Err: errors.New("only with envelope: debezium")}
 	}
 	return nil
+}
+
+// setOtherThanDefault reports whether option n of the source is set to
+// another value than its default. A cdc-only option set to its default
+// is let through in snapshot mode: it changes nothing, and one pipeline
+// file serves both modes with create-slot: ${CREATE_SLOT:-false}.
+func setOtherThanDefault(o Options, n string) bool {
+	if !o.IsSet(n) {
+		return false
+	}
+	for _, opt := range postgresSourceOptions {
+		if opt.Name == n {
+			return !reflect.DeepEqual(o.m[n], opt.Default)
+		}
+	}
+	return true
 }
 
 func checkSlotName(v any) error {
