@@ -55,7 +55,10 @@ func ParquetCompression(name string) ParquetOption {
 // written) at which [ParquetBulk] ends a row group (default 128 MiB,
 // parquet-java's parquet.block.size). A part file's last row group ends
 // when the file is finished. The writer holds a row group's pages in
-// memory until it ends.
+// memory until it ends, so a part file grows by whole row groups: a
+// rolling policy by size (DefaultRollingPolicy.PartSize) sees the file
+// reach its size only when a row group ends; keep the row group size well
+// below the part size for part files near it.
 func ParquetRowGroupSize(n int64) ParquetOption {
 	return parquetOptionFunc(func(c *parquetConfig) {
 		if n < 1 {
@@ -88,6 +91,11 @@ func ParquetRowGroupSize(n int64) ParquetOption {
 // as [AvroBulk] coerces them, with errors naming the field; a missing
 // field takes the schema's default, or is null if the column is
 // optional, else fails naming it.
+//
+// The writer writes columns directly: a record's values are appended to
+// their columns (a flat record's fields converted in place, a nested one
+// shredded, Dremel's way), and every 1024 records each column's values go
+// to parquet-go's column writer in one call.
 //
 // Options: [ParquetCompression] (default snappy), [ParquetRowGroupSize]
 // (default 128 MiB). An invalid schema or option is reported by Err at
