@@ -55,7 +55,10 @@ func ParquetCompression(name string) ParquetOption {
 // written) at which [ParquetBulk] ends a row group (default 128 MiB,
 // parquet-java's parquet.block.size). A part file's last row group ends
 // when the file is finished. The writer holds a row group's pages in
-// memory until it ends.
+// memory until it ends, so a part file grows by whole row groups: a
+// rolling policy by size (DefaultRollingPolicy.PartSize) sees the file
+// reach its size only when a row group ends; keep the row group size well
+// below the part size for part files near it.
 func ParquetRowGroupSize(n int64) ParquetOption {
 	return parquetOptionFunc(func(c *parquetConfig) {
 		if n < 1 {
@@ -88,6 +91,11 @@ func ParquetRowGroupSize(n int64) ParquetOption {
 // as [AvroBulk] coerces them, with errors naming the field; a missing
 // field takes the schema's default, or is null if the column is
 // optional, else fails naming it.
+//
+// The writer writes columns directly: a record's values are appended to
+// their columns (a flat record's fields converted in place, a nested one
+// shredded, Dremel's way), and every 1024 records each column's values go
+// to parquet-go's column writer in one call.
 //
 // Options: [ParquetCompression] (default snappy), [ParquetRowGroupSize]
 // (default 128 MiB). An invalid schema or option is reported by Err at
@@ -163,6 +171,48 @@ type pqNode struct {
 	key      *pqNode     // map key
 	leaves   []int       // every leaf column under the node
 	conv     leafConv    // leaf: the value's coercion, chosen once
+	fast     fastKind    // leaf: the Go type converted in place, if any
+	width    int64       // leaf: the size of a fixed-width value
+}
+
+// fastKind names the conversions flatRecord makes in place: the Go type
+// of the value contract for a leaf's Avro type.
+type fastKind uint8
+
+const (
+	fastNone   fastKind = iota
+	fastBool            // boolean: bool
+	fastInt64           // long, time-micros: int64
+	fastMillis          // timestamp-millis, local-timestamp-millis: time.Time
+	fastMicros          // timestamp-micros, local-timestamp-micros: time.Time
+	fastDouble          // double: float64
+	fastString          // string (uuid too): string
+)
+
+// fastKindOf returns the in-place conversion of a leaf of Avro type s and
+// the size of its value (as valueSize counts it; a string's is its length
+// plus 4).
+func fastKindOf(s avro.Schema) (fastKind, int64) {
+	if _, ok := logicalOf(s).(*avro.DecimalLogicalSchema); ok {
+		return fastNone, 0
+	}
+	switch s.Type() {
+	case avro.Boolean:
+		return fastBool, 1
+	case avro.Long:
+		switch logicalTypeOf(s) {
+		case avro.TimestampMillis, avro.LocalTimestampMillis:
+			return fastMillis, 8
+		case avro.TimestampMicros, avro.LocalTimestampMicros:
+			return fastMicros, 8
+		}
+		return fastInt64, 8
+	case avro.Double:
+		return fastDouble, 8
+	case avro.String:
+		return fastString, 0
+	}
+	return fastNone, 0
 }
 
 // leafConv coerces a record's value to a leaf column's physical value.
@@ -403,6 +453,7 @@ func (b *ParquetBulkFormat) assignColumns(n *pqNode) error {
 		n.col = lc.ColumnIndex
 		n.leaves = []int{n.col}
 		n.conv = leafConvOf(n.avro)
+		n.fast, n.width = fastKindOf(n.avro)
 		return nil
 	case pqGroup:
 		for _, f := range n.fields {
@@ -537,6 +588,11 @@ func (p *parquetWriter) flush() error {
 // flatRecord appends the values of a record whose fields are all leaf
 // columns, one to each column, and returns their size. On an error no
 // column keeps a value of the record.
+//
+// A value of the Go type the value contract gives its column's type is
+// converted in place (the switch on the column's fastKind, chosen once
+// per schema); anything else — a missing field, null, another Go type, a
+// logical type without a fast path — goes through flatValue.
 func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 	if m == nil {
 		return 0, p.enc.fail("", "null for a required column")
@@ -544,37 +600,77 @@ func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 	var size int64
 	for _, f := range p.f.root.fields {
 		fv, ok := m[f.name]
-		if !ok && f.field != nil && f.field.HasDefault() {
-			d, err := avroDefault(f.field)
-			if err != nil {
-				return 0, p.dropFlat(p.enc.fail(f.name, "default: %v", err))
-			}
-			fv, ok = d, true
-		}
-		if !ok && !f.optional {
-			return 0, p.dropFlat(p.enc.fail(f.name, "missing, and the schema gives no default"))
-		}
 		var pv parquet.Value
-		if fv == nil {
-			if !f.optional {
-				return 0, p.dropFlat(p.enc.fail(f.name, "null for a required column"))
+		fast := ok
+		n := f.width
+		switch f.fast {
+		case fastBool:
+			b, isB := fv.(bool)
+			pv, fast = parquet.BooleanValue(b), fast && isB
+		case fastInt64:
+			i, isI := fv.(int64)
+			pv, fast = parquet.Int64Value(i), fast && isI
+		case fastMillis:
+			t, isT := fv.(time.Time)
+			pv, fast = parquet.Int64Value(t.UnixMilli()), fast && isT
+		case fastMicros:
+			t, isT := fv.(time.Time)
+			pv, fast = parquet.Int64Value(t.UnixMicro()), fast && isT
+		case fastDouble:
+			x, isF := fv.(float64)
+			pv, fast = parquet.DoubleValue(x), fast && isF
+		case fastString:
+			x, isS := fv.(string)
+			if fast = fast && isS; fast {
+				pv, n = parquet.ByteArrayValue(batchBytes(p, x)), int64(len(x))+4
 			}
-			pv = parquet.NullValue().Level(0, 0, f.col)
-		} else {
+		default:
+			fast = false
+		}
+		if !fast {
 			var err error
-			if pv, err = f.conv(p, fv, f.name); err != nil {
+			if pv, err = p.flatValue(f, fv, ok); err != nil {
 				return 0, p.dropFlat(err)
 			}
-			def := 0
-			if f.optional {
-				def = 1
-			}
-			pv = pv.Level(0, def, f.col)
+			n = int64(valueSize(pv))
+		} else if f.optional {
+			pv = pv.Level(0, 1, f.col)
 		}
 		p.cols[f.col] = append(p.cols[f.col], pv)
-		size += int64(valueSize(pv))
+		size += n
 	}
 	return size, nil
+}
+
+// flatValue is the value of field f of a flat record, fv (ok: present in
+// the record), with its levels: the field's default if missing, null, or
+// fv coerced by the field's leafConv.
+func (p *parquetWriter) flatValue(f *pqNode, fv any, ok bool) (parquet.Value, error) {
+	if !ok && f.field != nil && f.field.HasDefault() {
+		d, err := avroDefault(f.field)
+		if err != nil {
+			return parquet.Value{}, p.enc.fail(f.name, "default: %v", err)
+		}
+		fv, ok = d, true
+	}
+	if !ok && !f.optional {
+		return parquet.Value{}, p.enc.fail(f.name, "missing, and the schema gives no default")
+	}
+	if fv == nil {
+		if !f.optional {
+			return parquet.Value{}, p.enc.fail(f.name, "null for a required column")
+		}
+		return parquet.NullValue().Level(0, 0, f.col), nil
+	}
+	pv, err := f.conv(p, fv, f.name)
+	if err != nil {
+		return parquet.Value{}, err
+	}
+	def := 0
+	if f.optional {
+		def = 1
+	}
+	return pv.Level(0, def, f.col), nil
 }
 
 // dropFlat drops the values of the flat record that failed with err.

@@ -277,75 +277,16 @@ func badRecord(i int, nested bool) map[string]any {
 // hold the same schema, row groups of the same sizes, the same rows
 // (physical values and levels), and decode to the same records.
 func TestParquetColumnsMatchRowPath(t *testing.T) {
-	flat := `{"type":"record","name":"Flat","fields":[` + leafFields + `]}`
-	nested := `{"type":"record","name":"Nested","fields":[
-	 {"name":"r","type":{"type":"record","name":"Leaves","fields":[` + leafFields + `]}},
-	 {"name":"or","type":["null","Leaves"]},
-	 {"name":"xs","type":{"type":"array","items":"long"}},
-	 {"name":"oxs","type":["null",{"type":"array","items":["null","string"]}]},
-	 {"name":"kv","type":{"type":"map","values":{"type":"array","items":"double"}}},
-	 {"name":"id","type":"long"}]}`
-	const n = 5000
-	for _, c := range []struct {
-		name   string
-		schema string
-		rec    func(i int) map[string]any
-	}{
-		{"flat", flat, leafRecord},
-		{"nested", nested, func(i int) map[string]any {
-			m := map[string]any{"r": leafRecord(i), "id": int64(i),
-				"xs": []any{int64(i), int64(-i)}[:i%3%2+i%3/2], "kv": map[string]any{}}
-			if i%3 == 0 {
-				m["or"] = leafRecord(i + 1)
-				m["oxs"] = []any{nil, fmt.Sprint(i)}
-				m["kv"] = map[string]any{"a": []any{1.5}, "b": []any{}}
-			}
-			return m
-		}},
-	} {
+	for _, c := range matchCases() {
 		for _, codec := range []string{"snappy", "uncompressed"} {
 			t.Run(c.name+"/"+codec, func(t *testing.T) {
 				f := ParquetBulk(c.schema, ParquetCompression(codec), ParquetRowGroupSize(300_000))
-				if err := f.Err(); err != nil {
-					t.Fatal(err)
-				}
 				if c.name == "flat" && !f.flat {
 					t.Fatal("the flat schema is not flat")
 				}
-				var cols, rows bytes.Buffer
-				cw, err := f.NewWriter(&cols)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rw, err := rowPathParquet{f}.NewWriter(&rows)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var want []map[string]any
-				for i := range n {
-					r := c.rec(i)
-					if i%101 == 50 {
-						r = badRecord(i, c.name == "nested")
-					}
-					e1, e2 := cw.Write(r), rw.Write(r)
-					if (e1 == nil) != (e2 == nil) || e1 != nil && e1.Error() != e2.Error() {
-						t.Fatalf("record %d: column writer: %v; row path: %v", i, e1, e2)
-					}
-					if bad := i%101 == 50; bad != (e1 != nil) {
-						t.Fatalf("record %d (invalid: %t): %v", i, bad, e1)
-					}
-					if e1 == nil {
-						want = append(want, r)
-					}
-				}
-				if err := cw.Finish(); err != nil {
-					t.Fatal(err)
-				}
-				if err := rw.Finish(); err != nil {
-					t.Fatal(err)
-				}
-				comparePhysical(t, cols.Bytes(), rows.Bytes(), len(want))
-				got, exp := readParquetBytes(t, cols.Bytes()), readParquetBytes(t, rows.Bytes())
+				cols, rows, want := writeColumnsAndRows(t, f, c.rec, c.name == "nested", 5000)
+				comparePhysical(t, cols, rows, len(want))
+				got, exp := readParquetBytes(t, cols), readParquetBytes(t, rows)
 				if len(got) != len(want) || len(exp) != len(want) {
 					t.Fatalf("decoded %d and %d records, want %d", len(got), len(exp), len(want))
 				}
@@ -357,6 +298,82 @@ func TestParquetColumnsMatchRowPath(t *testing.T) {
 			})
 		}
 	}
+}
+
+type matchCase struct {
+	name   string
+	schema string
+	rec    func(i int) map[string]any
+}
+
+// matchCases are a flat schema of leafFields and a nested one (the same
+// leaves in a record and an optional record, lists, a map of lists).
+func matchCases() []matchCase {
+	flat := `{"type":"record","name":"Flat","fields":[` + leafFields + `]}`
+	nested := `{"type":"record","name":"Nested","fields":[
+	 {"name":"r","type":{"type":"record","name":"Leaves","fields":[` + leafFields + `]}},
+	 {"name":"or","type":["null","Leaves"]},
+	 {"name":"xs","type":{"type":"array","items":"long"}},
+	 {"name":"oxs","type":["null",{"type":"array","items":["null","string"]}]},
+	 {"name":"kv","type":{"type":"map","values":{"type":"array","items":"double"}}},
+	 {"name":"id","type":"long"}]}`
+	return []matchCase{
+		{"flat", flat, leafRecord},
+		{"nested", nested, func(i int) map[string]any {
+			m := map[string]any{"r": leafRecord(i), "id": int64(i),
+				"xs": []any{int64(i), int64(-i)}[:i%3%2+i%3/2], "kv": map[string]any{}}
+			if i%3 == 0 {
+				m["or"] = leafRecord(i + 1)
+				m["oxs"] = []any{nil, fmt.Sprint(i)}
+				m["kv"] = map[string]any{"a": []any{1.5}, "b": []any{}}
+			}
+			return m
+		}},
+	}
+}
+
+// writeColumnsAndRows writes n records of rec, every 101st made invalid
+// by badRecord, with f and with rowPathParquet{f}; both must accept and
+// reject the same records with the same errors. It returns both files
+// and the records accepted.
+func writeColumnsAndRows(t *testing.T, f *ParquetBulkFormat, rec func(int) map[string]any, nested bool, n int) (cols, rows []byte, want []map[string]any) {
+	t.Helper()
+	if err := f.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var cb, rb bytes.Buffer
+	cw, err := f.NewWriter(&cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := rowPathParquet{f}.NewWriter(&rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := rec(i)
+		bad := i%101 == 50
+		if bad {
+			r = badRecord(i, nested)
+		}
+		e1, e2 := cw.Write(r), rw.Write(r)
+		if (e1 == nil) != (e2 == nil) || e1 != nil && e1.Error() != e2.Error() {
+			t.Fatalf("record %d: column writer: %v; row path: %v", i, e1, e2)
+		}
+		if bad != (e1 != nil) {
+			t.Fatalf("record %d (invalid: %t): %v", i, bad, e1)
+		}
+		if e1 == nil {
+			want = append(want, r)
+		}
+	}
+	if err := cw.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return cb.Bytes(), rb.Bytes(), want
 }
 
 // comparePhysical checks that two Parquet files have the same schema, row
