@@ -12,7 +12,7 @@ import (
 )
 
 // TestCheckpointsPipelineFlag: `sluice checkpoints --pipeline FILE` lists
-// the pipeline's checkpoint.dir (with ${VAR}s of the environment); a DIR
+// the pipeline's checkpoint.dir (${CKPT} from the environment); a DIR
 // given as well wins; a pipeline without checkpoint.dir, a bad pipeline
 // or two directories are usage errors. (The s3:// case, where the file's
 // checkpoint.s3.* settings make the client, is cmd/sluice's
@@ -85,10 +85,5 @@ sink:
 		if code != tc.code || !strings.Contains(got, tc.want) {
 			t.Errorf("checkpoints %q: exit %d, want %d with %q\nstdout: %s\nstderr: %s", tc.args, code, tc.code, tc.want, out, errb)
 		}
-	}
-	// The pipeline's checkpoint.dir came from ${CKPT}: listed, and named
-	// as the variable, as in a run's output.
-	if _, out, _ := runCmd("--pipeline", withDir); !strings.Contains(out, "${CKPT}") {
-		t.Errorf("checkpoints --pipeline: the directory from ${CKPT} is not shown as the variable:\n%s", out)
 	}
 }
