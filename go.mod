@@ -181,3 +181,8 @@ require (
 )
 
 tool go.etcd.io/etcd/server/v3
+
+// iceberg-go v0.7.0 with its Substrait extension collection loaded on first
+// use instead of at package initialisation (start-up): see
+// third_party/iceberg-go/SLUICE_PATCHES.md.
+replace github.com/apache/iceberg-go => ./third_party/iceberg-go

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +36,23 @@ var (
 	ErrDamaged = errors.New("newest completed checkpoint is damaged")
 )
 
-var jobIDPattern = regexp.MustCompile(`^[0-9A-Za-z._-]{1,128}$`)
+// validJobID reports whether id is 1 to 128 of the characters
+// [0-9A-Za-z._-]. (A loop, not a regexp: the regexp's {1,128} compiled at
+// package initialisation took about a millisecond and 1,700 allocations
+// of every process's start-up.)
+func validJobID(id string) bool {
+	if len(id) < 1 || len(id) > 128 {
+		return false
+	}
+	for i := range len(id) {
+		switch c := id[i]; {
+		case '0' <= c && c <= '9', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // JobID returns the job id recorded in the directory by SetJobID, or ""
 // if none is recorded.
@@ -55,7 +70,7 @@ func ReadJobID(dir string) (string, error) {
 		return "", fmt.Errorf("read job id: %w", err)
 	}
 	id := strings.TrimSpace(string(b))
-	if !jobIDPattern.MatchString(id) {
+	if !validJobID(id) {
 		return "", fmt.Errorf("read job id: %s: %w", path, corruptf("invalid job id %q", id))
 	}
 	return id, nil
@@ -69,7 +84,7 @@ func ReadJobID(dir string) (string, error) {
 // another id, SetJobID fails with an error wrapping ErrOtherJob that names
 // both; recording the same id again does nothing.
 func (l *Local) SetJobID(id string) error {
-	if !jobIDPattern.MatchString(id) {
+	if !validJobID(id) {
 		return fmt.Errorf("checkpoint storage %s: record job id: invalid id %q", l.dir, id)
 	}
 	old, err := l.JobID()

@@ -47,8 +47,9 @@ MAX_PREPARED="${SLUICE_POSTGRES_MAX_PREPARED:-20}"
 WAL_LEVEL="${SLUICE_POSTGRES_WAL_LEVEL:-logical}"
 RUNAS="${SLUICE_POSTGRES_USER:-postgres}"
 
-log() { echo "postgres.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+LIB_NAME=postgres.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 case "${1:-}" in
   start) ;;
@@ -77,20 +78,6 @@ as() {
   fi
 }
 
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
-}
-
-password() {
-  python3 -c 'import secrets, string; print("".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(24)))'
-}
-
 address() {
   echo "SLUICE_POSTGRES_URL=postgres://sluice:$(cat "$RUN/password")@127.0.0.1:$(cat "$RUN/port")/sluice?sslmode=disable"
   echo "SLUICE_POSTGRES_RUN=$RUN"
@@ -115,18 +102,14 @@ launch() {
     tail -50 "$RUN/server.log" >&2 2>/dev/null || true
     die "the server did not start (logs in $RUN)"
   }
-  local deadline=$((SECONDS + START_TIMEOUT))
-  until ready; do
-    if ((SECONDS > deadline)); then
-      tail -50 "$RUN/server.log" >&2 2>/dev/null || true
-      die "the server did not accept connections on 127.0.0.1:$(cat "$RUN/port") within ${START_TIMEOUT}s (logs in $RUN)"
-    fi
-    sleep 0.2
-  done
+  if ! wait_for "$START_TIMEOUT" "" 0.2 ready; then
+    tail -50 "$RUN/server.log" >&2 2>/dev/null || true
+    die "the server did not accept connections on 127.0.0.1:$(cat "$RUN/port") within ${START_TIMEOUT}s (logs in $RUN)"
+  fi
 }
 
 start() {
-  if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-postgres.XXXXXX"); fi
+  RUN=$(new_run_dir postgres)
   mkdir -p "$RUN"
   if [[ $(id -u) == 0 ]]; then
     id "$RUNAS" >/dev/null 2>&1 || die "running as root: the server runs as user $RUNAS, which does not exist (set SLUICE_POSTGRES_USER, or apt-get install -y postgresql, which creates postgres)"
@@ -135,7 +118,7 @@ start() {
   chmod 0755 "$RUN"
   if running; then address; return 0; fi
   free_port >"$RUN/port"
-  password >"$RUN/password"
+  random_secret 24 >"$RUN/password"
   chmod 0644 "$RUN/port" "$RUN/password"
   as "$(bin initdb)" -D "$RUN/data" -U sluice --pwfile="$RUN/password" -A trust --auth-host=scram-sha-256 \
     --auth-local=trust -E UTF8 --locale=C.UTF-8 >"$RUN/initdb.log" 2>&1 || {

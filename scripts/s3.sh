@@ -36,8 +36,9 @@ RUN="${SLUICE_S3_RUN:-}"
 START_TIMEOUT="${SLUICE_S3_START_TIMEOUT:-60}" # seconds
 CACHE="${SLUICE_CACHE:-$HOME/.cache/sluice}"
 
-log() { echo "s3.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+LIB_NAME=s3.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 case "${1:-}" in
   start) ;;
@@ -62,20 +63,6 @@ binary() {
   echo "$bin"
 }
 
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
-}
-
-secret() {
-  python3 -c 'import secrets, string; print("".join(secrets.choice(string.ascii_letters + string.digits) for _ in range('"$1"')))'
-}
-
 address() {
   echo "SLUICE_S3_ENDPOINT=http://127.0.0.1:$(cat "$RUN/port")"
   echo "SLUICE_S3_ACCESS_KEY=$(cat "$RUN/access")"
@@ -83,12 +70,7 @@ address() {
   echo "SLUICE_S3_RUN=$RUN"
 }
 
-pid() { cat "$RUN/pid" 2>/dev/null; }
-
-running() {
-  local p
-  p=$(pid) && [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
 # ready: the port answers HTTP (an unauthenticated request gets an S3
 # error document, which is an answer).
@@ -97,7 +79,7 @@ ready() {
 }
 
 start() {
-  if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-s3.XXXXXX"); fi
+  RUN=$(new_run_dir s3)
   mkdir -p "$RUN"
   chmod 0700 "$RUN"
   if running; then address; return 0; fi
@@ -105,40 +87,26 @@ start() {
   bin=$(binary)
   mkdir -p "$RUN/data"
   free_port >"$RUN/port"
-  secret 20 >"$RUN/access"
-  secret 40 >"$RUN/secret"
+  random_secret 20 >"$RUN/access"
+  random_secret 40 >"$RUN/secret"
   # setsid: the server outlives this script in a session of its own, so
   # the caller's terminal signals do not reach it; stop kills it by pid.
   ROOT_ACCESS_KEY="$(cat "$RUN/access")" ROOT_SECRET_KEY="$(cat "$RUN/secret")" \
     setsid "$bin" --port "127.0.0.1:$(cat "$RUN/port")" --region us-east-1 \
     posix "$RUN/data" >"$RUN/server.log" 2>&1 </dev/null &
   echo $! >"$RUN/pid"
-  local deadline=$((SECONDS + START_TIMEOUT))
-  until ready; do
-    if ! running; then
-      tail -50 "$RUN/server.log" >&2 || true
-      die "versitygw exited at start (logs in $RUN)"
-    fi
-    if ((SECONDS > deadline)); then
-      tail -50 "$RUN/server.log" >&2 || true
-      die "versitygw did not answer on 127.0.0.1:$(cat "$RUN/port") within ${START_TIMEOUT}s (logs in $RUN)"
-    fi
-    sleep 0.2
-  done
+  local rc=0
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.2 ready || rc=$?
+  if ((rc)); then
+    tail -50 "$RUN/server.log" >&2 || true
+    ((rc == 1)) && die "versitygw exited at start (logs in $RUN)"
+    die "versitygw did not answer on 127.0.0.1:$(cat "$RUN/port") within ${START_TIMEOUT}s (logs in $RUN)"
+  fi
   address
 }
 
 stop() {
-  local p
-  if running; then
-    p=$(pid)
-    kill "$p" 2>/dev/null || true
-    local deadline=$((SECONDS + 10))
-    while kill -0 "$p" 2>/dev/null; do
-      if ((SECONDS > deadline)); then kill -9 "$p" 2>/dev/null || true; break; fi
-      sleep 0.1
-    done
-  fi
+  stop_pid "$RUN/pid" TERM versitygw
   rm -rf "$RUN"
 }
 

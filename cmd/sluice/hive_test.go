@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,7 +118,8 @@ sink:
 	if len(ids) == n {
 		t.Fatal("the job had finished before the kill")
 	}
-	t.Logf("killed with %d records and %d partitions registered", len(ids), len(hivePartitions(t, addr, db, "events")))
+	atKill := hiveOutput(t, out)
+	t.Logf("killed with %d records, %d partitions with _SUCCESS and %d registered", len(ids), len(atKill.success), len(hivePartitions(t, addr, db, "events")))
 
 	p = start(t, env, "run", "--progress", "off", "--from", ckpt, file)
 	if code := p.wait(t); code != 0 {
@@ -135,6 +140,207 @@ sink:
 			t.Errorf("partition %s has no _SUCCESS", part)
 		}
 		want = append(want, strings.TrimPrefix(part, "user=")+"="+filepath.Join(out, part))
+	}
+	slices.Sort(want)
+	if len(want) != 10 {
+		t.Fatalf("%d partition directories, want 10: %v", len(want), want)
+	}
+	if got := hivePartitions(t, addr, db, "events"); !slices.Equal(got, want) {
+		t.Fatalf("metastore partitions\n got %q\nwant %q", got, want)
+	}
+	// Late data (docs/cli.md, partition commit): records of a partition
+	// committed already are written as usual and commit it again; the
+	// metastore keeps it once (checked above) and its _SUCCESS is
+	// written again after its last files.
+	end := hiveOutput(t, out)
+	late := 0
+	for part := range atKill.success {
+		if end.records[part] > atKill.records[part] {
+			late++
+		}
+	}
+	if late == 0 {
+		t.Errorf("no partition committed before the kill got records later: the test did not exercise late data (%v at the kill, %v at the end)", atKill.records, end.records)
+	}
+	for part, last := range end.newest {
+		if s, ok := end.success[part]; ok && s.Before(last) {
+			t.Errorf("partition %s: _SUCCESS (%v) is older than its newest part file (%v): not committed again after late data", part, s, last)
+		}
+	}
+	t.Logf("%d partitions committed before the kill got late records and were committed again", late)
+}
+
+// hiveFiles is the committed output of a file sink with one level of
+// Hive-style partitions, read with encoding/json.
+type hiveFiles struct {
+	ids     map[int64]int        // record id → times found
+	records map[string]int       // partition directory → records
+	success map[string]time.Time // partition directory → its _SUCCESS's modification time
+	newest  map[string]time.Time // partition directory → its newest part file's modification time
+}
+
+// hiveOutput reads the committed JSON lines part files under dir (hidden
+// in-progress files left out); a record whose field named by its
+// partition directory (dt=…, user=…) has another value fails t.
+func hiveOutput(t *testing.T, dir string) hiveFiles {
+	t.Helper()
+	h := hiveFiles{ids: map[int64]int{}, records: map[string]int{}, success: map[string]time.Time{}, newest: map[string]time.Time{}}
+	parts, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pd := range parts {
+		key, val, ok := strings.Cut(pd.Name(), "=")
+		if !pd.IsDir() || !ok {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(dir, pd.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if f.IsDir() || strings.HasPrefix(f.Name(), ".") {
+				continue
+			}
+			info, err := f.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Name() == "_SUCCESS" {
+				h.success[pd.Name()] = info.ModTime()
+				continue
+			}
+			if info.ModTime().After(h.newest[pd.Name()]) {
+				h.newest[pd.Name()] = info.ModTime()
+			}
+			b, err := os.ReadFile(filepath.Join(dir, pd.Name(), f.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+				if line == "" {
+					continue
+				}
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("%s/%s: %q: %v", pd.Name(), f.Name(), line, err)
+				}
+				id, _ := rec["id"].(float64)
+				if fmt.Sprint(rec[key]) != val {
+					t.Fatalf("%s/%s: record %v is in the partition of %s=%s", pd.Name(), f.Name(), rec, key, val)
+				}
+				h.ids[int64(id)]++
+				h.records[pd.Name()]++
+			}
+		}
+	}
+	return h
+}
+
+// TestHiveMetastorePartitionTimeKill9Resume: with the partition-time
+// trigger, a partition is complete when the watermark passes its time
+// plus the delay; the CLI's sources emit no watermark before the end of
+// their input (docs/cli.md), so no partition may get its _SUCCESS or
+// its metastore registration before the input ends, however many of its
+// files are committed. Datagen records under ten dt=… partitions (a map
+// transform gives each record its day), policies [success-file,
+// metastore], killed with -9 once thousands of records are committed:
+// no _SUCCESS, no registered partition. Resumed with --from to the end:
+// each record once, every partition registered once at its directory,
+// with a _SUCCESS written after its last part file.
+func TestHiveMetastorePartitionTimeKill9Resume(t *testing.T) {
+	addr := hiveMetastore(t)
+	const n = 20000
+	dir := t.TempDir()
+	out, ckpt := filepath.Join(dir, "out"), filepath.Join(dir, "checkpoints")
+	db := fmt.Sprintf("clipt_%d", time.Now().UnixNano()%1e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := hive.NewClient(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateDatabase(ctx, db, "file://"+dir+"/db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateExternalTable(ctx, hive.TableSpec{DB: db, Name: "events", Location: "file://" + out,
+		Columns:       []hive.Column{{Name: "id", Type: "bigint"}},
+		PartitionKeys: []hive.Column{{Name: "dt", Type: "string"}}}); err != nil {
+		t.Fatal(err)
+	}
+	file := writePipeline(t, dir, `name: hive-partition-time
+parallelism: 2
+delivery: exactly-once
+checkpoint: {interval: 200ms, dir: "${CKPT}"}
+restart: {strategy: none}
+source: {type: datagen, options: {count: 20000, splits: 2, rate: 1000}}
+transforms:
+  - map: '{"id": id, "dt": "2026-11-" + string(20 + id % 10)}'
+sink:
+  type: file
+  options:
+    path: "${OUT}"
+    partition-by: [dt]
+    partition-commit.policy: [success-file, metastore]
+    partition-commit.trigger: partition-time
+    partition-commit.delay: 1h
+    hive-metastore: "${HMS}"
+    hive-table: "${TABLE}"
+`)
+	env := []string{"OUT=" + out, "CKPT=" + ckpt, "HMS=" + addr, "TABLE=" + db + ".events"}
+	p := start(t, env, "run", "--progress", "off", file)
+	guard := time.Now().Add(3 * time.Minute) // a hang guard, not a timing assertion
+	for len(hiveOutput(t, out).ids) < 3000 {
+		select {
+		case <-p.done:
+			t.Fatalf("sluice ended before the kill:\n%s", p.stderr())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(guard) {
+			t.Fatalf("not 3000 records committed in three minutes:\n%s", p.stderr())
+		}
+	}
+	// the metastore first: a registration is the last step of a commit
+	regs := hivePartitions(t, addr, db, "events")
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	atKill := hiveOutput(t, out)
+	if len(atKill.ids) == n {
+		t.Fatal("the job had finished before the kill")
+	}
+	if len(atKill.success) != 0 || len(regs) != 0 {
+		t.Fatalf("before the end of the input (%d of %d records committed, in %d partitions): _SUCCESS in %v, metastore partitions %q; want none",
+			len(atKill.ids), n, len(atKill.records), slices.Collect(maps.Keys(atKill.success)), regs)
+	}
+	t.Logf("killed with %d records committed in %d partitions, none complete: no _SUCCESS, no metastore partition", len(atKill.ids), len(atKill.records))
+
+	p = start(t, env, "run", "--progress", "off", "--from", ckpt, file)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("resumed run: exit %d\n%s", code, p.stderr())
+	}
+	end := hiveOutput(t, out)
+	for id := range int64(n) {
+		if end.ids[id] != 1 {
+			t.Fatalf("record %d is %d times in the output, want once", id, end.ids[id])
+		}
+	}
+	if len(end.ids) != n {
+		t.Fatalf("%d distinct ids, want %d", len(end.ids), n)
+	}
+	var want []string
+	for part, last := range end.newest {
+		if s, ok := end.success[part]; !ok {
+			t.Errorf("partition %s has no _SUCCESS", part)
+		} else if s.Before(last) {
+			t.Errorf("partition %s: _SUCCESS (%v) is older than its newest part file (%v)", part, s, last)
+		}
+		want = append(want, strings.TrimPrefix(part, "dt=")+"="+filepath.Join(out, part))
 	}
 	slices.Sort(want)
 	if len(want) != 10 {

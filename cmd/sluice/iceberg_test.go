@@ -40,8 +40,11 @@ type icebergTable struct {
 		Parent    *int64            `json:"parent"`
 		Operation string            `json:"operation"`
 		Props     map[string]string `json:"props"`
+		Added     []string          `json:"added"`   // data files its manifests add
+		Deleted   []string          `json:"deleted"` // and delete
 	} `json:"snapshots"`
-	Files []string `json:"files"`
+	Files    []string `json:"files"` // referenced by the current snapshot
+	Location string   `json:"location"`
 }
 
 // icebergRead reads table ident of the SQLite SQL catalog at catalogFile
@@ -178,7 +181,7 @@ func TestIcebergKafkaKill9(t *testing.T) {
 	file := pipelines + "kafka-to-iceberg.yaml"
 	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=unbounded",
 		"ICEBERG_CATALOG=" + catalogFile, "ICEBERG_WAREHOUSE=" + warehouse, "CHECKPOINTS=" + ckpt,
-		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
+		"CHECKPOINT_INTERVAL=1s", "CHECKPOINT_RETAIN=10000", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
 	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
 	icebergRunAll(t, env, file, ckpt, iceberg.SQLCatalog("default", catalogFile, "", nil), "shop.orders", count)
 	if err := wait(); err != nil {
@@ -186,6 +189,7 @@ func TestIcebergKafkaKill9(t *testing.T) {
 	}
 	tbl := icebergRead(t, py, catalogFile, (&url.URL{Scheme: "file", Path: warehouse}).String(), "shop.orders")
 	icebergCheck(t, tbl, count)
+	icebergAudit(t, tbl, ckpt, env, nil)
 }
 
 // icebergRunAll runs the pipeline (unbounded Kafka source) three times:
@@ -366,7 +370,7 @@ func TestIcebergKafkaKill9S3(t *testing.T) {
 	warehouse := "s3://" + bucket + "/warehouse"
 	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=unbounded",
 		"ICEBERG_CATALOG=" + catalogFile, "ICEBERG_WAREHOUSE=" + warehouse, "CHECKPOINTS=" + ckpt,
-		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576",
+		"CHECKPOINT_INTERVAL=1s", "CHECKPOINT_RETAIN=10000", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576",
 		"S3_ENDPOINT=" + ep, "S3_ACCESS_KEY=" + ak, "S3_SECRET_KEY=" + sk}
 	props := map[string]string{"s3.endpoint": ep, "s3.region": "us-east-1", "s3.access-key-id": ak, "s3.secret-access-key": sk}
 	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
@@ -380,6 +384,7 @@ func TestIcebergKafkaKill9S3(t *testing.T) {
 	}
 	tbl := icebergRead(t, py, catalogFile, warehouse, "shop.orders", kv...)
 	icebergCheck(t, tbl, count)
+	icebergAudit(t, tbl, ckpt, env, props)
 	for _, f := range tbl.Files {
 		if !strings.HasPrefix(f, "s3://"+bucket+"/") {
 			t.Errorf("data file %s is not in the bucket", f)
@@ -413,11 +418,13 @@ func TestIcebergKafkaKill9REST(t *testing.T) {
 	ident := fmt.Sprintf("shop%d.orders", time.Now().UnixNano())
 	env := []string{"KAFKA_BROKERS=" + brokers, "TOPIC=" + topic, "KAFKA_BOUNDED=unbounded",
 		"ICEBERG_REST=" + rest, "ICEBERG_TABLE=" + ident, "CHECKPOINTS=" + ckpt,
-		"CHECKPOINT_INTERVAL=1s", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
+		"CHECKPOINT_INTERVAL=1s", "CHECKPOINT_RETAIN=10000", "RESTART_ATTEMPTS=10", "RESTART_DELAY=100ms", "ICEBERG_FILE_SIZE=1048576"}
 	wait := icebergProduce(t, cl, topic, count, 20*time.Second)
 	icebergRunAll(t, env, pipelines+"kafka-to-iceberg-rest.yaml", ckpt, iceberg.RESTCatalog("default", rest, "", nil), ident, count)
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	icebergCheck(t, icebergReadURI(t, py, rest, "", ident), count)
+	tbl := icebergReadURI(t, py, rest, "", ident)
+	icebergCheck(t, tbl, count)
+	icebergAudit(t, tbl, ckpt, env, nil)
 }

@@ -10,17 +10,12 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,6 +30,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluice-io/sluice/internal/testutil/testcerts"
 )
 
 // secBroker is what client.json of `scripts/kafka.sh start-secure` holds.
@@ -332,10 +329,7 @@ func TestKafkaSecuredFailures(t *testing.T) {
 	broker := sb.Brokers[0]
 	wrong := rand.Text()
 	dir := t.TempDir()
-	otherCA := filepath.Join(dir, "other-ca.pem")
-	if err := os.WriteFile(otherCA, selfSignedPEM(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	otherCA := testcerts.NewCA(t, "other-ca").WriteFile(t, dir) // a CA that signed nothing of the broker's
 	plainBroker := plaintextPort(t)
 
 	for _, c := range []struct {
@@ -391,24 +385,6 @@ func TestKafkaSecuredFailures(t *testing.T) {
 
 func scramAuth(user, pass string) sasl.Mechanism {
 	return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
-}
-
-// selfSignedPEM returns a CA certificate that signed nothing of the
-// broker's.
-func selfSignedPEM(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // plaintextPort listens on 127.0.0.1 like a Kafka plaintext listener

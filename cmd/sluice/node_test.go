@@ -445,9 +445,18 @@ func TestNodeBoundedJobFinishes(t *testing.T) {
 	}
 	leader := c.awaitLeader("node-file", "")
 	// The leader serves its job's metrics while it leads.
+	// (Every node serves its endpoint from its start; the leader adds its
+	// job's metrics once the job is built.)
 	metricsURL := c.procs[leader].waitLine(t, httpRE)
-	if m := getURL(t, metricsURL+"/metrics", ""); !strings.Contains(m, "node-file") {
-		t.Errorf("the leader's /metrics does not name the job:\n%.2000s", m)
+	for i := 0; ; i++ {
+		m := getURL(t, metricsURL+"/metrics", "")
+		if strings.Contains(m, "node-file") {
+			break
+		}
+		if i == 600 {
+			t.Fatalf("the leader's /metrics does not name the job within 60s:\n%.2000s", m)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for i := 0; len(readOutput(t, out, "id")) < count/4; i++ {
 		if i == 1200 {

@@ -16,8 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -33,6 +31,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil/tcpproxy"
 )
 
 // pge2eServer is a PostgreSQL server of one test, run by
@@ -92,101 +92,6 @@ func (s *pge2eServer) do(t *testing.T, arg string) string {
 		t.Fatalf("scripts/postgres.sh %s: %v", arg, err)
 	}
 	return string(out)
-}
-
-// pge2eProxy forwards loopback TCP connections to target; cut closes
-// every connection open through it (new ones are still accepted).
-type pge2eProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-	closed bool
-}
-
-func pge2eStartProxy(t *testing.T, target string) *pge2eProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pge2eProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *pge2eProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *pge2eProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil { // the server is down: so is the connection
-			c.Close()
-			continue
-		}
-		if !p.track(c, s) {
-			c.Close()
-			s.Close()
-			return
-		}
-		p.wg.Add(2)
-		go p.pipe(c, s)
-		go p.pipe(s, c)
-	}
-}
-
-func (p *pge2eProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-// pipe copies from src to dst; when either side ends it closes both.
-func (p *pge2eProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	p.mu.Lock()
-	delete(p.conns, src)
-	delete(p.conns, dst)
-	p.mu.Unlock()
-	src.Close()
-	dst.Close()
-}
-
-// cut closes every open connection and returns how many client
-// connections it closed.
-func (p *pge2eProxy) cut() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(p.conns)
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-	return n / 2
-}
-
-func (p *pge2eProxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.ln.Close()
-	p.cut()
-	p.wg.Wait()
 }
 
 // pge2eTopic creates a topic of the given partitions.
@@ -364,9 +269,9 @@ func TestPostgresEndToEndFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := pge2eStartProxy(t, su.Host)
+	proxy := tcpproxy.Start(t, su.Host)
 	viaProxy := *su
-	viaProxy.Host = proxy.addr()
+	viaProxy.Host = proxy.Addr()
 
 	const table = "pge2e_orders"
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -443,7 +348,7 @@ func TestPostgresEndToEndFaults(t *testing.T) {
 			// A cut fires when it closed a connection (between restarts
 			// the job may have none for a moment).
 			for try := 0; try < 100; try++ {
-				if k := proxy.cut(); k > 0 {
+				if k := proxy.Cut(); k > 0 {
 					fired[f]++
 					t.Logf("%5.1fs: cut %d connections (%d rows committed)", time.Since(t0).Seconds(), k, last)
 					break

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/parquet-go/parquet-go"
 )
 
 // s3Server returns an SDK client of the server scripts/s3.sh started, a
@@ -73,18 +76,26 @@ func s3Objects(t *testing.T, c *awss3.Client, bucket, prefix string) map[string]
 	return nil
 }
 
-// s3Uploads lists the bucket's unfinished multipart uploads.
+// s3Uploads lists the bucket's unfinished multipart uploads (every page).
 func s3Uploads(t *testing.T, c *awss3.Client, bucket string) []string {
 	t.Helper()
-	out, err := c.ListMultipartUploads(context.Background(), &awss3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
-	if err != nil {
-		t.Fatalf("list multipart uploads of %s: %v", bucket, err)
-	}
+	in := &awss3.ListMultipartUploadsInput{Bucket: aws.String(bucket)}
 	var ups []string
-	for _, u := range out.Uploads {
-		ups = append(ups, aws.ToString(u.Key)+"#"+aws.ToString(u.UploadId))
+	for range 1000 {
+		out, err := c.ListMultipartUploads(context.Background(), in)
+		if err != nil {
+			t.Fatalf("list multipart uploads of %s: %v", bucket, err)
+		}
+		for _, u := range out.Uploads {
+			ups = append(ups, aws.ToString(u.Key)+"#"+aws.ToString(u.UploadId))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return ups
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
-	return ups
+	t.Fatalf("list multipart uploads of %s: too many pages", bucket)
+	return nil
 }
 
 // s3CountIDs counts the "id" of every JSON line of the objects.
@@ -108,10 +119,13 @@ func s3CountIDs(t *testing.T, objs map[string][]byte) map[int64]int {
 }
 
 // TestS3FileSinkKill9 runs datagen → file sink on s3:// with checkpoints
-// on s3:// (credentials from AWS_* variables), kills the process with SIGKILL twice while it writes, resumes
-// each time with --from once the lock's TTL passed, and runs the last resume to the end. An
-// independent reader (the AWS SDK) then lists and reads every object:
-// every record exactly once, and no multipart upload left unfinished.
+// on s3:// (credentials from AWS_* variables), kills the process with
+// SIGKILL twice while it writes (leaving unfinished multipart uploads:
+// listed, and required, else the recovery of uploads is not exercised),
+// resumes each time with --from once the lock's TTL passed, and runs the
+// last resume to the end. An independent reader (the AWS SDK) then lists
+// and reads every object: every record exactly once, and no multipart
+// upload left unfinished.
 func TestS3FileSinkKill9(t *testing.T) {
 	c, bucket, env := s3Server(t)
 	work := t.TempDir()
@@ -141,6 +155,7 @@ sink:
 `, chk, count, bucket))
 	ckEnv := append([]string{"AWS_ENDPOINT_URL_S3=" + env[0][4:], "AWS_ACCESS_KEY_ID=" + env[1][4:], "AWS_SECRET_ACCESS_KEY=" + env[2][4:]}, env...)
 	visible := func() int { return len(s3CountIDs(t, s3Objects(t, c, bucket, "out/"))) }
+	leftAtKills := 0 // unfinished uploads found after the kills
 	args := []string{"run", "--progress", "off"}
 	for round := range 2 {
 		p := start(t, append([]string{"RATE=3000"}, ckEnv...), append(args, file)...)
@@ -158,7 +173,9 @@ sink:
 		if n <= before {
 			t.Fatalf("round %d: no new records committed before kill -9 (%d visible)\n%s", round, n, p.stderr())
 		}
-		t.Logf("round %d: kill -9 with %d records visible, %d unfinished uploads", round, n, len(s3Uploads(t, c, bucket)))
+		left := s3Uploads(t, c, bucket)
+		leftAtKills += len(left)
+		t.Logf("round %d: kill -9 with %d records visible, %d unfinished uploads", round, n, len(left))
 		args = []string{"run", "--progress", "off", "--from", chk}
 		// The killed run's lock is taken over once its heartbeat is
 		// older than checkpoint.s3.lock-ttl.
@@ -182,6 +199,9 @@ sink:
 	}
 	if ups := s3Uploads(t, c, bucket); len(ups) != 0 {
 		t.Errorf("unfinished multipart uploads left: %v", ups)
+	}
+	if leftAtKills == 0 {
+		t.Error("the kills left no unfinished multipart upload: their recovery was not exercised")
 	}
 }
 
@@ -248,5 +268,84 @@ sink:
 	}
 	if len(got) != objects*perObject {
 		t.Errorf("%d distinct records, want %d", len(got), objects*perObject)
+	}
+}
+
+// TestS3ExampleAndCheckpointsSettings runs
+// examples/pipelines/datagen-to-s3.yaml to its end (Parquet files and
+// checkpoints on s3://, endpoint and keys from the AWS_* variables): an
+// independent reader (the AWS SDK and parquet-go) finds every order once
+// and no unfinished multipart upload. Then `sluice checkpoints` lists its
+// checkpoints: with the AWS_* variables; and, with wrong keys in the
+// environment, only through --pipeline of a file whose checkpoint.s3.*
+// settings carry the right ones (the environment alone is refused), never
+// printing the secret key.
+func TestS3ExampleAndCheckpointsSettings(t *testing.T) {
+	c, bucket, env := s3Server(t)
+	ep, access, secret := env[0][len("S3E="):], env[1][len("S3A="):], env[2][len("S3S="):]
+	const count = 20000
+	awsEnv := []string{"AWS_ENDPOINT_URL_S3=" + ep, "AWS_ACCESS_KEY_ID=" + access, "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_SESSION_TOKEN="}
+	r := run(t, append([]string{"BUCKET=" + bucket, "COUNT=" + strconv.Itoa(count), "RATE=0"}, awsEnv...),
+		"run", "--progress", "off", pipelines+"datagen-to-s3.yaml")
+	if r.code != 0 {
+		t.Fatalf("datagen-to-s3.yaml: exit %d\n%s", r.code, r.stderr)
+	}
+	got := map[int64]int{}
+	objs := s3Objects(t, c, bucket, "orders/")
+	for k, b := range objs {
+		rows, err := parquet.Read[struct {
+			Order  int64  `parquet:"order"`
+			Amount int64  `parquet:"amount"`
+			User   string `parquet:"user"`
+		}](bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatalf("object %s: %v", k, err)
+		}
+		for _, row := range rows {
+			got[row.Order]++
+		}
+	}
+	for i := range int64(count) {
+		if got[i] != 1 {
+			t.Fatalf("order %d: %d times in %d objects, want once", i, got[i], len(objs))
+		}
+	}
+	if len(got) != count {
+		t.Errorf("%d distinct orders, want %d", len(got), count)
+	}
+	if ups := s3Uploads(t, c, bucket); len(ups) != 0 {
+		t.Errorf("unfinished multipart uploads left: %v", ups)
+	}
+	chk := "s3://" + bucket + "/checkpoints"
+	if r := run(t, awsEnv, "checkpoints", chk); r.code != 0 || !strings.Contains(r.stdout, "orders-to-s3") {
+		t.Fatalf("sluice checkpoints %s with the AWS_* variables: exit %d\n%s%s", chk, r.code, r.stdout, r.stderr)
+	}
+
+	file := writeNamedPipeline(t, t.TempDir(), "settings.yaml", fmt.Sprintf(`name: list-only
+checkpoint:
+  dir: %s
+  s3.endpoint: ${S3E}
+  s3.access-key: ${S3A}
+  s3.secret-key: ${S3S}
+source:
+  type: datagen
+  options: {count: 1}
+sink:
+  type: print
+`, chk))
+	wrong := []string{"AWS_ENDPOINT_URL_S3=" + ep, "AWS_ACCESS_KEY_ID=wrong-" + access, "AWS_SECRET_ACCESS_KEY=wrong-" + secret, "AWS_SESSION_TOKEN="}
+	if r := run(t, append(wrong, env...), "checkpoints", chk); r.code != 1 {
+		t.Errorf("sluice checkpoints %s with wrong keys in the environment: exit %d, want 1 (refused)\n%s%s", chk, r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"checkpoints", "--pipeline", file}, {"checkpoints", "--pipeline", file, chk}} {
+		for _, e := range [][]string{wrong, s3lockNoEnv} {
+			r := run(t, append(slices.Clone(e), env...), args...)
+			if r.code != 0 || !strings.Contains(r.stdout, "orders-to-s3") || !strings.Contains(r.stdout, "resume the newest") {
+				t.Errorf("sluice %q (environment %q): exit %d\n%s%s", args, e[1], r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, secret) {
+				t.Errorf("sluice %q printed the secret key:\n%s%s", args, r.stdout, r.stderr)
+			}
+		}
 	}
 }

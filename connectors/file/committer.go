@@ -54,6 +54,14 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[commit
 			continue
 		}
 		from, to := path.Join(dir, cm.Temp), path.Join(dir, cm.Final)
+		if cm.Discard {
+			// A file left behind is removed by a later restore
+			// (localDest.recover); it never fails the job.
+			if err := c.root.Remove(from); err != nil && !errors.Is(err, fs.ErrNotExist) && r.Retries() < commitRetries {
+				r.RetryLater()
+			}
+			continue
+		}
 		if cm.Compact && c.compacting {
 			_, err = c.root.Lstat(from)
 		} else {

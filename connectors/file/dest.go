@@ -28,9 +28,11 @@ type partDest interface {
 	// create starts the part file final in the bucket directory dir. It
 	// returns an error wrapping errNameTaken if that name is in use.
 	create(ctx context.Context, dir, final string) (partOut, error)
-	// resume reopens an open part file of a restored state, truncated to
-	// its checkpointed length.
-	resume(ctx context.Context, ip inProgressFile) (partOut, error)
+	// resume continues an open part file of a restored state from its
+	// checkpointed length; a local file in a copy named with the
+	// resuming writer's tag (resumedName), so that a stale writer still
+	// holding the restored file cannot write into the continued one.
+	resume(ctx context.Context, ip inProgressFile, tag string) (partOut, error)
 	// keepsOpen reports whether a row-format part file may stay open
 	// across a checkpoint (it cannot on an object store: an upload is not
 	// resumable from a checkpoint).
@@ -190,6 +192,7 @@ func (d *localDest) recover(_ context.Context, r strayRequest) (int64, error) {
 		}
 		strays = append(strays, got...)
 	}
+	strays = append(strays, d.superseded(r, existing, strays)...)
 	removed := make(map[string]bool, len(strays))
 	for _, p := range strays {
 		if err := d.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -204,6 +207,58 @@ func (d *localDest) recover(_ context.Context, r strayRequest) (int64, error) {
 	// a stray. (Probing for a free name is not enough: finished files
 	// that a consumer took away leave gaps below it.)
 	return r.nextAbove(baseParser{r.names.strayScheme(r.names.job)}, existing, removed), nil
+}
+
+// superseded returns this job's hidden files that no restore can need
+// any more, besides the strays found already: another copy of a part file
+// that a restored state lists as open under a different hidden name (a
+// restored file that was resumed by copying it, or a copy made by an
+// attempt that failed before its next checkpoint), and any hidden file of
+// a part file that is committed already (its final name exists).
+func (d *localDest) superseded(r strayRequest, existing, strays []string) []string {
+	if !r.restored {
+		return nil
+	}
+	needed := map[string]string{} // dir/final -> dir/hidden name a state lists
+	for _, st := range r.states {
+		for _, ip := range st.InProgress {
+			bd, _ := bucketDir(ip.Bucket)
+			needed[path.Join(bd, ip.Final)] = path.Join(bd, ip.Temp)
+		}
+		for _, h := range st.Held {
+			bd, _ := bucketDir(h.Bucket)
+			needed[path.Join(bd, h.Final)] = path.Join(bd, h.Temp)
+		}
+	}
+	gone := make(map[string]bool, len(strays))
+	for _, p := range strays {
+		gone[p] = true
+	}
+	own := baseParser{r.names.strayScheme(r.names.job)}
+	var out []string
+	for _, p := range existing {
+		if gone[p] {
+			continue
+		}
+		if _, _, ok := own.Parse(p); !ok {
+			continue
+		}
+		final := finalOf(path.Base(p))
+		if final == "" {
+			continue
+		}
+		f := path.Join(path.Dir(p), final)
+		if want, ok := needed[f]; ok {
+			if want != p {
+				out = append(out, p)
+			}
+			continue
+		}
+		if d.exists(f) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (d *localDest) exists(name string) bool {
@@ -244,26 +299,41 @@ func (d *localDest) create(_ context.Context, dir, final string) (partOut, error
 	return &localPart{f: f, path: path.Join(d.dir, name), tmp: temp}, nil
 }
 
-func (d *localDest) resume(_ context.Context, ip inProgressFile) (partOut, error) {
+// resume copies the checkpointed ip.Size bytes of the restored file into
+// a new hidden file named with tag and continues there. The restored file
+// is left as it is (a stale writer may still append to it; another
+// restore of the same checkpoint copies from it again); a restore of a
+// later checkpoint removes it (recover).
+func (d *localDest) resume(_ context.Context, ip inProgressFile, tag string) (partOut, error) {
 	dir, err := bucketDir(ip.Bucket)
 	if err != nil {
 		return nil, err
 	}
 	name := path.Join(dir, ip.Temp)
 	full := path.Join(d.dir, name)
-	f, err := d.root.OpenFile(name, os.O_WRONLY, 0)
+	src, err := d.root.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("file sink: resume in-progress file %s: %w", full, err)
 	}
-	if err := f.Truncate(ip.Size); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("file sink: truncate %s to %d bytes: %w", full, ip.Size, err)
+	defer src.Close()
+	temp := resumedName(ip.Final, tag)
+	cname := path.Join(dir, temp)
+	cfull := path.Join(d.dir, cname)
+	f, err := d.root.OpenFile(cname, os.O_WRONLY|os.O_CREATE|os.O_EXCL, d.fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("file sink: resume in-progress file %s: create %s: %w", full, cfull, err)
 	}
-	if _, err := f.Seek(ip.Size, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("file sink: seek %s to %d: %w", full, ip.Size, err)
+	n, err := io.Copy(f, io.LimitReader(src, ip.Size))
+	if err == nil && n < ip.Size {
+		err = fmt.Errorf("it holds %d bytes, the checkpoint %d: %w", n, ip.Size, io.ErrUnexpectedEOF)
 	}
-	return &localPart{f: f, path: full, tmp: ip.Temp}, nil
+	if err != nil {
+		f.Close()
+		_ = d.root.Remove(cname)
+		return nil, fmt.Errorf("file sink: resume in-progress file %s into %s: %w", full, cfull, err)
+	}
+	d.dirtyDirs[dir] = true
+	return &localPart{f: f, path: cfull, tmp: temp}, nil
 }
 
 func (d *localDest) keepsOpen() bool { return true }
@@ -388,7 +458,7 @@ func (d *objectDest) create(ctx context.Context, dir, final string) (partOut, er
 	return &objectPart{up: up, key: key}, nil
 }
 
-func (d *objectDest) resume(_ context.Context, ip inProgressFile) (partOut, error) {
+func (d *objectDest) resume(_ context.Context, ip inProgressFile, _ string) (partOut, error) {
 	return nil, fmt.Errorf("file sink: cannot resume the local part file %s on an object store", ip.Temp)
 }
 

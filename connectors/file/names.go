@@ -1,6 +1,8 @@
 package file
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 //
 //	part file      <prefix>-<job>-<subtask>-<counter><suffix>
 //	in progress    .<part file>.inprogress
+//	resumed        .<part file>.r<attempt>.inprogress
 //	compacted      <prefix>-<job>-compacted-<checkpoint>-<n><suffix>
 //	compacting     .<compacted>.compacting
 //	manifest       .<compacted>.compact-manifest (and .tmp while written)
@@ -22,6 +25,17 @@ import (
 // are still committed and resumed after a restore; their strays and
 // unfinished compactions are cleaned up when a restored state or
 // committable shows that the job's files use the old names.
+
+// A part file that was open at the checkpoint a writer restores is not
+// reopened: the writer copies its checkpointed bytes into a new hidden
+// file, named with a tag of the writer's attempt (8 random hex digits,
+// different for every writer instance), and continues there. A stale
+// writer that still has the old file open (a paused cluster leader,
+// resumed before it noticed its successor: docs/cluster.md, "Zombie
+// writes") can append to the old file only; no later checkpoint names it,
+// and it is never committed. The old file stays, for another restore of
+// the same checkpoint, until a restore of a later checkpoint removes it
+// as a stray (see localDest.recover).
 
 // partNames builds and parses the names of one job's files.
 type partNames struct {
@@ -48,6 +62,58 @@ func (n partNames) final(sub int, c int64) string {
 // inProgress is the hidden name of a part file while it is written.
 func inProgress(final string) string { return "." + final + ".inprogress" }
 
+// attemptTagLen is the number of hex digits of an attempt tag.
+const attemptTagLen = 8
+
+// newAttemptTag returns a random attempt tag.
+func newAttemptTag() string {
+	var b [attemptTagLen / 2]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// resumedName is the hidden name of the part file final resumed by the
+// writer attempt tagged tag.
+func resumedName(final, tag string) string { return "." + final + ".r" + tag + ".inprogress" }
+
+// untagged returns a hidden in-progress name without its attempt tag
+// (.<final>.r<tag>.inprogress → .<final>.inprogress); other names are
+// returned as they are.
+func untagged(name string) string {
+	rest, ok := strings.CutSuffix(name, ".inprogress")
+	if !ok {
+		return name
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 {
+		return name
+	}
+	t := rest[i+1:]
+	if len(t) != 1+attemptTagLen || t[0] != 'r' {
+		return name
+	}
+	for _, c := range []byte(t[1:]) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return name
+		}
+	}
+	return rest[:i] + ".inprogress"
+}
+
+// finalOf is the final name of a hidden in-progress name (tagged or not),
+// or "" if it is none.
+func finalOf(hidden string) string {
+	rest, ok := strings.CutSuffix(untagged(hidden), ".inprogress")
+	if !ok {
+		return ""
+	}
+	rest, ok = strings.CutPrefix(rest, ".")
+	if !ok {
+		return ""
+	}
+	return rest
+}
+
 // compacted is the name of the n-th file compacted at checkpoint id.
 func (n partNames) compacted(id int64, i int) string {
 	return n.compactedPrefix(n.job) + strconv.FormatInt(id, 10) + "-" + strconv.Itoa(i) + n.suffix
@@ -67,7 +133,7 @@ func (n partNames) compactedPrefix(job string) string {
 // .<prefix>-<subtask>-<counter><suffix>.inprogress from before job ids
 // (job is then "").
 func parsePartName(name, prefix, suffix string) (job string, sub int, counter int64, ok bool) {
-	rest, ok := strings.CutPrefix(name, "."+prefix+"-")
+	rest, ok := strings.CutPrefix(untagged(name), "."+prefix+"-")
 	if !ok {
 		return "", 0, 0, false
 	}

@@ -169,9 +169,9 @@ type pqNode struct {
 type leafConv func(p *parquetWriter, v any, path string) (parquet.Value, error)
 
 // leafConvOf returns the coercion of a leaf of Avro type s: the common Go
-// type of each Avro type is converted at once, and anything else goes
-// through leafValue (the coercions AvroBulk applies). Choosing it once per
-// schema keeps the per-record cost down.
+// type of each Avro type in the value contract is converted at once, and
+// anything else goes through leafValue (the coercions AvroBulk applies).
+// Choosing it once per schema keeps the per-record cost down.
 func leafConvOf(s avro.Schema) leafConv {
 	slow := func(p *parquetWriter, v any, path string) (parquet.Value, error) { return p.leafValue(s, v, path) }
 	if _, ok := logicalOf(s).(*avro.DecimalLogicalSchema); ok {
@@ -186,6 +186,16 @@ func leafConvOf(s avro.Schema) leafConv {
 			}
 			return slow(p, v, path)
 		}
+	case avro.Int:
+		if lt == avro.Date {
+			return slow
+		}
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			if i, ok := v.(int64); ok && i >= math.MinInt32 && i <= math.MaxInt32 {
+				return parquet.Int32Value(int32(i)), nil
+			}
+			return slow(p, v, path)
+		}
 	case avro.Long:
 		switch lt {
 		case avro.TimestampMillis, avro.LocalTimestampMillis:
@@ -195,12 +205,24 @@ func leafConvOf(s avro.Schema) leafConv {
 				}
 				return slow(p, v, path)
 			}
-		case avro.TimestampMicros, avro.LocalTimestampMicros, avro.TimeMicros:
-			return slow
+		case avro.TimestampMicros, avro.LocalTimestampMicros:
+			return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+				if t, ok := v.(time.Time); ok {
+					return parquet.Int64Value(t.UnixMicro()), nil
+				}
+				return slow(p, v, path)
+			}
 		}
 		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
 			if i, ok := v.(int64); ok {
 				return parquet.Int64Value(i), nil
+			}
+			return slow(p, v, path)
+		}
+	case avro.Float:
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			if f, ok := v.(float64); ok {
+				return parquet.FloatValue(float32(f)), nil
 			}
 			return slow(p, v, path)
 		}
@@ -214,7 +236,17 @@ func leafConvOf(s avro.Schema) leafConv {
 	case avro.String:
 		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
 			if x, ok := v.(string); ok {
-				return parquet.ByteArrayValue(p.bytesOf(x)), nil
+				return parquet.ByteArrayValue(batchBytes(p, x)), nil
+			}
+			return slow(p, v, path)
+		}
+	case avro.Bytes:
+		return func(p *parquetWriter, v any, path string) (parquet.Value, error) {
+			switch x := v.(type) {
+			case []byte:
+				return parquet.ByteArrayValue(batchBytes(p, x)), nil
+			case string:
+				return parquet.ByteArrayValue(batchBytes(p, x)), nil
 			}
 			return slow(p, v, path)
 		}
@@ -405,70 +437,92 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 	if b.err != nil {
 		return nil, b.err
 	}
-	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
-	return &parquetWriter{f: b, w: pw, cols: make([][]parquet.Value, b.numCols), rows: make([]parquet.Row, 0, parquetBatch)}, nil
+	pw := parquet.NewWriter(w, b.schema, parquet.Compression(b.cfg.codec))
+	cols := make([][]parquet.Value, b.numCols)
+	for i := range cols {
+		cols[i] = make([]parquet.Value, 0, parquetBatch)
+	}
+	return &parquetWriter{f: b, w: pw, cols: cols, marks: make([]int, b.numCols)}, nil
 }
 
-// parquetBatch is how many rows the writer collects before it hands them
-// to parquet-go in one WriteRows call.
-const parquetBatch = 256
+// parquetBatch is how many records the writer collects, column by column,
+// before it hands each column's values to parquet-go's column writer in
+// one call; parquetBatchBytes bounds the bytes of values collected (so
+// that a data page, which parquet-go cuts only between calls, grows past
+// parquet-go's 256 KiB page buffer by at most that much).
+const (
+	parquetBatch      = 1024
+	parquetBatchBytes = 256 << 10
+)
 
+// parquetWriter writes a Parquet file column by column: each record's
+// values are appended to their columns' batches (a flat record's fields
+// straight into their columns, a nested record shredded into them), and
+// every parquetBatch records each column's batch is written with its
+// ColumnWriter.WriteRowValues, skipping parquet-go's row path (WriteRows,
+// which splits rows into columns again).
 type parquetWriter struct {
-	f    *ParquetBulkFormat
-	w    *parquet.GenericWriter[any]
-	enc  avroEncoder
+	f   *ParquetBulkFormat
+	w   *parquet.Writer
+	enc avroEncoder
+	// cols are the collected values of each column, whole records only.
 	cols [][]parquet.Value
-	// rows are the collected rows; their value slices are reused.
-	rows []parquet.Row
-	// strs holds the bytes of the collected rows' string values.
-	strs []byte
-	size int64 // bytes of values in the open row group
+	// marks are the columns' lengths before the record being shredded, to
+	// drop its values when it fails (nested schemas).
+	marks []int
+	// strs holds the bytes of the collected string and bytes values: the
+	// values point into it until the batch is written (parquet-go copies
+	// them then).
+	strs  []byte
+	n     int   // records collected
+	batch int64 // bytes of values collected
+	size  int64 // bytes of values in the open row group
 }
 
-// bytesOf returns the bytes of a string value, copied into the batch's
-// buffer (parquet-go copies them again when the batch is written).
-func (p *parquetWriter) bytesOf(s string) []byte {
-	if len(p.strs)+len(s) > cap(p.strs) {
-		// A new buffer: the rows collected so far keep the old one.
-		p.strs = make([]byte, 0, max(64<<10, 2*len(s)))
+// batchBytes returns a copy of b in the batch's buffer: the collected
+// values point into it until the batch is written (parquet-go copies them
+// then), so a record's []byte may change after Write returns.
+func batchBytes[B string | []byte](p *parquetWriter, b B) []byte {
+	if len(p.strs)+len(b) > cap(p.strs) {
+		// A new buffer: the values collected so far keep the old one.
+		p.strs = make([]byte, 0, max(64<<10, 2*len(b)))
 	}
 	n := len(p.strs)
-	p.strs = append(p.strs, s...)
+	p.strs = append(p.strs, b...)
 	return p.strs[n:len(p.strs):len(p.strs)]
 }
 
 func (p *parquetWriter) Write(v map[string]any) error {
-	var row parquet.Row
-	if n := len(p.rows); n < cap(p.rows) {
-		row = p.rows[:n+1][n][:0]
-	}
+	var size int64
 	var err error
 	if p.f.flat {
-		row, err = p.flatRow(row, v)
+		size, err = p.flatRecord(v)
 	} else {
-		row, err = p.nestedRow(row, v)
+		size, err = p.nestedRecord(v)
 	}
 	if err != nil {
 		return fmt.Errorf("file: Parquet record: %w", err)
 	}
-	p.rows = append(p.rows, row)
-	for _, v := range row {
-		p.size += int64(valueSize(v))
-	}
-	if len(p.rows) == cap(p.rows) || p.size >= p.f.cfg.rowGroupSize {
+	p.n++
+	p.batch += size
+	p.size += size
+	if p.n == parquetBatch || p.batch >= parquetBatchBytes || p.size >= p.f.cfg.rowGroupSize {
 		return p.flush()
 	}
 	return nil
 }
 
-// flush writes the collected rows, and ends the row group when it reached
-// its size.
+// flush writes the collected values column by column, and ends the row
+// group when it reached its size.
 func (p *parquetWriter) flush() error {
-	if len(p.rows) > 0 {
-		if _, err := p.w.WriteRows(p.rows); err != nil {
-			return fmt.Errorf("file: Parquet write: %w", err)
+	if p.n > 0 {
+		for i, cw := range p.w.ColumnWriters() {
+			if _, err := cw.WriteRowValues(p.cols[i]); err != nil {
+				return fmt.Errorf("file: Parquet write column %s: %w", strings.Join(p.f.schema.Columns()[i], "."), err)
+			}
+			p.cols[i] = p.cols[i][:0]
 		}
-		p.rows = p.rows[:0]
+		p.n, p.batch = 0, 0
 		p.strs = p.strs[:0]
 	}
 	if p.size >= p.f.cfg.rowGroupSize {
@@ -480,61 +534,77 @@ func (p *parquetWriter) flush() error {
 	return nil
 }
 
-// flatRow builds the row of a record whose fields are all leaf columns.
-func (p *parquetWriter) flatRow(row parquet.Row, m map[string]any) (parquet.Row, error) {
+// flatRecord appends the values of a record whose fields are all leaf
+// columns, one to each column, and returns their size. On an error no
+// column keeps a value of the record.
+func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 	if m == nil {
-		return nil, p.enc.fail("", "null for a required column")
+		return 0, p.enc.fail("", "null for a required column")
 	}
-	n := p.f.numCols
-	if cap(row) < n {
-		row = make(parquet.Row, n)
-	}
-	row = row[:n]
+	var size int64
 	for _, f := range p.f.root.fields {
 		fv, ok := m[f.name]
 		if !ok && f.field != nil && f.field.HasDefault() {
 			d, err := avroDefault(f.field)
 			if err != nil {
-				return nil, p.enc.fail(f.name, "default: %v", err)
+				return 0, p.dropFlat(p.enc.fail(f.name, "default: %v", err))
 			}
 			fv, ok = d, true
 		}
 		if !ok && !f.optional {
-			return nil, p.enc.fail(f.name, "missing, and the schema gives no default")
+			return 0, p.dropFlat(p.enc.fail(f.name, "missing, and the schema gives no default"))
 		}
-		def := 0
-		if f.optional {
-			def = 1
-		}
+		var pv parquet.Value
 		if fv == nil {
 			if !f.optional {
-				return nil, p.enc.fail(f.name, "null for a required column")
+				return 0, p.dropFlat(p.enc.fail(f.name, "null for a required column"))
 			}
-			row[f.col] = parquet.NullValue().Level(0, 0, f.col)
-			continue
+			pv = parquet.NullValue().Level(0, 0, f.col)
+		} else {
+			var err error
+			if pv, err = f.conv(p, fv, f.name); err != nil {
+				return 0, p.dropFlat(err)
+			}
+			def := 0
+			if f.optional {
+				def = 1
+			}
+			pv = pv.Level(0, def, f.col)
 		}
-		pv, err := f.conv(p, fv, f.name)
-		if err != nil {
-			return nil, err
-		}
-		row[f.col] = pv.Level(0, def, f.col)
+		p.cols[f.col] = append(p.cols[f.col], pv)
+		size += int64(valueSize(pv))
 	}
-	return row, nil
+	return size, nil
 }
 
-// nestedRow builds the row of a record with groups, lists or maps by
-// shredding it into columns.
-func (p *parquetWriter) nestedRow(row parquet.Row, v map[string]any) (parquet.Row, error) {
+// dropFlat drops the values of the flat record that failed with err.
+func (p *parquetWriter) dropFlat(err error) error {
 	for i := range p.cols {
-		p.cols[i] = p.cols[i][:0]
+		p.cols[i] = p.cols[i][:p.n]
+	}
+	return err
+}
+
+// nestedRecord shreds a record with groups, lists or maps into the
+// columns and returns the size of its values. On an error no column
+// keeps a value of the record.
+func (p *parquetWriter) nestedRecord(v map[string]any) (int64, error) {
+	for i, c := range p.cols {
+		p.marks[i] = len(c)
 	}
 	if err := p.shred(p.f.root, v, 0, 0, 0, ""); err != nil {
-		return nil, err
+		for i, n := range p.marks {
+			p.cols[i] = p.cols[i][:n]
+		}
+		return 0, err
 	}
-	for _, c := range p.cols {
-		row = append(row, c...)
+	var size int64
+	for i, c := range p.cols {
+		for _, v := range c[p.marks[i]:] {
+			size += int64(valueSize(v))
+		}
 	}
-	return row, nil
+	return size, nil
 }
 
 func valueSize(v parquet.Value) int {
@@ -724,21 +794,21 @@ func (p *parquetWriter) leafValue(s avro.Schema, v any, path string) (parquet.Va
 		}
 		for _, x := range es.Symbols() {
 			if x == sym {
-				return parquet.ByteArrayValue([]byte(sym)), nil
+				return parquet.ByteArrayValue(batchBytes(p, sym)), nil
 			}
 		}
 		return parquet.Value{}, e.fail(path, "%q is not a symbol of enum %s %v", sym, es.FullName(), es.Symbols())
 	case avro.String, avro.Bytes:
 		switch x := v.(type) {
 		case string:
-			return parquet.ByteArrayValue([]byte(x)), nil
+			return parquet.ByteArrayValue(batchBytes(p, x)), nil
 		case []byte:
-			return parquet.ByteArrayValue(x), nil
+			return parquet.ByteArrayValue(batchBytes(p, x)), nil
 		}
 		if s.Type() == avro.String {
 			switch x := v.(type) {
 			case json.Number:
-				return parquet.ByteArrayValue([]byte(x)), nil
+				return parquet.ByteArrayValue(batchBytes(p, string(x))), nil
 			case time.Time:
 				return parquet.ByteArrayValue(x.AppendFormat(nil, time.RFC3339Nano)), nil
 			}
@@ -749,9 +819,9 @@ func (p *parquetWriter) leafValue(s avro.Schema, v any, path string) (parquet.Va
 		var b []byte
 		switch x := v.(type) {
 		case []byte:
-			b = x
+			b = batchBytes(p, x)
 		case string:
-			b = []byte(x)
+			b = batchBytes(p, x)
 		default:
 			return parquet.Value{}, e.fail(path, "%s for fixed(%d)", describe(v), size)
 		}

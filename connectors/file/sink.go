@@ -49,6 +49,11 @@ type committable struct {
 	// report for partition commit (see PartitionCommit); committers
 	// skip it.
 	Marker *partitionMarker `json:"marker,omitempty"`
+	// Discard, when set, makes this committable a hidden file to delete
+	// once the checkpoint completes: a restored part file that its writer
+	// resumed in a copy (see resumedName). From then on no restore needs
+	// it.
+	Discard bool `json:"discard,omitempty"`
 }
 
 // writerState is a sink writer's checkpointed state.

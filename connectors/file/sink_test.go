@@ -138,7 +138,9 @@ func TestSinkLifecycle(t *testing.T) {
 // and a rolled file that the checkpoint made pending) and after more
 // writes (more data in the open file, a new file), then restores it: the
 // open file is truncated to its checkpointed length, the new file is
-// removed, the pending file is committed, and counters continue.
+// removed, the pending file is committed, and counters continue. The open
+// file is continued in a copy; the restored one is deleted when the next
+// checkpoint commits.
 func TestSinkRecovery(t *testing.T) {
 	dir := t.TempDir()
 	bySize := Rolling(DefaultRollingPolicy{PartSize: 6})
@@ -172,8 +174,8 @@ func TestSinkRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w2.Close()
-	if h := hiddenFiles(t, dir); len(h) != 2 {
-		t.Fatalf("after recovery: hidden files %v, want the pending a file and the open b file", h)
+	if h := hiddenFiles(t, dir); len(h) != 3 {
+		t.Fatalf("after recovery: hidden files %v, want the pending a file, the restored b file and its copy that the writer continues", h)
 	}
 	if reqs := commitAll(t, s, cs); reqs[0].outcome != "committed" {
 		t.Fatalf("restored committable: %s %v", reqs[0].outcome, reqs[0].err)

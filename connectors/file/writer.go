@@ -23,11 +23,14 @@ const maxCounterProbe = 1 << 20
 // writer is one subtask's file sink writer, on the local file system or an
 // ObjectStore (its partDest). It is used from the subtask's goroutine only.
 type writer[T any] struct {
-	s         *fileSink[T]
-	dest      partDest
-	names     partNames
-	sub, par  int
-	attempt   int // sink.InitContext.Attempt
+	s        *fileSink[T]
+	dest     partDest
+	names    partNames
+	sub, par int
+	attempt  int // sink.InitContext.Attempt
+	// tag names the part files this writer resumes (see resumedName):
+	// random, so that no two writer instances share one.
+	tag       string
 	next      int64
 	buckets   map[string]*bucket[T]
 	last      *bucket[T]    // the bucket of the last record, or nil
@@ -119,7 +122,7 @@ func (s *fileSink[T]) newWriterCtx(ctx context.Context, ic sink.InitContext, sta
 		}
 		dest = d
 	}
-	w := &writer[T]{s: s, dest: dest, sub: ic.SubtaskIndex(), par: ic.Parallelism(), attempt: ic.Attempt(),
+	w := &writer[T]{s: s, dest: dest, sub: ic.SubtaskIndex(), par: ic.Parallelism(), attempt: ic.Attempt(), tag: newAttemptTag(),
 		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ic.JobID()},
 		buckets: map[string]*bucket[T]{}, wm: math.MinInt64}
 	restoredID, restored := ic.RestoredCheckpointID()
@@ -161,7 +164,7 @@ func (w *writer[T]) liveKey() liveKey { return liveKey{w.names.job, w.sub, w.att
 // leftover scheme (part file names hold no '/').
 type baseParser struct{ leftover.Scheme }
 
-func (b baseParser) Parse(p string) (int, int64, bool) { return b.Scheme.Parse(path.Base(p)) }
+func (b baseParser) Parse(p string) (int, int64, bool) { return b.Scheme.Parse(untagged(path.Base(p))) }
 
 // strayScheme is the leftover scheme of the in-progress files of a job:
 // .<prefix>-<job>-<subtask>-<counter><suffix>.inprogress, or
@@ -175,16 +178,22 @@ func (n partNames) strayScheme(job string) leftover.Scheme {
 	return leftover.Scheme{Prefix: pre, Suffix: n.suffix + ".inprogress"}
 }
 
-// resume reopens an in-progress file of a restored state, truncated to
-// its checkpointed length.
+// resume continues an in-progress file of a restored state from its
+// checkpointed length: in a copy named with this writer's tag (see
+// resumedName), never in the restored file itself.
 func (w *writer[T]) resume(ctx context.Context, ip inProgressFile) error {
 	dir, err := bucketDir(ip.Bucket)
 	if err != nil {
 		return err
 	}
-	out, err := w.dest.resume(ctx, ip)
+	out, err := w.dest.resume(ctx, ip, w.tag)
 	if err != nil {
 		return err
+	}
+	if t := out.temp(); t != "" && t != ip.Temp {
+		// The restored file is deleted once a checkpoint after this
+		// restore completes: no restore needs it then.
+		w.pending = append(w.pending, committable{Bucket: ip.Bucket, Temp: ip.Temp, Final: ip.Final, Discard: true})
 	}
 	p := w.newPart(out, ip.Final, w.s.cfg.now())
 	p.cw.n = ip.Size

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,20 +16,28 @@ import (
 // to a SQLite SQL catalog with a local warehouse. history is the number of
 // snapshots the table has before the measured ones; with
 // DuplicateFileCheck each commit also reads every manifest of the table.
-// The rest cases commit through the REST catalog at $SLUICE_ICEBERG_REST
-// (scripts/iceberg-rest.sh; skipped without it); compact=10 adds a
-// compaction of the last 10 checkpoints' files after every 10th commit.
+// The postgres cases use a SQL catalog on the PostgreSQL at
+// $SLUICE_POSTGRES_URL (scripts/postgres.sh; a namespace of their own; the
+// warehouse stays local), the rest cases the REST catalog at
+// $SLUICE_ICEBERG_REST (scripts/iceberg-rest.sh); each is skipped without
+// its variable. compact=10 adds a compaction of the last 10 checkpoints'
+// files after every 10th commit.
 func BenchmarkCommitPerCheckpoint(b *testing.B) {
 	for _, bc := range []struct {
 		history  int
 		dupCheck bool
 		rest     bool
 		compact  int
-	}{{0, false, false, 0}, {100, false, false, 0}, {0, true, false, 0}, {100, true, false, 0},
-		{0, false, true, 0}, {100, false, true, 0}, {0, false, false, 10}} {
+		postgres bool
+	}{{0, false, false, 0, false}, {100, false, false, 0, false}, {0, true, false, 0, false}, {100, true, false, 0, false},
+		{0, false, true, 0, false}, {100, false, true, 0, false}, {0, false, false, 10, false},
+		{0, false, false, 0, true}, {100, false, false, 0, true}} {
 		name := fmt.Sprintf("history=%d/duplicate-check=%v", bc.history, bc.dupCheck)
-		if bc.rest {
+		switch {
+		case bc.rest:
 			name = fmt.Sprintf("rest/history=%d", bc.history)
+		case bc.postgres:
+			name = fmt.Sprintf("postgres/history=%d", bc.history)
 		}
 		if bc.compact > 0 {
 			name += fmt.Sprintf("/compact=%d", bc.compact)
@@ -42,6 +51,14 @@ func BenchmarkCommitPerCheckpoint(b *testing.B) {
 					b.Skip("SLUICE_ICEBERG_REST is not set")
 				}
 				cat, ident = RESTCatalog("rest", uri, "", nil), []string{fmt.Sprintf("bench%d", time.Now().UnixNano()), "t"}
+			}
+			if bc.postgres {
+				uri := os.Getenv("SLUICE_POSTGRES_URL")
+				if uri == "" {
+					b.Skip("SLUICE_POSTGRES_URL is not set")
+				}
+				cat = SQLCatalog("default", uri, filepath.Join(b.TempDir(), "warehouse"), nil)
+				ident = []string{fmt.Sprintf("bench%d", time.Now().UnixNano()), "t"}
 			}
 			s, err := New(cat, ident, testRow, CreateTable(testColumns, nil, nil), DuplicateFileCheck(bc.dupCheck), Compaction(bc.compact))
 			if err != nil {

@@ -4,116 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/internal/testutil/tcpproxy"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// proxy is a TCP proxy on 127.0.0.1 to one target that can be cut (its
-// listener and every connection closed: dials are refused) and restored
-// on the same port.
-type proxy struct {
-	t      *testing.T
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[u] = true, true
-			p.mu.Unlock()
-			p.wg.Add(2)
-			pipe := func(dst, src net.Conn) {
-				defer p.wg.Done()
-				_, _ = io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-			}
-			go pipe(u, c)
-			go pipe(c, u)
-		}
-	}()
-}
-
-// cut closes the listener and every connection.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-// restore listens again on the same address (bounded retries).
-func (p *proxy) restore() {
-	var err error
-	for range 100 {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			p.serve(ln)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	p.t.Fatalf("restore proxy on %s: %v", p.addr, err)
-}
-
-// dialer sends every connection of a client to the proxy, whatever
+// proxyDialer sends every connection of a client to the proxy p, whatever
 // address the broker advertises.
-func (p *proxy) dialer() kgo.Opt {
+func proxyDialer(p *tcpproxy.Proxy) kgo.Opt {
 	return kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, network, p.addr)
+		return d.DialContext(ctx, network, p.Addr())
 	})
 }
 
@@ -148,7 +60,7 @@ func TestLongOutageRestarts(t *testing.T) {
 
 func testOutageThroughProxy(t *testing.T, b backend, long bool) {
 	brokers := b.brokers
-	px := newProxy(t, brokers[0])
+	px := tcpproxy.Start(t, brokers[0])
 	defer func(d time.Duration) { unreachableWarnEvery = d }(unreachableWarnEvery)
 	unreachableWarnEvery = 200 * time.Millisecond
 	in, out := createTopic(t, brokers, 1), createTopic(t, brokers, 1)
@@ -174,12 +86,12 @@ func testOutageThroughProxy(t *testing.T, b backend, long bool) {
 	type doc struct{ N int }
 	src, err := NewSource(brokers, JSONDeserializer[doc](), Topics(in),
 		Bounded(AtOffsets(map[string]map[int32]int64{in: {0: 2 * half}}, Latest())),
-		SourceClientOpts(px.dialer()), SourceLogger(log), SourceConnectTimeout(connTimeout))
+		SourceClientOpts(proxyDialer(px)), SourceLogger(log), SourceConnectTimeout(connTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
 	snk, err := NewSink(brokers, JSONSerializer[doc](), DefaultTopic(out), DeliveryGuarantee(ExactlyOnce),
-		TransactionalIDPrefix(uniqueName("outage")), SinkClientOpts(px.dialer()), SinkLogger(log),
+		TransactionalIDPrefix(uniqueName("outage")), SinkClientOpts(proxyDialer(px)), SinkLogger(log),
 		SinkConnectTimeout(connTimeout))
 	if err != nil {
 		t.Fatal(err)
@@ -201,14 +113,16 @@ func testOutageThroughProxy(t *testing.T, b backend, long bool) {
 		<-done
 		t.Fatalf("only %d records before the outage", len(got))
 	}
-	px.cut()
+	px.Down() // dials refused, connections closed
 	waitLog(t, &logs, "cannot reach broker", 30*time.Second)
 	produce(half) // written directly: only the job's clients are cut off
 	waitLog(t, &logs, "still unreachable", 30*time.Second)
 	if long {
 		waitLog(t, &logs, "brokers unreachable", 30*time.Second)
 	}
-	px.restore()
+	if err := px.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if !long {
 		// (After a restart the new attempt's clients connect at once:
 		// they saw no outage, so they log no recovery.)

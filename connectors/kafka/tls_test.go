@@ -2,14 +2,8 @@ package kafka
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -19,48 +13,18 @@ import (
 
 	"github.com/sluice-io/sluice/connectors/datagen"
 	"github.com/sluice-io/sluice/connectors/testsink"
+	"github.com/sluice-io/sluice/internal/testutil/testcerts"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
-
-// selfSigned returns a self-signed certificate for 127.0.0.1 and a pool
-// holding it.
-func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}, pool
-}
 
 // TestTLS runs an exactly-once sink and a bounded source over TLS against
 // a kfake cluster listening with a self-signed certificate, then checks
 // that clients trusting another CA fail with an error naming the broker and
 // the certificate problem.
 func TestTLS(t *testing.T) {
-	cert, pool := selfSigned(t, "sluice-test-broker")
+	ca := testcerts.NewCA(t, "sluice-test-ca")
+	cert, pool := ca.Issue(t, "sluice-test-broker", x509.ExtKeyUsageServerAuth).TLS, ca.Pool()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0), kfake.AllowAutoTopicCreation(),
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
 	if err != nil {
@@ -85,7 +49,7 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("wrong CA", func(t *testing.T) {
-		_, otherPool := selfSigned(t, "some-other-ca")
+		otherPool := testcerts.NewCA(t, "some-other-ca").Pool()
 		bad := &tls.Config{RootCAs: otherPool, MinVersion: tls.VersionTLS12}
 		topic := "tls-" + uniqueName("t")
 		err := produceIndexesErr(t, brokers, topic, 10, SinkClientOpts(TLS(bad), kgoAllowAutoTopicCreation()),

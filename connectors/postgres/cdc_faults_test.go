@@ -3,111 +3,31 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/faultinject"
+	"github.com/sluice-io/sluice/internal/testutil/tcpproxy"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 )
 
-// cutProxy forwards loopback TCP connections to target; cut closes every
-// connection open through it (new ones are still accepted).
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-	closed bool
-}
-
-// startCutProxy starts a proxy to the host of url and returns it with url
-// pointing at it; the proxy is closed at the end of the test.
-func startCutProxy(t *testing.T, rawURL string) (*cutProxy, string) {
+// startCutProxy starts a loopback proxy to the host of rawURL and returns
+// it with rawURL pointing at it; the proxy is closed at the end of the
+// test.
+func startCutProxy(t *testing.T, rawURL string) (*tcpproxy.Proxy, string) {
 	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	u.Host = ln.Addr().String()
+	p := tcpproxy.Start(t, u.Host)
+	u.Host = p.Addr()
 	return p, u.String()
-}
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, s)
-		go p.pipe(s, c)
-	}
-}
-
-// pipe copies src to dst; when either side ends it closes both.
-func (p *cutProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	p.mu.Lock()
-	delete(p.conns, src)
-	delete(p.conns, dst)
-	p.mu.Unlock()
-	src.Close()
-	dst.Close()
-}
-
-// cut closes every open connection and returns how many (client side)
-// it closed.
-func (p *cutProxy) cut() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(p.conns)
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-	return n / 2
-}
-
-func (p *cutProxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.ln.Close()
-	p.cut()
-	p.wg.Wait()
 }
 
 // changeRow is a change record as the test's sink writes it into its
@@ -212,7 +132,7 @@ func TestCDCFaults(t *testing.T) {
 			res, err := h.Wait()
 			t.Fatalf("the job ended: %v (%d restarts, failures %v)", err, res.Restarts, res.Failures)
 		case <-time.After(2500 * time.Millisecond):
-			if k := proxy.cut(); k > 0 {
+			if k := proxy.Cut(); k > 0 {
 				cuts++
 				t.Logf("%5.1fs: cut %d connections", time.Since(t0).Seconds(), k)
 			}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -276,7 +277,11 @@ func (t *srcTable) readPage(ctx context.Context, q interface {
 	return rows, keys, nil
 }
 
-var textMap = pgtype.NewMap()
+// textMap scans the text form of timestamps and dates. It is made on
+// first use: pgtype.NewMap builds pgx's default type map (about 150 KiB)
+// the first time it is called, which at package initialisation every
+// process paid at start-up, with or without a PostgreSQL connector.
+var textMap = sync.OnceValue(pgtype.NewMap)
 
 // decodeText turns a value in PostgreSQL's text form into a value of the
 // CLI's value contract (see [Change]).
@@ -308,7 +313,7 @@ func decodeText(oid uint32, b []byte) (any, error) {
 		return hex.DecodeString(s)
 	case pgtype.TimestampOID, pgtype.TimestamptzOID, pgtype.DateOID:
 		var tm time.Time
-		if err := textMap.Scan(oid, pgtype.TextFormatCode, b, &tm); err != nil {
+		if err := textMap().Scan(oid, pgtype.TextFormatCode, b, &tm); err != nil {
 			return string(b), nil // infinity and the like: as text
 		}
 		return tm, nil

@@ -70,6 +70,7 @@ Usage:
   sluice node --cluster-etcd EP PIPELINE.yaml  run one node of a cluster (the leader runs the job; docs/cluster.md)
   sluice demo [flags]                  run the embedded exactly-once demo (datagen → transforms → file sink)
   sluice checkpoints DIR               list the checkpoints and savepoints in DIR
+  sluice checkpoints --pipeline PIPELINE.yaml [DIR]  the same with the pipeline's checkpoint settings (s3:// credentials; DIR: its checkpoint.dir)
   sluice connectors [NAME]             list connectors and their options
   sluice version                       print the version
 

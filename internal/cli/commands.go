@@ -17,19 +17,49 @@ import (
 	"github.com/sluice-io/sluice/internal/registry"
 )
 
-func (a *App) cmdCheckpoints(args []string) error {
-	fs := a.newFlags("checkpoints", "checkpoints DIR")
+// checkpointsTarget parses the arguments of `sluice checkpoints`: the
+// directory to list and the checkpoint settings to read it with, those of
+// --pipeline's file (the zero Options without it: the environment's).
+// With --pipeline the returned App hides the file's ${VAR} values in what
+// it prints, as a run does.
+func (a *App) checkpointsTarget(args []string) (*App, string, registry.Options, error) {
+	fs := a.newFlags("checkpoints", "checkpoints [--pipeline PIPELINE.yaml] [DIR]")
+	file := fs.String("pipeline", "", "take the checkpoint settings from this pipeline file: checkpoint.s3.* (endpoint, credentials) for an s3:// DIR, and DIR itself (checkpoint.dir) when it is not given")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return usageError{err}
+		return a, "", registry.Options{}, usageError{err}
 	}
-	if len(pos) != 1 {
-		return usagef("checkpoints needs one directory")
+	var co registry.Options
+	dir := ""
+	if *file != "" {
+		spec, err := pipeline.Load(*file, a.Registry, a.Getenv)
+		if err != nil {
+			return a, "", co, loadError(err)
+		}
+		a = a.redacted(pipeline.NewRedactor(spec.Secrets))
+		co, dir = spec.CheckpointOptions, spec.CheckpointDir
 	}
-	dir := pos[0]
+	switch {
+	case len(pos) == 1:
+		dir = pos[0]
+	case len(pos) > 1:
+		return a, "", co, usagef("checkpoints takes one directory")
+	case dir == "" && *file != "":
+		return a, "", co, usagef("checkpoints: %s has no checkpoint.dir: name the directory", *file)
+	case dir == "":
+		return a, "", co, usagef("checkpoints needs one directory (or --pipeline PIPELINE.yaml with a checkpoint.dir)")
+	}
+	return a, dir, co, nil
+}
+
+func (a *App) cmdCheckpoints(args []string) error {
+	a, dir, co, err := a.checkpointsTarget(args)
+	if err != nil {
+		return err
+	}
 	ctx := context.Background()
 	if isS3(dir) {
-		return a.s3Checkpoints(ctx, dir)
+		return a.s3Checkpoints(ctx, dir, co)
 	}
 	infos, newest, hasNewest, newestDamaged, err := listSnapshots(ctx, dir)
 	if err != nil {

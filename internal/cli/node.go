@@ -37,6 +37,11 @@ type nodeOptions struct {
 	logFormat    string
 	httpAddr     string
 	httpTokenEnv string
+	tlsCert      string
+	tlsKey       string
+	tlsCA        string
+	savepointDir string
+	from         string
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
@@ -80,6 +85,11 @@ func (a *App) cmdNode(args []string) int {
 	sec := secretRefs{vals: secretVars(spec.Secrets)}
 	sec.lookup = secretLookup(sec.vals, a.Getenv)
 
+	nm, ep, nodeTLS, stopOps, err := a.startNodeOps(spec, &o, log)
+	if err != nil {
+		return a.exit(err)
+	}
+	defer stopOps()
 	eopts := []etcdcoord.Option{etcdcoord.WithLeaseTTL(o.leaseTTL), etcdcoord.WithPrefix(o.prefix)}
 	if o.cert != "" || o.key != "" || o.ca != "" {
 		eopts = append(eopts, etcdcoord.WithTLSFiles(o.cert, o.key, o.ca))
@@ -103,11 +113,13 @@ func (a *App) cmdNode(args []string) int {
 		Addr:       o.addr,
 		Logger:     log,
 		PauseLimit: o.leaseTTL / 2,
+		Metrics:    nm,
+		TLS:        nodeTLS,
 		Connect: func(ctx context.Context) (coord.Coordinator, error) {
 			return etcdcoord.New(ctx, endpoints, eopts...)
 		},
 		Lead: func(ctx context.Context, t node.Term) error {
-			return a.leadJob(ctx, spec, o, t, log, sec)
+			return a.leadJob(ctx, spec, o, t, log, sec, ep)
 		},
 	})
 	cancel()
@@ -151,7 +163,12 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.cert, "etcd-cert", "", "client certificate (PEM) for mutual TLS to etcd")
 	fs.StringVar(&o.key, "etcd-key", "", "client key (PEM) for mutual TLS to etcd")
 	fs.StringVar(&o.ca, "etcd-ca", "", "CA bundle (PEM) that signed the etcd servers' certificates")
-	fs.StringVar(&o.httpAddr, "http", "", "while this node leads, serve its job's /metrics and /status on this address (\":9249\" = 127.0.0.1:9249); overrides the pipeline's http.listen")
+	fs.StringVar(&o.httpAddr, "http", "", "serve this node's /healthz, /readyz, /metrics and /status on this address (\":9249\" = 127.0.0.1:9249), with its job's while it leads; overrides the pipeline's http.listen")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "this node's certificate (PEM) for node-to-node mutual TLS; also used for etcd without --etcd-cert")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the key (PEM) of --tls-cert")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle (PEM) that signed every node's certificate")
+	fs.StringVar(&o.savepointDir, "savepoint-dir", "", "enable POST /savepoints on the leader's HTTP endpoint, writing savepoints here (a directory every node can reach; needs a token)")
+	fs.StringVar(&o.from, "from", "", "start the job from this savepoint or checkpoint when the cluster has published no checkpoint yet (a new --cluster-prefix); ignored once one is published")
 	fs.StringVar(&o.httpTokenEnv, "http-token-env", "", "require the bearer token held by this environment variable on the HTTP endpoint")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -173,10 +190,11 @@ func termDir(base string, term int64) string {
 
 // leadJob runs the whole job while this node leads term t: checkpoints go
 // to checkpoint.dir/term-<term> and are completed by the fenced write of
-// their pointer; the job restores from the published pointer only. The
-// pipeline's HTTP endpoint (http.listen, or --http) is served by the
-// leader while it leads.
-func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs) error {
+// their pointer; the job restores from the published pointer only (or,
+// before any is published, from --from). While it runs, the node's HTTP
+// endpoint (ep, when --http or http.listen is set) serves its metrics,
+// status, readiness and, with --savepoint-dir, POST /savepoints.
+func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs, ep *node.Endpoint) error {
 	store, dir, err := termStorage(spec, t, log)
 	if err != nil {
 		return err
@@ -192,6 +210,13 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 		}
 		log.Info("restoring", "from", info.Path, "id", info.ID)
 		restore = s
+	} else if o.from != "" {
+		s, info, err := loadRestore(ctx, o.from, sec.lookup)
+		if err != nil {
+			return err
+		}
+		log.Info("no checkpoint published: starting from --from", "from", info.Path, "kind", s.Kind, "id", info.ID)
+		restore = s
 	}
 	reg := metrics.NewRegistry()
 	opts := append(streamOptions(spec, runOptions{}, log, reg, store, restore, sec), stream.JobID(t.JobID))
@@ -200,11 +225,11 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 		return usageError{err}
 	}
 	var job runningJob
-	stopHTTP, err := a.serveHTTP(spec, runOptions{httpAddr: o.httpAddr, httpTokenEnv: o.httpTokenEnv}, log, reg, &job)
+	clearJob, err := a.serveNodeJob(ep, spec, o, log, reg, &job)
 	if err != nil {
 		return err
 	}
-	defer stopHTTP()
+	defer clearJob()
 	start := time.Now()
 	h, err := env.Start(ctx, spec.Name)
 	if err != nil {

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,5 +45,26 @@ func TestRedactHTTP(t *testing.T) {
 	}
 	if redactHTTP(nil, h) == nil {
 		t.Error("nil redactor")
+	}
+}
+
+// TestValidateShowsTypedValues: `sluice validate` shows a number from the
+// environment as it is (parallelism: ${PAR} → 1000, not ${PAR}), while
+// the job name, a text value from the environment, stays ${NAME}.
+func TestValidateShowsTypedValues(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	y := "name: ${NAME}\nparallelism: ${PAR}\nsource:\n  type: datagen\n  options:\n    count: ${COUNT}\nsink:\n  type: print\n"
+	if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"NAME": "secret-job-name", "PAR": "1000", "COUNT": "5000"}
+	var stdout, stderr bytes.Buffer
+	a := &App{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	if code := a.Main([]string{"validate", file}); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if !strings.Contains(stdout.String(), `job "${NAME}"`) || !strings.Contains(stdout.String(), "parallelism 1000") || strings.Contains(out, "secret-job-name") {
+		t.Errorf("got %q; want the job name as ${NAME} and parallelism 1000", out)
 	}
 }

@@ -20,8 +20,8 @@ import (
 // pipeline's checkpoint.s3.* settings (secrets as ${VAR} or written in
 // the file), each defaulting to the environment (AWS_ENDPOINT_URL_S3 or
 // AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// AWS_SESSION_TOKEN); `sluice checkpoints` has no pipeline and uses the
-// environment. A run holds the prefix's lock object (connectors/s3
+// AWS_SESSION_TOKEN); `sluice checkpoints` uses those of the file given
+// with --pipeline, else the environment. A run holds the prefix's lock object (connectors/s3
 // CheckpointStorage.Lock) and fails the job when it loses it.
 
 // isS3 reports whether a checkpoint location is an s3:// URL.
@@ -153,9 +153,10 @@ func s3ListSnapshots(ctx context.Context, u string, co registry.Options) (infos 
 }
 
 // s3Checkpoints is `sluice checkpoints s3://…`: every snapshot, loaded and
-// verified, and how to resume.
-func (a *App) s3Checkpoints(ctx context.Context, u string) error {
-	infos, newest, hasNewest, st, err := s3ListSnapshots(ctx, u, registry.Options{})
+// verified, and how to resume. co are the checkpoint settings of
+// --pipeline's file (the zero Options without it: the environment's).
+func (a *App) s3Checkpoints(ctx context.Context, u string, co registry.Options) error {
+	infos, newest, hasNewest, st, err := s3ListSnapshots(ctx, u, co)
 	if err != nil {
 		return err
 	}

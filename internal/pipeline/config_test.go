@@ -147,7 +147,7 @@ func TestUnquotedVarInFlowSequence(t *testing.T) {
 	}
 }
 
-// TestSecretsRecorded: every value from the environment is in
+// TestSecretsRecorded: every text value from the environment is in
 // Spec.Secrets, and the redactor hides it, also quoted as log handlers
 // write it; short values are hidden only when the option is secret.
 func TestSecretsRecorded(t *testing.T) {
@@ -162,6 +162,59 @@ func TestSecretsRecorded(t *testing.T) {
 	r := NewRedactor(s.Secrets)
 	in := `dir=/data/s3cr"et/ckpt msg="open \"/data/s3cr\"et/out\"" json:"/data/s3cr\"et" token=ab every 1s`
 	want := `dir=${DIR}/ckpt msg="open \"${DIR}/out\"" json:"${DIR}" token=${TOK} every 1s`
+	if got := r.String(in); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestTypedValuesShown: values from the environment of number, duration,
+// boolean and enum options are no secrets: they are not in Spec.Secrets,
+// so logs show them (and other text that looks the same) as they are,
+// while text values from the environment and secret options stay hidden.
+func TestTypedValuesShown(t *testing.T) {
+	y := `parallelism: ${PAR}
+checkpoint:
+  interval: ${IV}
+  dir: ${DIR}
+restart:
+  strategy: ${STRATEGY}
+  attempts: ${ATTEMPTS}
+  delay: ${RESTART_DELAY}
+source:
+  type: datagen
+  options:
+    count: ${COUNT}
+    rate: ${RATE}
+sink:
+  type: file
+  options:
+    path: ${OUT}
+    compact-below: ${COMPACT}
+http:
+  token: ${TOKEN}
+`
+	vars := map[string]string{"PAR": "2", "IV": "1500ms", "DIR": "/data/ckpt-dir", "STRATEGY": "fixed-delay", "ATTEMPTS": "1000",
+		"RESTART_DELAY": "250ms", "COUNT": "123456", "RATE": "2500.5", "OUT": "/data/out-dir", "COMPACT": "4096", "TOKEN": "1234"}
+	s, err := Parse("p.yaml", []byte(y), registry.Default(), env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Restart.Delay != 250*time.Millisecond || s.Restart.Attempts != 1000 || s.CheckpointInterval != 1500*time.Millisecond {
+		t.Fatalf("restart %+v, interval %v", s.Restart, s.CheckpointInterval)
+	}
+	var got []string
+	for _, sub := range s.Secrets {
+		got = append(got, sub.Var)
+	}
+	slices.Sort(got)
+	if want := []string{"DIR", "OUT", "TOKEN"}; !slices.Equal(got, want) {
+		t.Errorf("Spec.Secrets has %v, want %v", got, want)
+	}
+	r := NewRedactor(s.Secrets)
+	in := "restarting in 250ms (attempt 3 of 1000), fixed-delay; checkpoint every 1500ms took 250ms; 123456 records at 2500.5/s; " +
+		"4096 bytes; /data/out-dir/part-0 /data/ckpt-dir/chk-1 token 1234"
+	want := "restarting in 250ms (attempt 3 of 1000), fixed-delay; checkpoint every 1500ms took 250ms; 123456 records at 2500.5/s; " +
+		"4096 bytes; ${OUT}/part-0 ${DIR}/chk-1 token ${TOKEN}"
 	if got := r.String(in); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

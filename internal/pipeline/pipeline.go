@@ -416,7 +416,27 @@ func (p *parser) value(n *yaml.Node, field string, o registry.Option) (any, bool
 		}
 		v = list
 	}
-	return v, p.check(n, field, o, v, fromEnv)
+	if !p.check(n, field, o, v, fromEnv) {
+		return nil, false
+	}
+	if fromEnv && !o.Secret && notText(o.Type) {
+		// A number, duration, true/false or enum value is no secret: it
+		// is logged as it is. Hidden, every "100ms" or "1000" of the
+		// logs (and of checkpoint state) would be taken for it and shown
+		// as ${RESTART_DELAY}.
+		p.subs = p.subs[:before]
+	}
+	return v, true
+}
+
+// notText reports whether values of type t are numbers, durations,
+// booleans or enum values, which cannot hold a secret.
+func notText(t registry.Type) bool {
+	switch t {
+	case registry.Int, registry.Float, registry.Bool, registry.Duration, registry.Enum:
+		return true
+	}
+	return false
 }
 
 // check runs an option's Check on its parsed value.
@@ -435,7 +455,8 @@ func (p *parser) check(n *yaml.Node, field string, o registry.Option, v any, fro
 	return true
 }
 
-// options decodes a mapping against a schema, filling in defaults.
+// options decodes a mapping against a schema, filling in defaults
+// (which Options.IsSet tells from the file's settings).
 func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Option, what string) (registry.Options, bool) {
 	m := map[string]any{}
 	if n != nil {
@@ -492,13 +513,11 @@ func (p *parser) options(n, at *yaml.Node, field string, schema []registry.Optio
 		if o.Required {
 			p.errorf(at, join(field, o.Name), "missing required field (%s)", o.Description)
 			ok = false
-			continue
-		}
-		if o.Default != nil {
-			m[o.Name] = o.Default
 		}
 	}
-	return registry.NewOptions(m).WithPrefixed(fam).MarkFromEnvironment(fromEnv...), ok
+	// m holds what the file sets; the defaults are filled in apart, so
+	// that Options.IsSet tells the two.
+	return registry.NewOptions(m).WithDefaults(schema).WithPrefixed(fam).MarkFromEnvironment(fromEnv...), ok
 }
 
 // familyOptions parses the keys of mapping n that belong to a family

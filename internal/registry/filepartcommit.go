@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -86,13 +85,10 @@ func registeredPolicies() string {
 func validatePartitionCommit(o Options) error {
 	pols := o.Strings("partition-commit.policy")
 	if len(pols) == 0 {
-		// Has is true for defaulted options too: a setting is a value
-		// that differs from the option's declared default.
+		// A partition-commit.* option the user set, even to its
+		// default, is refused: it would do nothing.
 		for _, op := range partitionCommitOptions() {
-			if !strings.HasPrefix(op.Name, "partition-commit.") || op.Name == "partition-commit.policy" {
-				continue
-			}
-			if v, ok := o.m[op.Name]; ok && !reflect.DeepEqual(v, op.Default) {
+			if strings.HasPrefix(op.Name, "partition-commit.") && op.Name != "partition-commit.policy" && o.IsSet(op.Name) {
 				return optErr(op.Name, "applies only with partition-commit.policy")
 			}
 		}

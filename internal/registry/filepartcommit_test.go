@@ -3,7 +3,6 @@ package registry
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -23,6 +22,11 @@ func TestFilePartitionCommitOptions(t *testing.T) {
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"nope"}}, `unknown policy "nope"`},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"success-file", "success-file"}}, "twice"},
 		{map[string]any{"path": "out", "partition-commit.delay": time.Hour}, "applies only with partition-commit.policy"},
+		// Set to their defaults, they are settings all the same: without
+		// a policy they would do nothing.
+		{map[string]any{"path": "out", "partition-commit.trigger": "process-time"}, "partition-commit.trigger: applies only with partition-commit.policy"},
+		{map[string]any{"path": "out", "partition-commit.time-zone": "UTC"}, "partition-commit.time-zone: applies only with partition-commit.policy"},
+		{map[string]any{"path": "out", "partition-commit.policy": []string{}, "partition-commit.delay": time.Duration(0)}, "partition-commit.delay: applies only"},
 		{map[string]any{"path": "out"}, ""},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"success-file"}, "partition-commit.time-zone": "Mars/Base"}, "partition-commit.time-zone"},
 		{map[string]any{"path": "out", "partition-by": []string{"c"}, "partition-commit.policy": []string{"success-file"}}, ""},
@@ -35,20 +39,14 @@ func TestFilePartitionCommitOptions(t *testing.T) {
 }
 
 // fwWithDefaults adds the file sink's option defaults to m, as a pipeline
-// file's options get them.
+// file's options get them (not IsSet).
 func fwWithDefaults(t *testing.T, m map[string]any) Options {
 	t.Helper()
 	snk, ok := Default().Sink("file")
 	if !ok {
 		t.Fatal("no file sink")
 	}
-	all := maps.Clone(m)
-	for _, o := range snk.Options {
-		if _, set := all[o.Name]; !set && o.Default != nil {
-			all[o.Name] = o.Default
-		}
-	}
-	return NewOptions(all)
+	return NewOptions(m).WithDefaults(snk.Options)
 }
 
 // TestFileS3PartStore reads objects back through the sink's s3 store on a

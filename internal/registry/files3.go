@@ -73,9 +73,10 @@ func validateS3(sink bool) func(Options) error {
 			return optErr("paths", "mixes s3:// URLs and local paths; use one source per storage")
 		}
 		if n == 0 {
-			for _, name := range []string{"s3.endpoint", "s3.region", "s3.access-key", "s3.secret-key", "s3.session-token"} {
-				if o.Has(name) {
-					return optErr(name, "applies to s3:// paths only")
+			// Set by the user, even to its default: it would do nothing.
+			for _, op := range s3Options() {
+				if o.IsSet(op.Name) {
+					return optErr(op.Name, "applies to s3:// paths only")
 				}
 			}
 			return nil

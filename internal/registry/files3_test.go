@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/connectors/s3"
 )
 
 // TestFileS3Options: s3:// paths and the s3.* options are checked
@@ -25,10 +27,15 @@ func TestFileS3Options(t *testing.T) {
 		{"source mixing", false, map[string]any{"paths": []string{"s3://b/in", "local"}}, "mixes"},
 		{"source with a glob bucket", false, map[string]any{"paths": []string{"s3://b*/in"}}, "bucket"},
 		{"s3 key on a local source", false, map[string]any{"paths": []string{"in"}, "s3.access-key": "k"}, "s3.access-key"},
+		{"local sink with defaults", true, map[string]any{"path": "out"}, ""},
+		{"local source with defaults", false, map[string]any{"paths": []string{"in"}}, ""},
+		// Set to its default, an s3.* option is a setting all the same.
+		{"path-style set on a local sink", true, map[string]any{"path": "out", "s3.path-style": true}, "s3.path-style: applies to s3:// paths only"},
+		{"part-size set on a local sink", true, map[string]any{"path": "out", "s3.part-size": int64(s3.DefaultPartSize)}, "s3.part-size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := validateS3(c.sink)(NewOptions(c.opts))
+			err := validateS3(c.sink)(fileWithDefaults(t, c.sink, c.opts))
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("error %v, want none", err)
@@ -37,6 +44,27 @@ func TestFileS3Options(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fileWithDefaults returns m with the file sink's (or source's) option
+// defaults, as a pipeline file's options get them (not IsSet).
+func fileWithDefaults(t *testing.T, sink bool, m map[string]any) Options {
+	t.Helper()
+	var schema []Option
+	if sink {
+		snk, ok := Default().Sink("file")
+		if !ok {
+			t.Fatal("no file sink")
+		}
+		schema = snk.Options
+	} else {
+		src, ok := Default().Source("file")
+		if !ok {
+			t.Fatal("no file source")
+		}
+		schema = src.Options
+	}
+	return NewOptions(m).WithDefaults(schema)
 }
 
 // TestFileS3ReadsOutput: a file source with discovery over an s3:// sink's

@@ -50,6 +50,8 @@ var postgresSourceOptions = append(append([]Option{}, postgresSinkOptions[:3]...
 		Description: "envelope: debezium: the source block's name (Debezium's topic prefix); empty = the slot's name"},
 	Option{Name: "status-interval", Type: Duration, Default: 10 * time.Second, Check: Positive,
 		Description: "cdc: the longest time between two standby status updates to the server (they confirm the LSN of the last completed checkpoint); below the server's wal_sender_timeout"},
+	Option{Name: "chunk-wait-warning", Type: Duration, Default: time.Minute, Check: Positive,
+		Description: "cdc: how long the stream waits for the snapshot's chunks without another one arriving before it logs a warning naming the chunks still missing (again after each further wait); a chunk arrives once it was read to its end and a checkpoint holding that completed"},
 	Option{Name: "setup-timeout", Type: Duration, Default: 60 * time.Second, Check: Positive,
 		Description: "bounds the setup: connecting, the checks, creating the slot and the publication, computing the chunks"},
 )
@@ -67,7 +69,7 @@ func init() {
 }
 
 // cdcOnlyOptions are the options that do something only in mode: cdc.
-var cdcOnlyOptions = []string{"slot", "publication", "create-slot", "create-publication", "skip-snapshot", "status-interval"}
+var cdcOnlyOptions = []string{"slot", "publication", "create-slot", "create-publication", "skip-snapshot", "status-interval", "chunk-wait-warning"}
 
 func validatePostgresSource(o Options) error {
 	if _, err := pgx.ParseConfig(o.String("url")); err != nil {
@@ -78,7 +80,7 @@ func validatePostgresSource(o Options) error {
 	}
 	if o.String("mode") != "cdc" {
 		for _, n := range cdcOnlyOptions {
-			if notDefault(o, n) {
+			if setOtherThanDefault(o, n) {
 				return &OptionError{Option: n, Err: fmt.Errorf("only with mode: cdc (the mode is %s)", o.String("mode"))}
 			}
 		}
@@ -89,15 +91,20 @@ func validatePostgresSource(o Options) error {
 	return nil
 }
 
-// notDefault reports whether option n of the source is set to another
-// value than its default.
-func notDefault(o Options, n string) bool {
+// setOtherThanDefault reports whether option n of the source is set to
+// another value than its default. A cdc-only option set to its default
+// is let through in snapshot mode: it changes nothing, and one pipeline
+// file serves both modes with create-slot: ${CREATE_SLOT:-false}.
+func setOtherThanDefault(o Options, n string) bool {
+	if !o.IsSet(n) {
+		return false
+	}
 	for _, opt := range postgresSourceOptions {
 		if opt.Name == n {
-			return o.Has(n) && !reflect.DeepEqual(o.m[n], opt.Default)
+			return !reflect.DeepEqual(o.m[n], opt.Default)
 		}
 	}
-	return false
+	return true
 }
 
 func checkSlotName(v any) error {
@@ -130,7 +137,7 @@ func buildPostgresSource(c BuildContext) (stream.DataStream[Record], error) {
 	}
 	if cdc {
 		opts = append(opts, postgres.CreateSlot(o.Bool("create-slot")), postgres.CreatePublication(o.Bool("create-publication")),
-			postgres.StatusInterval(o.Duration("status-interval")))
+			postgres.StatusInterval(o.Duration("status-interval")), postgres.ChunkWaitWarning(o.Duration("chunk-wait-warning")))
 		if s := o.String("slot"); s != "" {
 			opts = append(opts, postgres.Slot(s))
 		}

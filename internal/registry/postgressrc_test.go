@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -9,18 +10,12 @@ import (
 	"github.com/sluice-io/sluice/connectors/postgres"
 )
 
+// pgSrcOpts returns m with url and table when m lacks them and the
+// source's defaults, as a pipeline file's options get them (not IsSet).
 func pgSrcOpts(m map[string]any) Options {
-	base := map[string]any{}
-	for _, o := range postgresSourceOptions {
-		if o.Default != nil {
-			base[o.Name] = o.Default
-		}
-	}
-	base["url"], base["table"] = "postgres://u:pw@127.0.0.1:5432/db", "t"
-	for k, v := range m {
-		base[k] = v
-	}
-	return NewOptions(base)
+	base := map[string]any{"url": "postgres://u:pw@127.0.0.1:5432/db", "table": "t"}
+	maps.Copy(base, m)
+	return NewOptions(base).WithDefaults(postgresSourceOptions)
 }
 
 // TestPostgresSourceValidate: cdc-only options set in snapshot mode, a
@@ -35,6 +30,7 @@ func TestPostgresSourceValidate(t *testing.T) {
 		{map[string]any{"slot": "s"}, "slot", "only with mode: cdc"},
 		{map[string]any{"create-slot": true}, "create-slot", "only with mode: cdc"},
 		{map[string]any{"status-interval": time.Second}, "status-interval", "only with mode: cdc"},
+		{map[string]any{"chunk-wait-warning": 5 * time.Minute}, "chunk-wait-warning", "only with mode: cdc"},
 		{map[string]any{"mode": "cdc", "server-name": "x"}, "server-name", "only with envelope: debezium"},
 		{map[string]any{"password": "x", "password-file": "/p"}, "password-file", "password is set too"},
 		{map[string]any{"url": "postgres://u:Secr3tPw@h:notaport/db"}, "url", "value not shown"},
@@ -45,7 +41,9 @@ func TestPostgresSourceValidate(t *testing.T) {
 			t.Errorf("%v: error %v; want one at option %s naming %q", c.opts, err, c.option, c.in)
 		}
 	}
-	for _, m := range []map[string]any{{}, {"mode": "cdc", "slot": "s", "create-slot": true, "envelope": "debezium", "server-name": "x"}} {
+	// A cdc-only option set to its default passes in snapshot mode (one
+	// file for both modes: create-slot: ${CREATE_SLOT:-false}).
+	for _, m := range []map[string]any{{}, {"create-slot": false, "status-interval": 10 * time.Second, "slot": ""}, {"mode": "cdc", "slot": "s", "create-slot": true, "envelope": "debezium", "server-name": "x", "chunk-wait-warning": 5 * time.Minute}} {
 		if err := validatePostgresSource(pgSrcOpts(m)); err != nil {
 			t.Errorf("%v: %v", m, err)
 		}
@@ -69,5 +67,30 @@ func TestPostgresChangeValue(t *testing.T) {
 	r := PostgresChangeValue(postgres.Change{Op: postgres.OpRead, Table: "public.t", Key: int64(1), After: map[string]any{"v": int64(0)}})
 	if r["op"] != "r" || r["before"] != nil || r["commit_time"] != nil || r["lsn"] != int64(0) {
 		t.Errorf("snapshot row: %v", r)
+	}
+}
+
+// TestPostgresChunkWaitWarningOption: chunk-wait-warning is a duration,
+// 1m by default (the library's ChunkWaitWarning default), greater than 0.
+func TestPostgresChunkWaitWarningOption(t *testing.T) {
+	var opt Option
+	for _, o := range postgresSourceOptions {
+		if o.Name == "chunk-wait-warning" {
+			opt = o
+		}
+	}
+	if opt.Type != Duration || opt.Default != time.Minute {
+		t.Fatalf("chunk-wait-warning: %s, default %v; want a duration, 1m", opt.Type, opt.Default)
+	}
+	for _, c := range []struct {
+		v  time.Duration
+		ok bool
+	}{{0, false}, {-time.Second, false}, {time.Millisecond, true}, {time.Hour, true}} {
+		if err := opt.Check(c.v); (err == nil) != c.ok {
+			t.Errorf("chunk-wait-warning %v: error %v, want accepted: %v", c.v, err, c.ok)
+		}
+	}
+	if got := pgSrcOpts(map[string]any{"mode": "cdc"}).Duration("chunk-wait-warning"); got != time.Minute {
+		t.Errorf("default: %v, want 1m", got)
 	}
 }

@@ -196,9 +196,12 @@ func SplitList(s string) ([]string, error) {
 
 // Options are a connector's validated option values, with defaults filled
 // in. The getters panic on a name the connector did not declare with that
-// type, which is a bug in the connector's registration.
+// type, which is a bug in the connector's registration. Has tells whether
+// an option has a value at all, IsSet whether the user gave it (a default
+// is not a setting; a setting equal to the default is).
 type Options struct {
 	m   map[string]any
+	def map[string]bool   // options whose value is their declared default, not set by the user
 	env map[string]bool   // options whose value came from the environment
 	fam map[string]string // keys set under a family ("properties.*"), with their values
 }
@@ -215,7 +218,8 @@ func (o Options) WithPrefixed(kv map[string]string) Options {
 		fam = map[string]string{}
 	}
 	maps.Copy(fam, kv)
-	return Options{m: o.m, env: o.env, fam: fam}
+	o.fam = fam
+	return o
 }
 
 // Prefixed returns the keys set under a family whose names start with
@@ -248,11 +252,36 @@ func (o Options) MarkFromEnvironment(names ...string) Options {
 	for _, n := range names {
 		env[n] = true
 	}
-	return Options{m: o.m, env: env, fam: o.fam}
+	o.env = env
+	return o
 }
 
-// NewOptions returns Options holding m (tests and programmatic pipelines).
+// NewOptions returns Options holding m (tests and programmatic
+// pipelines): every option in m counts as set by the user (IsSet). Add
+// the schema's defaults with WithDefaults.
 func NewOptions(m map[string]any) Options { return Options{m: maps.Clone(m)} }
+
+// WithDefaults returns o with the declared default of every option of
+// schema that has none of its own value: such an option Has a value but
+// is not IsSet. Options without a default, required ones and families
+// are left out.
+func (o Options) WithDefaults(schema []Option) Options {
+	m, def := maps.Clone(o.m), maps.Clone(o.def)
+	if m == nil {
+		m = map[string]any{}
+	}
+	for _, op := range schema {
+		if _, ok := m[op.Name]; ok || op.Default == nil || op.Required || op.FamilyPrefix() != "" {
+			continue
+		}
+		if def == nil {
+			def = map[string]bool{}
+		}
+		m[op.Name], def[op.Name] = op.Default, true
+	}
+	o.m, o.def = m, def
+	return o
+}
 
 func get[T any](o Options, name string) T {
 	v, ok := o.m[name]
@@ -267,8 +296,22 @@ func get[T any](o Options, name string) T {
 	return t
 }
 
-// Has reports whether the option has a value (set or defaulted).
+// Has reports whether the option has a value, set or defaulted: true for
+// every option with a declared default. To tell a user's setting from a
+// default, use IsSet.
 func (o Options) Has(name string) bool { _, ok := o.m[name]; return ok }
+
+// IsSet reports whether the user set the option (in the pipeline file, or
+// in NewOptions' map), whatever its value: an option set to its declared
+// default is set; a default filled in by WithDefaults is not. A key under
+// a family ("properties.linger.ms") is set when it is among Prefixed's.
+func (o Options) IsSet(name string) bool {
+	if _, ok := o.m[name]; ok {
+		return !o.def[name]
+	}
+	_, ok := o.fam[name]
+	return ok
+}
 
 // String returns a String or Enum option.
 func (o Options) String(name string) string { return get[string](o, name) }

@@ -80,3 +80,49 @@ func TestBuiltinsRegistered(t *testing.T) {
 		t.Error("the file sink is not marked exactly-once")
 	}
 }
+
+// TestOptionsIsSet: Has is true for a value set or defaulted; IsSet only
+// for one the user gave, a setting equal to the default included, and for
+// a key set under a family. A default is never taken for a setting.
+func TestOptionsIsSet(t *testing.T) {
+	schema := []Option{
+		{Name: "delay", Type: Duration, Default: time.Second},
+		{Name: "zone", Type: String, Default: "UTC"},
+		{Name: "count", Type: Int, Default: int64(3)},
+		{Name: "path", Type: String},
+		{Name: "props.*", Type: String},
+	}
+	o := NewOptions(map[string]any{"zone": "UTC", "count": int64(5)}).
+		WithDefaults(schema).WithPrefixed(map[string]string{"props.a": "1"}).MarkFromEnvironment("count")
+	for _, c := range []struct {
+		name     string
+		has, set bool
+	}{
+		{"delay", true, false}, // the default
+		{"zone", true, true},   // set to its default
+		{"count", true, true},  // set to another value
+		{"path", false, false}, // no default, not set
+		{"props.a", false, true},
+		{"props.b", false, false},
+	} {
+		if got := o.Has(c.name); got != c.has {
+			t.Errorf("Has(%q) = %v, want %v", c.name, got, c.has)
+		}
+		if got := o.IsSet(c.name); got != c.set {
+			t.Errorf("IsSet(%q) = %v, want %v", c.name, got, c.set)
+		}
+	}
+	if o.Duration("delay") != time.Second || o.String("zone") != "UTC" || o.Int("count") != 5 {
+		t.Errorf("values: delay %v zone %q count %d, want 1s UTC 5", o.Duration("delay"), o.String("zone"), o.Int("count"))
+	}
+	if !o.FromEnvironment("count") {
+		t.Error("MarkFromEnvironment lost after WithDefaults")
+	}
+	// WithDefaults keeps what is set: a second call changes nothing.
+	if again := o.WithDefaults(schema); !again.IsSet("zone") || again.IsSet("delay") || again.Int("count") != 5 {
+		t.Errorf("WithDefaults twice: zone set %v, delay set %v, count %d", again.IsSet("zone"), again.IsSet("delay"), again.Int("count"))
+	}
+	if (Options{}).IsSet("delay") || (Options{}).Has("delay") {
+		t.Error("the zero Options has a value")
+	}
+}

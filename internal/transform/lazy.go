@@ -3,6 +3,7 @@ package transform
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -46,6 +47,11 @@ type lazyPlan struct {
 	// expression.
 	part    *registry.Expr
 	partOne bool
+	// fast: every computed member of a map has its fnode (lazyMember.fast),
+	// or the filter is filterFast: the expression runs on the fast path
+	// (fast.go), the general lazy path only where that gives up.
+	fast       bool
+	filterFast fnode
 	// envs holds environments for reuse (an expression's run does not
 	// keep its environment; the values in it are not reused).
 	envs sync.Pool
@@ -56,6 +62,7 @@ type lazyMember struct {
 	key  string
 	head []byte // the key encoded as encoding/json writes it, and ':'
 	from int    // the index in keys of the field it copies; -1: computed by the expression
+	fast fnode  // a computed member's value on the fast path (nil: none)
 }
 
 // planLazy returns the lazy plan of a filter or map, or nil when the step
@@ -73,7 +80,11 @@ func planLazy(s Step) *lazyPlan {
 		if !ok {
 			return nil
 		}
-		return &lazyPlan{keys: reads, decode: len(reads)}
+		p := &lazyPlan{keys: reads, decode: len(reads)}
+		if f, ok := compileFast(tree.Node, p.keys); ok {
+			p.fast, p.filterFast = true, f
+		}
+		return p
 	}
 	m, ok := tree.Node.(*ast.MapNode)
 	if !ok {
@@ -81,6 +92,7 @@ func planLazy(s Step) *lazyPlan {
 	}
 	p := &lazyPlan{}
 	var copied []string
+	var values []ast.Node // each member's value expression
 	seen := map[string]bool{}
 	for _, n := range m.Pairs {
 		pair, ok := n.(*ast.PairNode)
@@ -97,6 +109,7 @@ func planLazy(s Step) *lazyPlan {
 			return nil
 		}
 		mem := lazyMember{key: k.Value, head: append(head, ':'), from: -1}
+		values = append(values, pair.Value)
 		if id, ok := pair.Value.(*ast.IdentifierNode); ok && !special(id.Value) {
 			copied = append(copied, id.Value)
 			mem.from = len(copied) - 1 // into copied, shifted below
@@ -127,6 +140,13 @@ func planLazy(s Step) *lazyPlan {
 			p.members[i].from = j
 		}
 	}
+	p.fast = p.computes
+	for i := range p.members {
+		if p.members[i].from < 0 {
+			f, ok := compileFast(values[i], p.keys)
+			p.members[i].fast, p.fast = f, p.fast && ok
+		}
+	}
 	slices.SortFunc(p.members, func(a, b lazyMember) int { return cmpString(a.key, b.key) })
 	return p
 }
@@ -154,7 +174,13 @@ func computedPart(m *ast.MapNode) (part *registry.Expr, one bool) {
 		src = (&ast.MapNode{Pairs: computed}).String()
 	}
 	tree, err := parser.Parse(src)
-	if err != nil || tree.Node.String() != src {
+	var node ast.Node = &ast.MapNode{Pairs: computed}
+	if one {
+		node = computed[0].(*ast.PairNode).Value
+	}
+	// The printed expression must parse back to the same tree: a float
+	// literal 2.0 prints as 2, an integer.
+	if err != nil || tree.Node.String() != src || !slices.Equal(nodeKinds(node), nodeKinds(tree.Node)) {
 		return nil, false
 	}
 	e, err := registry.CompileExpr(src, false)
@@ -163,6 +189,17 @@ func computedPart(m *ast.MapNode) (part *registry.Expr, one bool) {
 	}
 	return e, one
 }
+
+// nodeKinds lists the types of a tree's nodes in walk order.
+func nodeKinds(n ast.Node) []string {
+	var v kindsVisitor
+	ast.Walk(&n, &v)
+	return v
+}
+
+type kindsVisitor []string
+
+func (v *kindsVisitor) Visit(n *ast.Node) { *v = append(*v, fmt.Sprintf("%T", *n)) }
 
 func cmpString(a, b string) int {
 	switch {
@@ -236,12 +273,11 @@ func lazyBytes(r Record) ([]byte, bool) {
 	return nil, false
 }
 
-// lazyEnv looks the plan's fields up in b and returns the environment
-// of the expression (the decoded fields present) and the bytes of every
-// field looked up (nil where absent); ok false when b is not a record the
-// decoder accepts. checked: b is known to be (registry.Record.Checked),
-// and is not checked again.
-func (p *lazyPlan) lazyEnv(b []byte, checked bool, arr *[8][]byte) (env map[string]any, vals [][]byte, ok bool) {
+// lookup looks the plan's fields up in b: vals[i] is the bytes of
+// keys[i] (nil where absent); ok false when b is not a record the decoder
+// accepts. checked: b is known to be (registry.Record.Checked), and is
+// not checked again.
+func (p *lazyPlan) lookup(b []byte, checked bool, arr *[8][]byte) (vals [][]byte, ok bool) {
 	if len(p.keys) <= len(arr) {
 		vals = arr[:len(p.keys)]
 	} else {
@@ -252,8 +288,14 @@ func (p *lazyPlan) lazyEnv(b []byte, checked bool, arr *[8][]byte) (env map[stri
 		lookup = jsonrecord.LookupValid // the source checked b
 	}
 	if err := lookup(b, p.keys, vals); err != nil {
-		return nil, nil, false
+		return nil, false
 	}
+	return vals, true
+}
+
+// env returns the environment of the expression: the decoded fields
+// present among vals (lookup's); ok false when one does not decode.
+func (p *lazyPlan) env(vals [][]byte) (env map[string]any, ok bool) {
 	env, _ = p.envs.Get().(map[string]any)
 	if env == nil {
 		env = make(map[string]any, p.decode+1)
@@ -265,11 +307,11 @@ func (p *lazyPlan) lazyEnv(b []byte, checked bool, arr *[8][]byte) (env map[stri
 		v, err := jsonrecord.DecodeValue(vals[i])
 		if err != nil {
 			p.putEnv(env)
-			return nil, nil, false
+			return nil, false
 		}
 		env[k] = v
 	}
-	return env, vals, true
+	return env, true
 }
 
 // putEnv returns an environment lazyEnv made, for reuse.
@@ -285,12 +327,22 @@ func (c *Compiled) keepLazy(r Record) (keep, ok bool) {
 		return false, false
 	}
 	var arr [8][]byte
-	env, _, ok := c.lazy.lazyEnv(b, r.Checked(), &arr)
+	p := c.lazy
+	vals, ok := p.lookup(b, r.Checked(), &arr)
+	if !ok {
+		return false, false
+	}
+	if p.filterFast != nil {
+		if v, ok := p.filterFast(vals); ok && v.kind == fBool {
+			return v.b, true
+		}
+	}
+	env, ok := p.env(vals)
 	if !ok {
 		return false, false
 	}
 	v, err := c.expr.RunFields(r, env)
-	c.lazy.putEnv(env)
+	p.putEnv(env)
 	if err != nil {
 		return false, false
 	}
@@ -306,20 +358,30 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 		return r, false
 	}
 	var arr [8][]byte
-	env, vals, ok := c.lazy.lazyEnv(b, r.Checked(), &arr)
+	p := c.lazy
+	vals, ok := p.lookup(b, r.Checked(), &arr)
 	if !ok {
 		return r, false
 	}
+	if p.fast {
+		if out, ok := p.outputFast(b, vals); ok {
+			return r.WithRawValue(out), true
+		}
+	}
 	var computed map[string]any
 	var one any // the only computed member's value (partOne)
-	if p := c.lazy; p.computes {
+	if p.computes {
+		env, ok := p.env(vals)
+		if !ok {
+			return r, false
+		}
 		e := c.expr
 		if p.part != nil {
 			e = p.part
 		}
 		v, err := e.RunFields(r, env)
+		p.putEnv(env)
 		if err != nil {
-			p.putEnv(env)
 			return r, false
 		}
 		if p.part != nil && p.partOne {
@@ -328,14 +390,9 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 			return r, false
 		}
 	}
-	c.lazy.putEnv(env)
-	out := make([]byte, 0, len(b)+16)
-	out = append(out, '{')
-	for i, m := range c.lazy.members {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, m.head...)
+	out := p.output(len(b))
+	for i, m := range p.members {
+		out = m.appendHead(out, i)
 		switch {
 		case m.from < 0:
 			var err error
@@ -346,14 +403,57 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 			if out, err = jsonrecord.AppendValue(out, v); err != nil {
 				return r, false
 			}
-		case vals[m.from] == nil:
-			out = append(out, "null"...)
 		default:
-			out = appendCompact(out, vals[m.from])
+			out = appendField(out, vals[m.from])
 		}
 	}
 	out = append(out, '}')
 	return r.WithRawValue(out), true
+}
+
+// outputFast is the output of a map whose computed members all run on
+// the fast path; ok false where one gives up.
+func (p *lazyPlan) outputFast(b []byte, vals [][]byte) (out []byte, ok bool) {
+	out = p.output(len(b))
+	for i, m := range p.members {
+		out = m.appendHead(out, i)
+		if m.from >= 0 {
+			out = appendField(out, vals[m.from])
+			continue
+		}
+		v, ok := m.fast(vals)
+		if !ok {
+			return nil, false
+		}
+		if out, ok = appendFast(out, v); !ok {
+			return nil, false
+		}
+	}
+	return append(out, '}'), true
+}
+
+// output returns the buffer of a map's output for an input of n bytes,
+// with its opening brace.
+func (p *lazyPlan) output(n int) []byte {
+	return append(make([]byte, 0, n+16), '{')
+}
+
+// appendHead appends the member's key and colon, after a comma unless
+// it is the first (i == 0).
+func (m *lazyMember) appendHead(dst []byte, i int) []byte {
+	if i > 0 {
+		dst = append(dst, ',')
+	}
+	return append(dst, m.head...)
+}
+
+// appendField appends a copied field's bytes as read (compacted), or
+// null when the record lacks it (v nil).
+func appendField(dst, v []byte) []byte {
+	if v == nil {
+		return append(dst, "null"...)
+	}
+	return appendCompact(dst, v)
 }
 
 // appendCompact appends a checked JSON value without the whitespace

@@ -223,3 +223,91 @@ func (p *parser) skipValidValue() bool {
 	}
 	return true
 }
+
+// DecodeNumber decodes the JSON number data as [DecodeValue] does when
+// the result is an int64 (isInt) or a float64 (f), without allocating;
+// ok is false when DecodeValue would return a json.Number for it (an
+// integer beyond int64, -0, a number a float64 would write differently)
+// or data is not exactly one JSON number.
+func DecodeNumber(data []byte) (i int64, f float64, isInt, ok bool) {
+	end, integer := numberEnd(data)
+	if end != len(data) || end == 0 {
+		return 0, 0, false, false
+	}
+	if integer {
+		neg := data[0] == '-'
+		digits := data
+		if neg {
+			digits = data[1:]
+		}
+		if len(digits) > 19 || neg && len(digits) == 1 && digits[0] == '0' {
+			return 0, 0, false, false // beyond int64 (checked below for 19 digits), or -0
+		}
+		var u uint64
+		for _, c := range digits {
+			u = u*10 + uint64(c-'0') // 19 digits fit a uint64
+		}
+		switch {
+		case !neg && u <= math.MaxInt64:
+			return int64(u), 0, true, true
+		case neg && u <= math.MaxInt64+1:
+			return -int64(u), 0, true, true // wraps to MinInt64 for 2^63
+		}
+		return 0, 0, false, false
+	}
+	f, err := strconv.ParseFloat(string(data), 64)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	var buf [32]byte
+	if string(appendFloat(buf[:0], f)) != string(data) {
+		return 0, 0, false, false
+	}
+	return 0, f, false, true
+}
+
+// numberEnd returns where the JSON number at the start of data ends (0:
+// none) and whether it is an integer (no fraction, no exponent).
+func numberEnd(d []byte) (end int, integer bool) {
+	i := 0
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case digits() == 0:
+		return 0, false
+	}
+	integer = true
+	if i < len(d) && d[i] == '.' {
+		integer = false
+		i++
+		if digits() == 0 {
+			return 0, false
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		integer = false
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return 0, false
+		}
+	}
+	return i, integer
+}
+
+// AppendFloat appends a finite float64 as encoding/json writes it (as
+// [AppendValue] does), without allocating.
+func AppendFloat(dst []byte, f float64) []byte { return appendFloat(dst, f) }

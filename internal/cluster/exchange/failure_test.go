@@ -3,13 +3,12 @@ package exchange_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/cluster/exchange"
+	"github.com/sluice-io/sluice/internal/testutil/tcpproxy"
 )
 
 func TestNoCodec(t *testing.T) {
@@ -244,102 +243,13 @@ func TestServerStop(t *testing.T) {
 	}
 }
 
-// proxy forwards loopback TCP connections to target until cut.
-type proxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
-	frozen chan struct{} // closed: stop forwarding (a partition)
-	thawed chan struct{} // closed by cut: forwarding goroutines give up
-	once   sync.Once
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{lis: lis, target: target, frozen: make(chan struct{}), thawed: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) addr() string { return p.lis.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
-	}
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		select {
-		case <-p.frozen: // partitioned: drop everything, read nothing more
-			<-p.thawed
-			return
-		default:
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// freeze stops forwarding without closing anything, like a partition.
-func (p *proxy) freeze() { close(p.frozen) }
-
-// cut closes the listener and every connection, and waits for the
-// proxy's goroutines.
-func (p *proxy) cut() {
-	p.once.Do(func() { close(p.thawed) })
-	p.lis.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // TestBrokenLink cuts the TCP connection under a busy channel: both ends
 // fail with ErrBroken; the receiver delivers in order what it received
 // before.
 func TestBrokenLink(t *testing.T) {
 	srv, addr := startServer(t)
-	p := startProxy(t, addr)
-	c := dial(t, p.addr())
+	p := tcpproxy.Start(t, addr)
+	c := dial(t, p.Addr())
 	r, s := pair[uint64](t, srv, c, u64Codec{}, []exchange.Option{exchange.WithCredits(2)}, nil)
 	defer r.Close()
 	ctx := t.Context()
@@ -372,7 +282,7 @@ func TestBrokenLink(t *testing.T) {
 			n++
 		}
 		if n >= 10_000 && n < 10_064 {
-			p.cut()
+			p.Down() // the connection closed, and no new one
 		}
 	}
 	if !errors.Is(err, exchange.ErrBroken) {
@@ -394,8 +304,8 @@ func TestPartition(t *testing.T) {
 		t.Skip("waits for gRPC keepalive timeouts (about 15s)")
 	}
 	srv, addr := startServer(t, exchange.WithKeepalive(time.Second))
-	p := startProxy(t, addr)
-	c := dial(t, p.addr(), exchange.WithKeepalive(time.Second)) // gRPC makes it 10s
+	p := tcpproxy.Start(t, addr)
+	c := dial(t, p.Addr(), exchange.WithKeepalive(time.Second)) // gRPC makes it 10s
 	r, s := pair[uint64](t, srv, c, u64Codec{}, nil, nil)
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -406,7 +316,7 @@ func TestPartition(t *testing.T) {
 	if _, err := r.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.freeze()
+	p.Hold() // both ways: nothing passes, nothing closes
 	start := time.Now()
 	if _, err := r.Next(ctx); !errors.Is(err, exchange.ErrBroken) {
 		t.Errorf("receiver across a partition: got %v, want ErrBroken", err)

@@ -34,4 +34,15 @@
 // checkpoint (the runtime carries its committables into the next one).
 // Retention runs only after a publish, so the checkpoint the pointer names
 // is never removed by the leader that may still be publishing.
+//
+// # Operations
+//
+// Metrics records the loop's metrics (role, term, the leader seen,
+// elections, lost terms by cause, lost sessions, detected pauses, the
+// latency and failures of pointer publishes); Config.Metrics passes them
+// in and Term.Metrics on to Storage. Endpoint is the HTTP endpoint every
+// node serves (/healthz, /readyz, /metrics, /status), standbys included;
+// the leader plugs its job's handler in with SetJob. LoadTLS checks a
+// node's mutual TLS files at start and gives the server and client
+// configurations of node-to-node traffic (Config.TLS).
 package node

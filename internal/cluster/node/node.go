@@ -36,6 +36,9 @@ type Term struct {
 	// Lost ends the term: the job's context is cancelled with err as its
 	// cause. Storage calls it when a fenced write was refused.
 	Lost func(err error)
+	// Metrics are the node's metrics (Storage records its publishes
+	// there); nil records nothing.
+	Metrics *Metrics
 }
 
 // Config configures Run. NodeID, Connect and Lead are required.
@@ -67,11 +70,39 @@ type Config struct {
 	// NewJobID makes the job id of a job that has none yet; default 16
 	// random hex digits (the runtime's format).
 	NewJobID func() string
+	// Metrics records the loop's metrics (see Metrics); default a new
+	// NewMetrics(NodeID), not exported anywhere.
+	Metrics *Metrics
+	// TLS is the node's checked mutual TLS material (LoadTLS) for its
+	// node-to-node server and clients; nil: plaintext. The loop itself
+	// does not use it yet (the leader runs the whole job).
+	TLS *TLS
 }
 
 // ErrLeadershipLost is the cause of a term's context when the term ended:
 // wrapped together with what ended it.
 var ErrLeadershipLost = errors.New("node: leadership lost")
+
+// What ended a term, wrapped in its cause (see lostCauseOf).
+var (
+	errLeadershipEnded = errors.New("leadership ended")
+	errSessionEnded    = errors.New("coordination session ended")
+	errPaused          = errors.New("this process was paused")
+)
+
+// lostCauseOf classifies the cause of a lost term for the metrics.
+func lostCauseOf(cause error) string {
+	switch {
+	case errors.Is(cause, errPaused):
+		return LostPause
+	case errors.Is(cause, errSessionEnded), errors.Is(cause, coord.ErrSessionLost):
+		return LostSession
+	case errors.Is(cause, coord.ErrFenced):
+		return LostFenced
+	default:
+		return LostOther
+	}
+}
 
 // Run runs the node loop until ctx ends (it resigns and returns nil), the
 // job finished (nil), or the job failed (its error). See the package doc.
@@ -90,6 +121,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.NewJobID == nil {
 		cfg.NewJobID = newJobID
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.NodeID)
 	}
 	n := &runner{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}
 	defer n.closeSession()
@@ -145,6 +179,7 @@ func (n *runner) session(ctx context.Context) (coord.Coordinator, error) {
 		select {
 		case <-n.c.Done():
 			n.log.Warn("coordination session ended; opening a new one")
+			n.cfg.Metrics.sessionLost()
 			n.closeSession()
 		default:
 			return n.c, nil
@@ -162,6 +197,7 @@ func (n *runner) session(ctx context.Context) (coord.Coordinator, error) {
 		return nil, fmt.Errorf("node %s: join: %w", n.cfg.NodeID, err)
 	}
 	n.c = c
+	n.cfg.Metrics.joined()
 	n.log.Info("joined the cluster")
 	return c, nil
 }
@@ -201,12 +237,14 @@ func (n *runner) round(ctx context.Context) (done bool, err error) {
 		}
 		n.log.Warn("campaign failed; retrying", "error", err)
 		if errors.Is(err, coord.ErrSessionLost) || errors.Is(err, coord.ErrClosed) {
+			n.cfg.Metrics.sessionLost()
 			n.closeSession() // a new session next round
 		}
 		n.pause(ctx)
 		return false, nil
 	}
 	n.fails = 0
+	n.cfg.Metrics.elected(l.Term())
 	n.log.Info("elected leader", "term", l.Term())
 	return n.lead(ctx, c, l)
 }
@@ -222,6 +260,7 @@ func (n *runner) watchLeader(ctx context.Context, c coord.Coordinator) <-chan st
 	go func() {
 		defer close(done)
 		for li := range ch {
+			n.cfg.Metrics.leaderSeen(li.ID, li.Term)
 			if li.ID != n.cfg.NodeID {
 				n.log.Info("standing by", "leader", li.ID, "term", li.Term)
 			}
@@ -242,6 +281,8 @@ func (n *runner) resign(l coord.Leadership) {
 // lead runs one term.
 func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadership) (done bool, err error) {
 	finished, jobID, restore, err := n.jobRecord(ctx, c, l)
+	lostCause := ""
+	defer func() { n.cfg.Metrics.termEnded(lostCause) }()
 	if err != nil {
 		n.resign(l)
 		if ctx.Err() != nil {
@@ -270,7 +311,7 @@ func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadersh
 	} else {
 		n.log.Info("leading: no checkpoint published; starting fresh", "term", l.Term(), "job_id", jobID)
 	}
-	jerr := n.cfg.Lead(tctx, Term{Leadership: l, Reader: c, JobID: jobID, Restore: restore, Lost: lost})
+	jerr := n.cfg.Lead(tctx, Term{Leadership: l, Reader: c, JobID: jobID, Restore: restore, Lost: lost, Metrics: n.cfg.Metrics})
 	if jerr != nil && ctx.Err() == nil && context.Cause(tctx) == nil {
 		// Done channels are advisory: a job that failed because its term
 		// ended (say, its producers were fenced by a successor) before
@@ -289,6 +330,7 @@ func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadersh
 		n.resign(l)
 		return true, nil
 	case errors.Is(cause, ErrLeadershipLost):
+		lostCause = lostCauseOf(cause)
 		n.log.Warn("lost leadership: job stopped; campaigning again", "cause", cause, "job_error", jerr)
 		n.resign(l) // usually already gone; frees the election at once if not
 		return false, nil
@@ -322,17 +364,23 @@ func (n *runner) watchTerm(l coord.Leadership, c coord.Coordinator, lost func(er
 	for {
 		select {
 		case <-l.Done():
-			lost(errors.New("leadership ended"))
+			select {
+			case <-c.Done(): // the lease ended: the leadership with it
+				lost(errSessionEnded)
+			default:
+				lost(errLeadershipEnded)
+			}
 			return
 		case <-c.Done():
-			lost(errors.New("coordination session ended"))
+			lost(errSessionEnded)
 			return
 		case <-stop:
 			return
 		case now := <-tick:
 			// Monotonic time: it includes the time the process was stopped.
 			if gap := now.Sub(last); gap > n.cfg.PauseLimit {
-				lost(fmt.Errorf("this process was paused for %v, more than %v: its lease may have expired", gap.Round(time.Millisecond), n.cfg.PauseLimit))
+				n.cfg.Metrics.pauseDetected()
+				lost(fmt.Errorf("%w for %v, more than %v: its lease may have expired", errPaused, gap.Round(time.Millisecond), n.cfg.PauseLimit))
 				return
 			}
 			last = now

@@ -33,6 +33,7 @@ type Storage struct {
 	// ErrUnavailable.
 	maxWait time.Duration
 	backoff time.Duration // first retry delay; doubles up to 2s
+	metrics *Metrics      // Term.Metrics: publish latency and failures
 }
 
 // StorageOption configures NewStorage.
@@ -61,7 +62,7 @@ func OnFirstPublish(fn func(ctx context.Context, p coord.CheckpointPointer)) Sto
 // NewStorage wraps inner for term t.
 func NewStorage(inner checkpoint.Storage, t Term, opts ...StorageOption) *Storage {
 	s := &Storage{inner: inner, l: t.Leadership, lost: t.Lost, retain: checkpoint.DefaultRetain, log: slog.Default(),
-		maxWait: time.Minute, backoff: 100 * time.Millisecond}
+		maxWait: time.Minute, backoff: 100 * time.Millisecond, metrics: t.Metrics}
 	for _, o := range opts {
 		o(s)
 	}
@@ -109,7 +110,9 @@ func (s *Storage) publish(ctx context.Context, p coord.CheckpointPointer) error 
 	start := time.Now()
 	delay := s.backoff
 	for attempt := 0; ; attempt++ {
+		t0 := time.Now()
 		err := coord.PublishCheckpoint(ctx, s.l, p)
+		s.metrics.publishDone(time.Since(t0), err)
 		if err == nil {
 			if attempt > 0 {
 				s.log.Info("coordination store reachable again: checkpoint published", "id", p.ID, "waited", time.Since(start).Round(time.Millisecond))
