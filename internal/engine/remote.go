@@ -152,7 +152,11 @@ func (r *Remote) lose(cause error) {
 	})
 }
 
+// send queues f for the host; frames to a lost host are dropped.
 func (r *Remote) send(f *frame) {
+	if !r.live() {
+		return
+	}
 	r.out.Put(encodeFrame(f, r.sentinels()))
 }
 

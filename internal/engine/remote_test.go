@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/serde"
+	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
@@ -321,4 +322,49 @@ func TestStopAndResumeRemote(t *testing.T) {
 		t.Errorf("transactions left staged: %v", staged)
 	}
 	t.Logf("%d records committed exactly once over two runs", len(got))
+}
+
+// leftSink's writers block in CreateWriter until their ctx is cancelled,
+// then close left.
+type leftSink struct {
+	blockedStartSink
+	left chan struct{}
+}
+
+func (s *leftSink) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[int64], error) {
+	w, err := s.blockedStartSink.CreateWriter(ctx, ic)
+	close(s.left)
+	return w, err
+}
+
+// TestCancelWhileDeployingRemote: a job whose only subtask is being built
+// on a loopback host, in a writer that blocks until cancelled, is
+// cancelled: the end of its session reaches the host although the host is
+// busy building, and cancels the build (the host's link stays up).
+func TestCancelWhileDeployingRemote(t *testing.T) {
+	snk := &leftSink{blockedStartSink: blockedStartSink{entered: make(chan struct{}, 1)}, left: make(chan struct{})}
+	env := stream.New(stream.Logger(engine.DiscardLogger()))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Splits(1))
+	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), snk, "blocked")
+	j, err := env.Build("cancel-while-deploying")
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeOnLoopback(t, j, allRemote)
+	h := j.Start(context.Background())
+	defer h.Cancel()
+	select {
+	case <-snk.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the writer was never created")
+	}
+	h.Cancel()
+	if _, err := h.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("job: %v, want it cancelled", err)
+	}
+	select {
+	case <-snk.left:
+	case <-time.After(time.Minute):
+		t.Fatal("the build blocked on the task host was not cancelled when its session ended")
+	}
 }

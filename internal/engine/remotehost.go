@@ -23,46 +23,65 @@ import (
 // otherwise); it is not Run, and its subtasks run under the coordinator's
 // job id. It returns the error that ended the link (nil when ctx ended).
 func (j *Job) ServeTasks(ctx context.Context, conn Conn) error {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h := &taskHost{job: j, conn: conn, ctx: ctx, out: newQueue[[]byte](), sessions: map[int]*hostSession{}}
+	h := &taskHost{job: j, conn: conn, ctx: ctx, out: newQueue[[]byte](), in: newQueue[*frame](),
+		sessions: map[int]*hostSession{}, attempts: map[int]*attempt{}}
 	closeConn := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer closeConn()
-	h.wg.Add(1)
+	var recvErr error
+	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
 		h.sendLoop(cancel)
 	}()
-	err := h.recvLoop()
-	switch {
-	case h.refused != nil:
-		err = h.refused
-	case ctx.Err() != nil:
-		err = nil
-	}
+	go func() {
+		defer h.wg.Done()
+		recvErr = h.recvLoop()
+		cancel() // a broken link cancels everything, a build in progress too
+	}()
+	err := h.controlLoop()
 	cancel()
 	for _, s := range h.sessions {
 		s.endSession()
 	}
 	h.wg.Wait()
+	if err == nil {
+		err = recvErr
+	}
+	switch {
+	case h.refused != nil:
+		err = h.refused
+	case parent.Err() != nil:
+		err = nil
+	}
 	_ = conn.Close()
 	return err
 }
 
-// taskHost is the state of one ServeTasks. Its sessions are touched by the
-// receiving goroutine only.
+// taskHost is the state of one ServeTasks. One goroutine receives frames
+// and queues them (in); the control goroutine (ServeTasks's own) handles
+// them in order and alone touches sessions. A deployment runs connector
+// code there and may block; the receiving goroutine still notices a
+// broken link (it cancels ctx) and the end of a session (it cancels the
+// session), so that such a build is cancelled.
 type taskHost struct {
 	job      *Job // as given
 	view     *Job // the job under the coordinator's id, after the hello
 	conn     Conn
 	ctx      context.Context
 	out      *queue[[]byte]
-	wg       sync.WaitGroup // sender, forwarders (which wait for their tasks)
+	in       *queue[*frame]
+	wg       sync.WaitGroup // sender, receiver, forwarders (which wait for their tasks)
 	sessions map[int]*hostSession
 	// refused is why the hello was refused: the host then ignores the
 	// coordinator until it closes the link (so that the refusal reaches
 	// it).
 	refused error
+
+	mu       sync.Mutex
+	attempts map[int]*attempt // by session, for the receiving goroutine
 }
 
 // hostSession is the host's part of one coordinator attempt: a host-side
@@ -71,7 +90,7 @@ type hostSession struct {
 	h     *taskHost
 	att   *attempt
 	tasks map[taskKey]*hostTask // the newest generation of each subtask
-	// ended is closed by endSession, on the receiving goroutine, after
+	// ended is closed by endSession, on the control goroutine, after
 	// which no task of the session starts.
 	ended chan struct{}
 }
@@ -104,6 +123,9 @@ func (h *taskHost) sendLoop(cancel context.CancelFunc) {
 	}
 }
 
+// recvLoop queues the coordinator's frames until the link breaks. What
+// must not wait behind a blocked build acts at once: a shutdown mail marks
+// its attempt finishing, the end of a session cancels it.
 func (h *taskHost) recvLoop() error {
 	for {
 		b, err := h.conn.Recv()
@@ -114,9 +136,43 @@ func (h *taskHost) recvLoop() error {
 		if err != nil {
 			return fmt.Errorf("task host: %w", err)
 		}
-		if err := h.handle(f); err != nil {
-			return err
+		switch {
+		case f.kind == fMail && f.mail == mailShutdown:
+			if a := h.attempt(f.key.session); a != nil {
+				a.finishing.Store(true)
+			}
+		case f.kind == fEnd:
+			if a := h.attempt(f.session); a != nil {
+				a.cancel()
+			}
 		}
+		h.in.Put(f)
+	}
+}
+
+func (h *taskHost) attempt(session int) *attempt {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.attempts[session]
+}
+
+// controlLoop handles the queued frames in order until ctx ends or a frame
+// ends the link.
+func (h *taskHost) controlLoop() error {
+	var buf []*frame
+	for {
+		select {
+		case <-h.ctx.Done():
+			return nil
+		case <-h.in.Ready():
+		}
+		buf = h.in.Drain(buf)
+		for _, f := range buf {
+			if err := h.handle(f); err != nil {
+				return err
+			}
+		}
+		clear(buf)
 	}
 }
 
@@ -161,6 +217,9 @@ func (h *taskHost) handle(f *frame) error {
 		if s := h.sessions[f.session]; s != nil {
 			s.endSession()
 			delete(h.sessions, f.session)
+			h.mu.Lock()
+			delete(h.attempts, f.session)
+			h.mu.Unlock()
 		}
 	default:
 		return fmt.Errorf("task host: unexpected frame of kind %d from the coordinator", f.kind)
@@ -256,6 +315,9 @@ func (h *taskHost) newSession(number int) *hostSession {
 	}
 	s := &hostSession{h: h, att: a, tasks: map[taskKey]*hostTask{}, ended: make(chan struct{})}
 	h.sessions[number] = s
+	h.mu.Lock()
+	h.attempts[number] = a
+	h.mu.Unlock()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -128,7 +128,12 @@ func TestWatermarksMinOverSplitsAndInputs(t *testing.T) {
 // records then arrive behind the watermark. Without idleness they do not.
 func TestIdleSplitDoesNotHoldBackWatermark(t *testing.T) {
 	for _, idle := range []bool{true, false} {
-		splits := []rangeSplit{{ID: "fast", End: 200_000}, {ID: "slow", End: 100}}
+		// The slow split comes first, so that the reader's first poll
+		// registers it (a held split is registered when a poll passes it)
+		// before the fast one's records can move the watermark: with fast
+		// first, a watermark tick between the first two polls (a loaded
+		// machine) let the watermark advance before slow existed.
+		splits := []rangeSplit{{ID: "slow", End: 100}, {ID: "fast", End: 200_000}}
 		out := newWMSink()
 		// The slow split (timestamps 0..990) is held until the sink has
 		// seen a watermark past all of its records — which happens only

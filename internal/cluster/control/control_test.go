@@ -280,3 +280,54 @@ func TestWorkerRefusesOtherJob(t *testing.T) {
 		t.Errorf("ServeTasks returned %v, want its refusal", err)
 	}
 }
+
+// TestWorkerRelinks: a second link with the id of a linked worker replaces
+// the first: the first link's host is lost (its ServeTasks returns), the
+// server lists the worker once, and Hosts puts engine.Local first.
+func TestWorkerRelinks(t *testing.T) {
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Splits(splits), datagen.Count(100))
+	store := testsink.NewStore[int64]()
+	srv, addr := startServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	serve := func() <-chan error {
+		conn, err := control.Dial(ctx, addr, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := buildJob(t, gen, store, engine.Config{})
+		done := make(chan error, 1)
+		go func() { done <- job.ServeTasks(ctx, conn) }()
+		return done
+	}
+	first := serve()
+	if err := srv.WaitWorkers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	old := srv.Hosts()[1].(*engine.Remote)
+	second := serve()
+	select {
+	case <-old.Lost():
+	case <-ctx.Done():
+		t.Fatal("the first link was not lost when the worker linked again")
+	}
+	select {
+	case err := <-first:
+		if err == nil {
+			t.Error("the first link's ServeTasks returned nil; want the broken link's error")
+		}
+	case <-ctx.Done():
+		t.Fatal("the first link's ServeTasks did not return")
+	}
+	if err := srv.WaitWorkers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	hosts := srv.Hosts()
+	if len(hosts) != 2 || hosts[0] != engine.Local || hosts[1].ID() != "w1" || hosts[1] == engine.TaskHost(old) {
+		t.Errorf("hosts %v: want local, then the new link of w1", hosts)
+	}
+	cancel()
+	if err := <-second; err != nil {
+		t.Errorf("ServeTasks of the second link after its ctx ended: %v", err)
+	}
+}
