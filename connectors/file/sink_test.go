@@ -490,18 +490,25 @@ func TestSinkRecoveryAfterRescale(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
+			// The open file of subtask 3's state is resumed in a copy of
+			// its checkpointed bytes, named with the writer's tag; the
+			// restored file stays as it was.
+			copyName := resumedName(nm(job, 3, 2)[1:], w.tag)
 			var left []string
 			for _, h := range hiddenFiles(t, dir) {
 				left = append(left, filepath.Base(h))
 			}
-			want := []string{nm(job, 0, 1), nm(job, 3, 2), nm("00000000000000ff", 0, 4)}
+			want := []string{nm(job, 0, 1), nm(job, 3, 2), copyName, nm("00000000000000ff", 0, 4)}
 			slices.Sort(left)
 			slices.Sort(want)
 			if !slices.Equal(left, want) {
 				t.Fatalf("hidden files %v, want %v", left, want)
 			}
-			if got := readFile(t, filepath.Join(dir, nm(job, 3, 2))); got != "x\n" {
-				t.Fatalf("resumed file holds %q, want it truncated to %q", got, "x\n")
+			if got := readFile(t, filepath.Join(dir, copyName)); got != "x\n" {
+				t.Fatalf("the resumed copy holds %q, want the checkpointed %q", got, "x\n")
+			}
+			if got := readFile(t, filepath.Join(dir, nm(job, 3, 2))); got != "x\ny\n" {
+				t.Fatalf("the restored file holds %q, want it untouched", got)
 			}
 			if w.next != 2 {
 				t.Fatalf("next counter %d, want 2 (from subtask 0's state)", w.next)
