@@ -64,12 +64,13 @@ case "${1:-}" in
     ;;
 esac
 
-log() { echo "hive-metastore.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+LIB_NAME=hive-metastore.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 fetch() {
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  command -v java >/dev/null || die "java not found (Java 17 is required)"
+  need mvn "apt-get install maven"
+  need java "Java 17 is required"
   if [[ -f "$CACHE/.complete" ]]; then return 0; fi
   local tmp
   tmp=$(mktemp -d)
@@ -109,12 +110,11 @@ fetch() {
   </dependencies>
 </project>
 EOF
-  log "fetching hive-standalone-metastore-server $VERSION and its dependencies into $CACHE"
-  if ! (cd "$tmp" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp/lib") >"$tmp/mvn.log" 2>&1; then
-    cat "$tmp/mvn.log" >&2
+  mvn_quiet "$tmp" "hive-standalone-metastore-server $VERSION and its dependencies into $CACHE" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp/lib" || {
     rm -rf "$tmp"
-    die "maven could not fetch the metastore's jars"
-  fi
+    exit 1
+  }
   rm -rf "$CACHE"
   mkdir -p "$(dirname "$CACHE")"
   mv "$tmp/lib" "$CACHE"
@@ -122,24 +122,12 @@ EOF
   touch "$CACHE/.complete"
 }
 
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
-}
-
 address() {
   echo "SLUICE_HIVE_METASTORE=127.0.0.1:$(cat "$RUN/port")"
   echo "$RUNVAR=$RUN"
 }
 
-running() {
-  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
 # listening: the Thrift port accepts connections (the metastore opens it
 # after it created its schema and the default database).
@@ -199,19 +187,14 @@ launch() {
     -cp "$RUN/conf:$CACHE/*" org.apache.hadoop.hive.metastore.HiveMetaStore -p "$port" \
     >"$RUN/stdout.log" 2>&1 </dev/null) &
   echo $! >"$RUN/pid"
-  local start=$SECONDS deadline=$((SECONDS + START_TIMEOUT))
-  until listening; do
-    if ! running; then
-      show_logs
-      die "the metastore exited during start (logs in $RUN)"
-    fi
-    if ((SECONDS >= deadline)); then
-      show_logs
-      stop_node KILL
-      die "the metastore did not open 127.0.0.1:$port within ${START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
+  local start=$SECONDS rc=0
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.5 listening || rc=$?
+  if ((rc)); then
+    show_logs
+    ((rc == 1)) && die "the metastore exited during start (logs in $RUN)"
+    stop_node KILL
+    die "the metastore did not open 127.0.0.1:$port within ${START_TIMEOUT}s"
+  fi
   log "Hive Metastore is up after $((SECONDS - start))s"
   address
 }
@@ -231,25 +214,7 @@ start() {
 }
 
 # stop_node SIG: signal the JVM and wait for it to exit (SIGKILL after 30 s).
-stop_node() {
-  local sig=${1:-TERM} p i
-  [[ -f "$RUN/pid" ]] || return 0
-  p=$(cat "$RUN/pid")
-  kill "-$sig" "$p" 2>/dev/null || true
-  for ((i = 0; i < 60; i++)); do
-    kill -0 "$p" 2>/dev/null || break
-    sleep 0.5
-  done
-  if kill -0 "$p" 2>/dev/null; then
-    log "process $p ignored SIG$sig for 30s; killing"
-    kill -KILL "$p" 2>/dev/null || true
-    for ((i = 0; i < 20; i++)); do
-      kill -0 "$p" 2>/dev/null || break
-      sleep 0.5
-    done
-  fi
-  rm -f "$RUN/pid"
-}
+stop_node() { stop_pid "$RUN/pid" "${1:-TERM}"; }
 
 cmd="${1:-}"
 case "$cmd" in

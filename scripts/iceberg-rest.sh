@@ -58,17 +58,15 @@ CACHE="${SLUICE_ICEBERG_REST_CACHE:-$HOME/.cache/sluice/iceberg-rest-$VERSION}"
 START_TIMEOUT="${SLUICE_ICEBERG_REST_START_TIMEOUT:-120}" # seconds
 HEAP="${ICEBERG_REST_HEAP_OPTS:--Xmx256m -Xms64m}"
 
-log() { echo "iceberg-rest.sh: $*" >&2; }
-die() {
-  log "$*"
-  exit 1
-}
+LIB_NAME=iceberg-rest.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RUN="${SLUICE_ICEBERG_REST_RUN:-}"
 case "${1:-}" in
   fetch) ;;
   start)
-    if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-iceberg-rest.XXXXXX"); fi
+    RUN=$(new_run_dir iceberg-rest)
     ;;
   status | stop)
     [[ -n "$RUN" ]] || {
@@ -181,37 +179,27 @@ public final class SluiceRestFixture {
 EOF
 }
 
-fetch() {
-  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  command -v javac >/dev/null || die "javac not found (apt-get install default-jdk-headless)"
-  mkdir -p "$(dirname "$CACHE")"
-  local part
-  part=$(mktemp -d "$CACHE.partial.XXXXXX")
-  log "fetching Apache Iceberg $VERSION's REST catalog fixture and its dependencies into $CACHE"
+# fetch_into DIR: the fixture's jars (DIR/lib) and the compiled launcher
+# (DIR/classes).
+fetch_into() {
+  local part=$1
   pom >"$part/pom.xml"
-  if ! (cd "$part" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$part/lib") >"$part/mvn.log" 2>&1; then
-    cat "$part/mvn.log" >&2
-    rm -rf "$part"
-    die "maven could not fetch the REST catalog fixture's jars (pom: see above)"
-  fi
+  mvn_quiet "$part" "Apache Iceberg $VERSION's REST catalog fixture and its dependencies into $CACHE" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$part/lib" || return 1
   mkdir -p "$part/src/org/apache/iceberg/rest" "$part/classes"
   launcher_source >"$part/src/org/apache/iceberg/rest/SluiceRestFixture.java"
   if ! javac -nowarn -d "$part/classes" -cp "$part/lib/*" "$part/src/org/apache/iceberg/rest/SluiceRestFixture.java" >"$part/javac.log" 2>&1; then
     cat "$part/javac.log" >&2
-    rm -rf "$part"
-    die "javac could not compile the launcher"
+    log "javac could not compile the launcher"
+    return 1
   fi
-  touch "$part/.complete"
-  if [[ -f "$CACHE/.complete" ]]; then # another run got there first
-    rm -rf "$part"
-    return 0
-  fi
-  rm -rf "$CACHE"
-  mv -T "$part" "$CACHE" || {
-    rm -rf "$part"
-    [[ -f "$CACHE/.complete" ]] || die "could not move the fixture into $CACHE"
-  }
+}
+
+fetch() {
+  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
+  need mvn "apt-get install maven"
+  need javac "apt-get install default-jdk-headless"
+  cache_fill "$CACHE" fetch_into || die "could not fetch the REST catalog fixture into $CACHE"
 }
 
 url() { echo "http://127.0.0.1:$(cat "$RUN/port")"; }
@@ -222,34 +210,11 @@ address() {
   echo "SLUICE_ICEBERG_REST_RUN=$RUN"
 }
 
-running() {
-  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
-ready() {
-  [[ -f "$RUN/port" ]] || return 1
-  local code
-  code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$(url)/v1/config" 2>/dev/null) || true
-  [[ "$code" == 200 ]]
-}
+ready() { [[ -f "$RUN/port" && $(http_code "$(url)/v1/config") == 200 ]]; }
 
-stop_server() {
-  [[ -f "$RUN/pid" ]] || return 0
-  local pid i
-  pid=$(cat "$RUN/pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 60; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "server $pid ignored SIGTERM for 30s; killing"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  rm -f "$RUN/pid"
-}
+stop_server() { stop_pid "$RUN/pid" TERM server; }
 
 start() {
   if running && ready; then
@@ -271,19 +236,14 @@ start() {
     -cp "$CACHE/classes:$CACHE/lib/*" org.apache.iceberg.rest.SluiceRestFixture "$RUN" \
     >"$RUN/server.log" 2>&1 </dev/null) &
   echo $! >"$RUN/pid"
-  local deadline=$((SECONDS + START_TIMEOUT))
-  until ready; do
-    if ! running; then
-      tail -n 50 "$RUN/server.log" >&2 2>/dev/null || true
-      die "the REST catalog exited during start (log: $RUN/server.log)"
-    fi
-    if ((SECONDS >= deadline)); then
-      tail -n 50 "$RUN/server.log" >&2 2>/dev/null || true
-      stop_server
-      die "the REST catalog did not answer GET /v1/config with 200 within ${START_TIMEOUT}s (log: $RUN/server.log)"
-    fi
-    sleep 0.25
-  done
+  local rc=0
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.25 ready || rc=$?
+  if ((rc)); then
+    tail -n 50 "$RUN/server.log" >&2 2>/dev/null || true
+    ((rc == 1)) && die "the REST catalog exited during start (log: $RUN/server.log)"
+    stop_server
+    die "the REST catalog did not answer GET /v1/config with 200 within ${START_TIMEOUT}s (log: $RUN/server.log)"
+  fi
   address
 }
 

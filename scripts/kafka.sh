@@ -76,8 +76,9 @@ case "${1:-}" in
 esac
 START_TIMEOUT="${SLUICE_KAFKA_START_TIMEOUT:-120}" # seconds
 
-log() { echo "kafka.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+LIB_NAME=kafka.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 fetch() {
   if [[ -f "$CACHE/.complete-2" ]]; then return 0; fi
@@ -112,22 +113,18 @@ fetch() {
   </dependencies>
 </project>
 EOF
-  log "fetching org.apache.kafka:kafka_2.13:$VERSION and dependencies into $CACHE"
-  if ! mvn -B -q -f "$tmp/pom.xml" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$CACHE" >"$tmp/mvn.log" 2>&1; then
-    cat "$tmp/mvn.log" >&2
+  mvn_quiet "$tmp" "org.apache.kafka:kafka_2.13:$VERSION and dependencies into $CACHE" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$CACHE" || {
     rm -rf "$tmp"
-    die "maven could not fetch kafka_2.13:$VERSION"
-  fi
+    exit 1
+  }
   rm -rf "$tmp"
   ls "$CACHE"/kafka_2.13-*.jar >/dev/null 2>&1 || die "kafka_2.13 jar missing in $CACHE"
   touch "$CACHE/.complete-2"
 }
 
 # password: 24 random alphanumeric characters.
-password() {
-  python3 -c 'import secrets, string; print("".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(24)))'
-}
+password() { random_secret 24; }
 
 # make_certs STOREPASS: a self-signed CA and a server certificate for
 # 127.0.0.1 signed by it. Writes $RUN/ca.pem (for clients and for the
@@ -227,16 +224,6 @@ super.users=User:admin
 EOF
 }
 
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
-}
-
 # address prints the line a test script evaluates: the broker's address,
 # or for the secure broker the file that describes it.
 address() {
@@ -248,11 +235,7 @@ address() {
   echo "$RUNVAR=$RUN"
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-running() {
-  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
 write_config() {
   local port=$1 cport=$2
@@ -319,30 +302,22 @@ launch() {
     -cp "$CACHE/*" kafka.Kafka "$RUN/server.properties" \
     >"$RUN/stdout.log" 2>&1 </dev/null &
   echo $! >"$RUN/pid"
-  local deadline=$((SECONDS + START_TIMEOUT))
-  while ! port_open "$port"; do
-    if ! running; then
-      tail -n 50 "$RUN/stdout.log" "$RUN/server.log" >&2 2>/dev/null || true
-      die "broker exited during start"
-    fi
-    if ((SECONDS >= deadline)); then
-      tail -n 50 "$RUN/stdout.log" "$RUN/server.log" >&2 2>/dev/null || true
-      stop_broker KILL
-      die "broker did not answer on 127.0.0.1:$port within ${START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
+  local rc=0 started=$SECONDS
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.5 port_open "$port" || rc=$?
+  if ((rc)); then
+    tail -n 50 "$RUN/stdout.log" "$RUN/server.log" >&2 2>/dev/null || true
+    ((rc == 1)) && die "broker exited during start"
+    stop_broker KILL
+    die "broker did not answer on 127.0.0.1:$port within ${START_TIMEOUT}s"
+  fi
   # The port opens before the broker has registered with its controller;
   # wait (bounded) for the startup line too.
-  local ready=$((SECONDS + 30))
-  while ! grep -q "Kafka Server started" "$RUN/server.log" 2>/dev/null; do
-    if ((SECONDS >= ready || SECONDS >= deadline)); then
-      log "no startup line in $RUN/server.log; going on since the port answers"
-      break
-    fi
-    running || die "broker exited during start"
-    sleep 0.5
-  done
+  local left=$((START_TIMEOUT - (SECONDS - started)))
+  ((left < 30)) || left=30
+  rc=0
+  wait_for "$left" "$RUN/pid" 0.5 grep -q "Kafka Server started" "$RUN/server.log" 2>/dev/null || rc=$?
+  ((rc == 1)) && die "broker exited during start"
+  ((rc == 2)) && log "no startup line in $RUN/server.log; going on since the port answers"
   address
 }
 
@@ -376,29 +351,7 @@ while True:
 }
 
 # stop_broker SIGNAL: signals the broker and waits (bounded) until it is gone.
-stop_broker() {
-  local sig=${1:-TERM}
-  [[ -f "$RUN/pid" ]] || return 0
-  local pid
-  pid=$(cat "$RUN/pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "-$sig" "$pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 60; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "broker $pid ignored SIG$sig for 30s; killing"
-      kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 20; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.5
-      done
-    fi
-  fi
-  rm -f "$RUN/pid"
-}
+stop_broker() { stop_pid "$RUN/pid" "${1:-TERM}" broker; }
 
 cmd="${1:-}"
 case "$cmd" in
