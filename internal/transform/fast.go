@@ -61,61 +61,137 @@ func (v fval) float() float64 {
 	return v.f
 }
 
-// fnode evaluates a compiled expression on the bytes of the plan's
-// fields (vals[i]: the value of keys[i], nil when absent); ok false:
-// the fast path cannot tell, take the general path.
-type fnode func(vals [][]byte) (v fval, ok bool)
+// fnode is a compiled expression of the fast path. (A tree of structs
+// evaluated by one recursive method, not closures: an indirect call
+// would make the caller's array of field values escape to the heap.)
+type fnode struct {
+	op      fop
+	val     fval   // fConst
+	key     int    // fField: the index in the plan's keys
+	opname  string // fArith, fCompare: the operator
+	a, b, c *fnode // operands
+}
+
+type fop uint8
+
+const (
+	fConst    fop = iota
+	fField        // the value of keys[key]
+	fNeg          // -a
+	fNot          // !a
+	fCond         // a ? b : c
+	fAnd          // a && b
+	fOr           // a || b
+	fCoalesce     // a ?? b
+	fEq           // a == b
+	fNe           // a != b
+	fCompare      // a < b, a > b, a <= b, a >= b (opname)
+	fArith        // a + b, a - b, a * b, a / b, a % b (opname)
+)
+
+// eval evaluates n on the bytes of the plan's fields (vals[i]: the
+// value of keys[i], nil when absent); ok false: the fast path cannot
+// tell, take the general path.
+func (n *fnode) eval(vals [][]byte) (v fval, ok bool) {
+	switch n.op {
+	case fConst:
+		return n.val, true
+	case fField:
+		return fieldValue(vals[n.key])
+	case fNeg:
+		v, ok := n.a.eval(vals)
+		switch {
+		case !ok:
+		case v.kind == fInt:
+			v.i = -v.i
+			return v, true
+		case v.kind == fFloat:
+			v.f = -v.f
+			return v, true
+		}
+		return fval{}, false
+	case fNot:
+		v, ok := n.a.eval(vals)
+		if !ok || v.kind != fBool {
+			return fval{}, false
+		}
+		v.b = !v.b
+		return v, true
+	case fCond:
+		v, ok := n.a.eval(vals)
+		switch {
+		case !ok || v.kind != fBool:
+			return fval{}, false
+		case v.b:
+			return n.b.eval(vals)
+		}
+		return n.c.eval(vals)
+	case fAnd, fOr:
+		a, ok := n.a.eval(vals)
+		if !ok || a.kind != fBool {
+			return fval{}, false
+		}
+		if a.b == (n.op == fOr) { // false && …, true || …: expr skips the right side
+			return a, true
+		}
+		b, ok := n.b.eval(vals)
+		if !ok || b.kind != fBool {
+			return fval{}, false
+		}
+		return b, true
+	case fCoalesce:
+		a, ok := n.a.eval(vals)
+		if !ok || a.kind != fNil {
+			return a, ok
+		}
+		return n.b.eval(vals)
+	}
+	a, ok1 := n.a.eval(vals)
+	b, ok2 := n.b.eval(vals)
+	if !ok1 || !ok2 {
+		return fval{}, false
+	}
+	switch n.op {
+	case fEq:
+		return fval{kind: fBool, b: equal(a, b)}, true
+	case fNe:
+		return fval{kind: fBool, b: !equal(a, b)}, true
+	case fCompare:
+		res, ok := compare(n.opname, a, b)
+		return fval{kind: fBool, b: res}, ok
+	}
+	return arith(n.opname, a, b)
+}
 
 // compileFast compiles an expression tree for the fast path; ok false
 // when it holds something the fast path does not evaluate. keys are the
 // plan's fields: every field the tree names must be one.
-func compileFast(n ast.Node, keys []string) (fnode, bool) {
+func compileFast(n ast.Node, keys []string) (*fnode, bool) {
 	switch n := n.(type) {
 	case *ast.IntegerNode:
-		return constant(fval{kind: fInt, i: int64(n.Value)}), true
+		return &fnode{op: fConst, val: fval{kind: fInt, i: int64(n.Value)}}, true
 	case *ast.FloatNode:
-		return constant(fval{kind: fFloat, f: n.Value}), true
+		return &fnode{op: fConst, val: fval{kind: fFloat, f: n.Value}}, true
 	case *ast.StringNode:
-		return constant(fval{kind: fString, s: []byte(n.Value)}), true
+		return &fnode{op: fConst, val: fval{kind: fString, s: []byte(n.Value)}}, true
 	case *ast.BoolNode:
-		return constant(fval{kind: fBool, b: n.Value}), true
+		return &fnode{op: fConst, val: fval{kind: fBool, b: n.Value}}, true
 	case *ast.NilNode:
-		return constant(fval{}), true
+		return &fnode{op: fConst}, true
 	case *ast.IdentifierNode:
 		j := slices.Index(keys, n.Value)
 		if special(n.Value) || j < 0 {
 			return nil, false
 		}
-		return func(vals [][]byte) (fval, bool) { return fieldValue(vals[j]) }, true
+		return &fnode{op: fField, key: j}, true
 	case *ast.UnaryNode:
 		x, ok := compileFast(n.Node, keys)
-		if !ok {
-			return nil, false
-		}
-		switch n.Operator {
-		case "-":
-			return func(vals [][]byte) (fval, bool) {
-				v, ok := x(vals)
-				switch {
-				case !ok:
-				case v.kind == fInt:
-					v.i = -v.i
-					return v, true
-				case v.kind == fFloat:
-					v.f = -v.f
-					return v, true
-				}
-				return fval{}, false
-			}, true
-		case "!", "not":
-			return func(vals [][]byte) (fval, bool) {
-				v, ok := x(vals)
-				if !ok || v.kind != fBool {
-					return fval{}, false
-				}
-				v.b = !v.b
-				return v, true
-			}, true
+		switch {
+		case !ok:
+		case n.Operator == "-":
+			return &fnode{op: fNeg, a: x}, true
+		case n.Operator == "!" || n.Operator == "not":
+			return &fnode{op: fNot, a: x}, true
 		}
 		return nil, false
 	case *ast.ConditionalNode:
@@ -125,84 +201,33 @@ func compileFast(n ast.Node, keys []string) (fnode, bool) {
 		if !ok1 || !ok2 || !ok3 {
 			return nil, false
 		}
-		return func(vals [][]byte) (fval, bool) {
-			v, ok := c(vals)
-			switch {
-			case !ok || v.kind != fBool:
-				return fval{}, false
-			case v.b:
-				return a(vals)
-			}
-			return b(vals)
-		}, true
+		return &fnode{op: fCond, a: c, b: a, c: b}, true
 	case *ast.BinaryNode:
-		return compileBinary(n, keys)
-	}
-	return nil, false
-}
-
-func constant(v fval) fnode { return func([][]byte) (fval, bool) { return v, true } }
-
-func compileBinary(n *ast.BinaryNode, keys []string) (fnode, bool) {
-	l, ok1 := compileFast(n.Left, keys)
-	r, ok2 := compileFast(n.Right, keys)
-	if !ok1 || !ok2 {
-		return nil, false
-	}
-	switch op := n.Operator; op {
-	case "&&", "and", "||", "or":
-		or := op == "||" || op == "or"
-		return func(vals [][]byte) (fval, bool) {
-			a, ok := l(vals)
-			if !ok || a.kind != fBool {
-				return fval{}, false
-			}
-			if a.b == or { // false && …, true || …: expr skips the right side
-				return a, true
-			}
-			b, ok := r(vals)
-			if !ok || b.kind != fBool {
-				return fval{}, false
-			}
-			return b, true
-		}, true
-	case "??":
-		return func(vals [][]byte) (fval, bool) {
-			a, ok := l(vals)
-			if !ok || a.kind != fNil {
-				return a, ok
-			}
-			return r(vals)
-		}, true
-	case "==", "!=":
-		ne := op == "!="
-		return func(vals [][]byte) (fval, bool) {
-			a, ok1 := l(vals)
-			b, ok2 := r(vals)
-			if !ok1 || !ok2 {
-				return fval{}, false
-			}
-			return fval{kind: fBool, b: equal(a, b) != ne}, true
-		}, true
-	case "<", ">", "<=", ">=":
-		return func(vals [][]byte) (fval, bool) {
-			a, ok1 := l(vals)
-			b, ok2 := r(vals)
-			if !ok1 || !ok2 {
-				return fval{}, false
-			}
-			res, ok := compare(op, a, b)
-			return fval{kind: fBool, b: res}, ok
-		}, true
-	case "+", "-", "*", "/", "%":
-		return func(vals [][]byte) (fval, bool) {
-			a, ok1 := l(vals)
-			b, ok2 := r(vals)
-			if !ok1 || !ok2 {
-				return fval{}, false
-			}
-			return arith(op, a, b)
-		}, true
+		l, ok1 := compileFast(n.Left, keys)
+		r, ok2 := compileFast(n.Right, keys)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		f := &fnode{a: l, b: r, opname: n.Operator}
+		switch n.Operator {
+		case "&&", "and":
+			f.op = fAnd
+		case "||", "or":
+			f.op = fOr
+		case "??":
+			f.op = fCoalesce
+		case "==":
+			f.op = fEq
+		case "!=":
+			f.op = fNe
+		case "<", ">", "<=", ">=":
+			f.op = fCompare
+		case "+", "-", "*", "/", "%":
+			f.op = fArith
+		default:
+			return nil, false
+		}
+		return f, true
 	}
 	return nil, false
 }

@@ -114,7 +114,7 @@ func fastAgrees(t *testing.T, fast, general *Compiled, js format.Codec, doc []by
 		return false
 	}
 	if fast.Kind == Filter {
-		v, ok := fast.lazy.filterFast(vals)
+		v, ok := fast.lazy.filterFast.eval(vals)
 		return ok && v.kind == fBool
 	}
 	_, ok = fast.lazy.outputFast(doc, vals)

@@ -51,7 +51,7 @@ type lazyPlan struct {
 	// or the filter is filterFast: the expression runs on the fast path
 	// (fast.go), the general lazy path only where that gives up.
 	fast       bool
-	filterFast fnode
+	filterFast *fnode
 	// envs holds environments for reuse (an expression's run does not
 	// keep its environment; the values in it are not reused).
 	envs sync.Pool
@@ -62,7 +62,7 @@ type lazyMember struct {
 	key  string
 	head []byte // the key encoded as encoding/json writes it, and ':'
 	from int    // the index in keys of the field it copies; -1: computed by the expression
-	fast fnode  // a computed member's value on the fast path (nil: none)
+	fast *fnode // a computed member's value on the fast path (nil: none)
 }
 
 // planLazy returns the lazy plan of a filter or map, or nil when the step
@@ -278,19 +278,26 @@ func lazyBytes(r Record) ([]byte, bool) {
 // accepts. checked: b is known to be (registry.Record.Checked), and is
 // not checked again.
 func (p *lazyPlan) lookup(b []byte, checked bool, arr *[8][]byte) (vals [][]byte, ok bool) {
-	if len(p.keys) <= len(arr) {
-		vals = arr[:len(p.keys)]
-	} else {
-		vals = make([][]byte, len(p.keys))
+	if checked && len(p.keys) <= len(arr) {
+		v := arr[:len(p.keys)]
+		if jsonrecord.LookupValid(b, p.keys, v) != nil { // the source checked b
+			return nil, false
+		}
+		return v, true
 	}
-	lookup := jsonrecord.Lookup
+	// Lookup's parser lets its vals escape: not arr (nor a variable arr
+	// flows into), which would then always be on the heap.
+	v := make([][]byte, len(p.keys))
+	var err error
 	if checked {
-		lookup = jsonrecord.LookupValid // the source checked b
+		err = jsonrecord.LookupValid(b, p.keys, v)
+	} else {
+		err = jsonrecord.Lookup(b, p.keys, v)
 	}
-	if err := lookup(b, p.keys, vals); err != nil {
+	if err != nil {
 		return nil, false
 	}
-	return vals, true
+	return v, true
 }
 
 // env returns the environment of the expression: the decoded fields
@@ -333,7 +340,7 @@ func (c *Compiled) keepLazy(r Record) (keep, ok bool) {
 		return false, false
 	}
 	if p.filterFast != nil {
-		if v, ok := p.filterFast(vals); ok && v.kind == fBool {
+		if v, ok := p.filterFast.eval(vals); ok && v.kind == fBool {
 			return v.b, true
 		}
 	}
@@ -421,7 +428,7 @@ func (p *lazyPlan) outputFast(b []byte, vals [][]byte) (out []byte, ok bool) {
 			out = appendField(out, vals[m.from])
 			continue
 		}
-		v, ok := m.fast(vals)
+		v, ok := m.fast.eval(vals)
 		if !ok {
 			return nil, false
 		}

@@ -53,16 +53,7 @@ func (p *parser) keyIs(sp span, s string) bool {
 	if !sp.escaped {
 		return string(x) == s
 	}
-	for len(x) > 0 && len(s) > 0 {
-		var rx rune
-		rx, x = nextRune(x)
-		ry, n := utf8.DecodeRuneInString(s)
-		if rx != ry || ry == utf8.RuneError && n == 1 {
-			return false
-		}
-		s = s[n:]
-	}
-	return len(x) == 0 && len(s) == 0
+	return escapedKeyIs(x, s)
 }
 
 // AppendValue appends the JSON encoding of a decoded value to dst, the
@@ -97,131 +88,157 @@ func AppendValue(dst []byte, v any) ([]byte, error) {
 
 // LookupValid is [Lookup] for data that [ValidateObject] accepts (a
 // source checked it already): it finds the same members without checking
-// anything again, skipping strings and nested values by their delimiters.
-// On other input its result is undefined (it does not panic, and returns
-// an error where it cannot go on).
+// anything again, skipping strings and nested values by their delimiters,
+// and stops once every key is found (a checked object holds each key
+// once). On other input its result is undefined (it does not panic, and
+// returns an error where it cannot go on).
 func LookupValid(data []byte, keys []string, vals [][]byte) error {
 	if len(vals) != len(keys) {
 		return fmt.Errorf("jsonrecord: LookupValid of %d keys into %d values", len(keys), len(vals))
 	}
 	clear(vals)
-	p := parser{data: data, want: keys, found: vals}
-	p.ws()
-	if p.i >= len(data) || data[p.i] != '{' {
-		return p.fail(p.i, ErrNotObject, "not an object")
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return &SyntaxError{Offset: i, Msg: "not an object", Err: ErrNotObject}
 	}
-	p.i++
-	for {
-		p.ws()
-		if p.i >= len(data) {
-			return p.fail(p.i, ErrSyntax, "unexpected end of input")
+	i++
+	missing := len(keys)
+	for missing > 0 {
+		i = skipWS(data, i)
+		if i >= len(data) {
+			return &SyntaxError{Offset: i, Msg: "unexpected end of input", Err: ErrSyntax}
 		}
-		switch data[p.i] {
+		switch data[i] {
 		case '}':
 			return nil
 		case ',':
-			p.i++
-			p.ws()
+			i = skipWS(data, i+1)
 		}
-		if p.i >= len(data) || data[p.i] != '"' {
-			return p.fail(p.i, ErrSyntax, "want a key")
+		if i >= len(data) || data[i] != '"' {
+			return &SyntaxError{Offset: i, Msg: "want a key", Err: ErrSyntax}
 		}
-		keyAt := p.i
-		esc := p.skipValidStr()
-		sp := span{start: keyAt + 1, end: p.i - 1, escaped: esc}
-		p.ws()
-		if p.i >= len(data) || data[p.i] != ':' {
-			return p.fail(p.i, ErrSyntax, "want ':'")
-		}
-		p.i++
-		p.ws()
-		valAt := p.i
-		if !p.skipValidValue() {
-			return p.fail(valAt, ErrSyntax, "want a value")
-		}
-		switch {
-		case !esc:
-			p.wantKey(sp, valAt)
-		default: // rare: compare the unescaped key
-			q := parser{data: data, i: keyAt}
-			k, err := q.str()
-			if err != nil {
-				return err
+		// A key: short, scanned byte by byte.
+		keyAt := i
+		esc := false
+		for i++; i < len(data) && data[i] != '"'; i++ {
+			if data[i] == '\\' {
+				esc = true
+				i++
 			}
-			for i, w := range keys {
-				if k == w {
-					vals[i] = data[valAt:p.i:p.i]
-				}
+		}
+		if i >= len(data) {
+			return &SyntaxError{Offset: keyAt, Msg: "unterminated string", Err: ErrSyntax}
+		}
+		key := data[keyAt+1 : i]
+		i = skipWS(data, i+1)
+		if i >= len(data) || data[i] != ':' {
+			return &SyntaxError{Offset: i, Msg: "want ':'", Err: ErrSyntax}
+		}
+		valAt := skipWS(data, i+1)
+		if i = skipValid(data, valAt); i < 0 {
+			return &SyntaxError{Offset: valAt, Msg: "want a value", Err: ErrSyntax}
+		}
+		for j, k := range keys {
+			if vals[j] == nil && (esc && escapedKeyIs(key, k) || !esc && string(key) == k) {
+				vals[j] = data[valAt:i:i]
+				missing--
 			}
 		}
 	}
+	return nil
 }
 
-// skipValidStr skips a checked string at its opening quote and reports
-// whether it holds escapes.
-func (p *parser) skipValidStr() (escaped bool) {
-	p.i++
-	for {
-		j := bytes.IndexByte(p.data[p.i:], '"')
-		if j < 0 {
-			p.i = len(p.data)
-			return escaped
+// escapedKeyIs reports whether the checked bytes between a key's quotes
+// hold the string s.
+func escapedKeyIs(x []byte, s string) bool {
+	for len(x) > 0 && len(s) > 0 {
+		var rx rune
+		rx, x = nextRune(x)
+		ry, n := utf8.DecodeRuneInString(s)
+		if rx != ry || ry == utf8.RuneError && n == 1 {
+			return false
 		}
-		end := p.i + j
+		s = s[n:]
+	}
+	return len(x) == 0 && len(s) == 0
+}
+
+// skipWS returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipWS(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValidString returns the index after the closing quote of the
+// checked string that opens at i; len(d)+1 when it is not closed.
+func skipValidString(d []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(d[i:], '"')
+		if j < 0 {
+			return len(d) + 1
+		}
+		end := i + j
 		// The quote is escaped when an odd number of backslashes
 		// precede it.
 		n := 0
-		for k := end - 1; k >= p.i && p.data[k] == '\\'; k-- {
+		for k := end - 1; k >= i && d[k] == '\\'; k-- {
 			n++
 		}
-		if !escaped && bytes.IndexByte(p.data[p.i:end], '\\') >= 0 {
-			escaped = true
-		}
-		p.i = end + 1
+		i = end + 1
 		if n%2 == 0 {
-			return escaped
+			return i
 		}
 	}
 }
 
-// skipValidValue skips a checked value; false at the end of the input or
-// a byte no value starts with.
-func (p *parser) skipValidValue() bool {
-	if p.i >= len(p.data) {
-		return false
+// skipValid returns the index after the checked value that starts at i;
+// -1 at the end of the input or at a byte no value starts with.
+func skipValid(d []byte, i int) int {
+	if i >= len(d) {
+		return -1
 	}
-	switch c := p.data[p.i]; c {
+	switch d[i] {
 	case '"':
-		p.skipValidStr()
+		if i = skipValidString(d, i); i > len(d) {
+			return -1
+		}
+		return i
 	case '{', '[':
 		depth := 0
-		for p.i < len(p.data) {
-			switch p.data[p.i] {
+		for i < len(d) {
+			switch d[i] {
 			case '"':
-				p.skipValidStr()
+				if i = skipValidString(d, i); i > len(d) {
+					return -1
+				}
 				continue
 			case '{', '[':
 				depth++
 			case '}', ']':
 				depth--
 			}
-			p.i++
+			i++
 			if depth == 0 {
-				break
+				return i
 			}
 		}
+		return -1
 	case ',', '}', ']', ':':
-		return false
-	default: // a number or a literal
-		for p.i < len(p.data) {
-			switch p.data[p.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return true
-			}
-			p.i++
-		}
+		return -1
 	}
-	return true
+	// A number or a literal.
+	for i < len(d) {
+		switch d[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // DecodeNumber decodes the JSON number data as [DecodeValue] does when
