@@ -194,7 +194,7 @@ http:
   token: ${TOKEN}
 `
 	vars := map[string]string{"PAR": "2", "IV": "1500ms", "DIR": "/data/ckpt-dir", "STRATEGY": "fixed-delay", "ATTEMPTS": "1000",
-		"RESTART_DELAY": "250ms", "COUNT": "123456", "RATE": "2500.5", "OUT": "/data/out-dir", "COMPACT": "4096", "TOKEN": "1234"}
+		"RESTART_DELAY": "250ms", "COUNT": "123456", "RATE": "2500.5", "OUT": "/data/out-dir", "COMPACT": "4096", "TOKEN": "t0k"}
 	s, err := Parse("p.yaml", []byte(y), registry.Default(), env(vars))
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ http:
 	}
 	r := NewRedactor(s.Secrets)
 	in := "restarting in 250ms (attempt 3 of 1000), fixed-delay; checkpoint every 1500ms took 250ms; 123456 records at 2500.5/s; " +
-		"4096 bytes; /data/out-dir/part-0 /data/ckpt-dir/chk-1 token 1234"
+		"4096 bytes; /data/out-dir/part-0 /data/ckpt-dir/chk-1 token t0k"
 	want := "restarting in 250ms (attempt 3 of 1000), fixed-delay; checkpoint every 1500ms took 250ms; 123456 records at 2500.5/s; " +
 		"4096 bytes; ${OUT}/part-0 ${DIR}/chk-1 token ${TOKEN}"
 	if got := r.String(in); got != want {
