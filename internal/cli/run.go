@@ -651,7 +651,7 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	snk, _ := a.Registry.Sink(spec.Sink.Type)
 	steps := spec.Steps()
 	in, err := src.Build(registry.BuildContext{Env: env, Name: spec.Source.Name, UID: spec.Source.UID, Options: spec.Source.Options,
-		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, DecodeValues: transform.DecodesValues(steps), ValuesReplaced: transform.ReplacesValue(steps),
+		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, DecodeValues: transform.DecodesValues(steps), LookupKeys: transform.LookupKeys(steps), ValuesReplaced: transform.ReplacesValue(steps),
 		Positions: transform.NeedsPositions(steps) || transform.ReadsMeta(steps)})
 	if err != nil {
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)

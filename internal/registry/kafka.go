@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-io/sluice/connectors/kafka"
 	"github.com/sluice-io/sluice/internal/format"
 	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/serde/jsonrecord"
 	"github.com/sluice-io/sluice/stream"
 	"github.com/sluice-io/sluice/watermark"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,6 +49,7 @@ func init() {
 			if err != nil {
 				return stream.DataStream[Record]{}, err
 			}
+			codecs.Lookup = c.LookupKeys
 			vf, _ := valueFormat(c.Options)
 			deser := kafkaRecords(codecs, vf, c.DecodeValues)
 			switch Policy(c.Options.String("on-malformed")) {
@@ -153,13 +155,27 @@ func init() {
 // partition and offset its position). With decode the value is decoded;
 // without, it is only checked (checkValue), so that a malformed value is
 // still the source's to handle.
+//
+// With c.Lookup set (and values JSON objects), the check is
+// jsonrecord.LookupSpans — the same decision and error as the codec's
+// check — and also finds those members (Record.Found), so that the first
+// step scans nothing again.
 func kafkaRecords(c *Codecs, name string, decode bool) kafka.Deserializer[Record] {
+	lookup := !decode && len(c.Lookup) > 0 && len(c.Lookup) <= maxFound && c.Value.Identity() == "json-object"
 	return kafka.DeserializerFunc[Record](func(rec *kgo.Record) (Record, error) {
 		r := KafkaRecord(rec, c)
 		var err error
-		if decode {
+		switch {
+		case decode:
 			r, err = r.Decode(context.Background())
-		} else {
+		case lookup:
+			var spans [maxFound][2]int
+			sp := spans[:len(c.Lookup)]
+			if err = jsonrecord.LookupSpans(rec.Value, c.Lookup, sp); err == nil {
+				r.checked = true
+				r.setFound(sp)
+			}
+		default:
 			err = checkValue(context.Background(), c.Value, rec.Topic, rec.Value)
 			r.checked = err == nil
 		}

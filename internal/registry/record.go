@@ -31,13 +31,67 @@ type Record struct {
 	// checked: raw decodes without error (the source checked it, or a
 	// transform built it), so a reader may scan it without checking.
 	checked bool
+	// nfound > 0: the source found the members src.Lookup names while
+	// checking raw (Found): found[3i:3i+3] is where the value of
+	// src.Lookup[i] is in raw, its start (2 bytes, little-endian) and
+	// length (1 byte); all 0 when absent. (Three bytes a member keep the
+	// Record within 96 bytes.)
+	nfound uint8
+	found  [3 * maxFound]byte
 }
+
+// maxFound is how many members a source finds for a record (Found): in
+// values of less than 64 KiB, members of at most 255 bytes.
+const maxFound = 4
 
 // Codecs are the formats a source reads values and keys with. A source
 // makes one and shares it by pointer with every record it reads.
 type Codecs struct {
 	Value format.Codec // decodes a record's value bytes
 	Key   format.Codec // decodes a Kafka key for meta.key; nil = as a string
+	// Lookup are the top-level members of JSON object values a source
+	// that checks values finds in the same scan (BuildContext.LookupKeys,
+	// Record.Found); nil = none.
+	Lookup []string
+}
+
+// Found sets vals[i] to the bytes of the value of keys[i] in the record's
+// value (nil when absent) and reports true when its source found them
+// while checking its bytes: keys is its Codecs.Lookup (the same slice)
+// and the value is the bytes it checked. Otherwise it reports false and
+// vals are unchanged.
+func (r Record) Found(keys []string, vals [][]byte) bool {
+	if r.nfound == 0 || !r.hasRaw || r.src == nil || int(r.nfound) != len(keys) || len(vals) != len(keys) ||
+		len(r.src.Lookup) != len(keys) || &r.src.Lookup[0] != &keys[0] {
+		return false
+	}
+	for i := range vals {
+		f := r.found[3*i : 3*i+3]
+		start := int(f[0]) | int(f[1])<<8
+		if start == 0 { // a member's value never starts at 0
+			vals[i] = nil
+			continue
+		}
+		end := start + int(f[2])
+		vals[i] = r.raw[start:end:end]
+	}
+	return true
+}
+
+// setFound records where the members were found in r.raw (spans[i]:
+// LookupSpans'), if they fit.
+func (r *Record) setFound(spans [][2]int) {
+	if len(spans) == 0 || len(spans) > maxFound || len(r.raw) >= 1<<16 {
+		return
+	}
+	for i, sp := range spans {
+		n := sp[1] - sp[0]
+		if n > 255 {
+			return
+		}
+		r.found[3*i], r.found[3*i+1], r.found[3*i+2] = byte(sp[0]), byte(sp[0]>>8), byte(n) // all 0 when absent
+	}
+	r.nfound = uint8(len(spans))
 }
 
 // Header is a Kafka record header.
@@ -126,7 +180,7 @@ func (r Record) Bytes() (b []byte, c format.Codec, ok bool) {
 // WithValue returns r with value v: its bytes are dropped, its metadata
 // and position kept.
 func (r Record) WithValue(v any) Record {
-	r.val, r.raw, r.hasRaw, r.checked = v, nil, false, false
+	r.val, r.raw, r.hasRaw, r.checked, r.nfound = v, nil, false, false, 0
 	return r
 }
 
@@ -136,7 +190,7 @@ func (r Record) WithValue(v any) Record {
 // returns its result so; b is referenced, not copied. b must decode
 // without error in that codec: the record is Checked.
 func (r Record) WithRawValue(b []byte) Record {
-	r.val, r.raw, r.hasRaw, r.checked = undecoded, b, true, true
+	r.val, r.raw, r.hasRaw, r.checked, r.nfound = undecoded, b, true, true, 0
 	return r
 }
 
@@ -151,7 +205,7 @@ func (r Record) Checked() bool { return r.hasRaw && r.checked }
 // step, as its bytes in codec c (preEncoded): the sink writes them as
 // they are. Metadata and position are kept.
 func (r Record) withEncoded(b []byte, c *Codecs) Record {
-	r.val, r.raw, r.src, r.hasRaw, r.checked = undecoded, b, c, true, false
+	r.val, r.raw, r.src, r.hasRaw, r.checked, r.nfound = undecoded, b, c, true, false, 0
 	return r
 }
 

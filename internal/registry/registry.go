@@ -374,6 +374,11 @@ type BuildContext struct {
 	// follows its on-malformed policy). When false it may emit the bytes
 	// undecoded (Record.Bytes), checked but not decoded.
 	DecodeValues bool
+	// LookupKeys, when a source emits JSON values undecoded, are the
+	// top-level members the first step reads (transform.LookupKeys): a
+	// source may find them in the scan that checks the bytes
+	// (Codecs.Lookup, Record.Found). nil = none.
+	LookupKeys []string
 	// ValuesReplaced tells a source that a transform replaces every
 	// record's value (a map, select or rename), so bytes it keeps with
 	// decoded values would never be written: it may decode without

@@ -109,7 +109,7 @@ func fastAgrees(t *testing.T, fast, general *Compiled, js format.Codec, doc []by
 	}
 	// Did the fast path decide? (Only for a document the lookup takes.)
 	var arr [8][]byte
-	vals, ok := fast.lazy.lookup(doc, false, &arr)
+	vals, ok := fast.lazy.lookup(registry.RawRecord(doc, &registry.Codecs{Value: js}), doc, &arr)
 	if !ok {
 		return false
 	}
@@ -208,7 +208,7 @@ func TestFastPlans(t *testing.T) {
 		fast, general := mustCompile(t, Step{Kind: Map, Name: "m", Expr: c.expr}), mustCompile(t, Step{Kind: Map, Name: "m", Expr: c.expr})
 		general.lazy.fast = false
 		var arr [8][]byte
-		vals, ok := fast.lazy.lookup([]byte(c.doc), false, &arr)
+		vals, ok := fast.lazy.lookup(registry.RawRecord([]byte(c.doc), &registry.Codecs{Value: js}), []byte(c.doc), &arr)
 		if !ok {
 			t.Fatalf("%s: lookup of %s failed", c.expr, c.doc)
 		}

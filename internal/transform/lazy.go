@@ -273,31 +273,47 @@ func lazyBytes(r Record) ([]byte, bool) {
 	return nil, false
 }
 
-// lookup looks the plan's fields up in b: vals[i] is the bytes of
-// keys[i] (nil where absent); ok false when b is not a record the decoder
-// accepts. checked: b is known to be (registry.Record.Checked), and is
-// not checked again.
-func (p *lazyPlan) lookup(b []byte, checked bool, arr *[8][]byte) (vals [][]byte, ok bool) {
-	if checked && len(p.keys) <= len(arr) {
-		v := arr[:len(p.keys)]
-		if jsonrecord.LookupValid(b, p.keys, v) != nil { // the source checked b
-			return nil, false
-		}
-		return v, true
-	}
-	// Lookup's parser lets its vals escape: not arr (nor a variable arr
-	// flows into), which would then always be on the heap.
-	v := make([][]byte, len(p.keys))
-	var err error
-	if checked {
-		err = jsonrecord.LookupValid(b, p.keys, v)
+// lookup looks the plan's fields up in b, r's value bytes: vals[i] is
+// the bytes of keys[i] (nil where absent); ok false when b is not a
+// record the decoder accepts. Bytes a source checked
+// (registry.Record.Checked) are not checked again, and where the source
+// found the fields while checking them (registry.Record.Found) they are
+// not scanned at all.
+func (p *lazyPlan) lookup(r Record, b []byte, arr *[8][]byte) (vals [][]byte, ok bool) {
+	if len(p.keys) <= len(arr) {
+		vals = arr[:len(p.keys)]
 	} else {
-		err = jsonrecord.Lookup(b, p.keys, v)
+		vals = make([][]byte, len(p.keys))
+	}
+	if r.Found(p.keys, vals) {
+		return vals, true // the source looked them up while checking b
+	}
+	var err error
+	if r.Checked() {
+		err = jsonrecord.LookupValid(b, p.keys, vals) // the source checked b
+	} else {
+		err = jsonrecord.Lookup(b, p.keys, vals)
 	}
 	if err != nil {
 		return nil, false
 	}
-	return v, true
+	return vals, true
+}
+
+// LookupKeys returns the fields the first step that reads the records'
+// values looks up on the lazy path (nil if it does not take it), for its
+// source to find while it checks the bytes (registry.BuildContext.LookupKeys,
+// registry.Record.Found): the step then scans nothing.
+func LookupKeys(steps []*Compiled) []string {
+	for _, c := range steps {
+		if c.ReadsValue() {
+			if c.lazy == nil {
+				return nil
+			}
+			return c.lazy.keys
+		}
+	}
+	return nil
 }
 
 // env returns the environment of the expression: the decoded fields
@@ -335,7 +351,7 @@ func (c *Compiled) keepLazy(r Record) (keep, ok bool) {
 	}
 	var arr [8][]byte
 	p := c.lazy
-	vals, ok := p.lookup(b, r.Checked(), &arr)
+	vals, ok := p.lookup(r, b, &arr)
 	if !ok {
 		return false, false
 	}
@@ -366,7 +382,7 @@ func (c *Compiled) applyLazy(r Record) (Record, bool) {
 	}
 	var arr [8][]byte
 	p := c.lazy
-	vals, ok := p.lookup(b, r.Checked(), &arr)
+	vals, ok := p.lookup(r, b, &arr)
 	if !ok {
 		return r, false
 	}

@@ -12,7 +12,9 @@
 // (ReadsValue); a JSON record whose fields a filter or map names is not
 // decoded either: the step reads those fields from its bytes, and a map
 // that is an object literal writes its result as bytes (lazy.go,
-// DecodesValues).
+// DecodesValues); simple arithmetic and comparisons of scalar fields run
+// there without expr's VM (fast.go), and a Kafka source finds the fields
+// of the first such step while it checks the bytes (LookupKeys).
 //
 // An expression that fails at run time (a field of the wrong type or
 // missing, a map that does not return an object) is handled by the step's

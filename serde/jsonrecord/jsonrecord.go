@@ -216,10 +216,16 @@ type parser struct {
 	nkeys  int
 	keyArr [32]span
 	more   []span
-	// Lookup: the top-level keys wanted, and where their values go.
-	want  []string
-	found [][]byte
+	// Lookup: the top-level keys wanted (at most lookupChunk), and where
+	// their values are: at[i] = {start, end} of want[i]'s (end 0: not
+	// found). Offsets, not slices of data, so that the caller's vals do
+	// not escape through the parser.
+	want []string
+	at   [lookupChunk][2]int
 }
+
+// lookupChunk is how many keys one pass of Lookup finds.
+const lookupChunk = 8
 
 func (p *parser) key(i int) span {
 	if i < len(p.keyArr) {

@@ -15,15 +15,50 @@ import (
 // member keys[i] (a sub-slice of data; nil when the object has no such
 // member). Keys are compared after unescaping, so "\u0061" finds "a".
 // vals must have len(keys) elements. Lookup allocates nothing for objects
-// of up to 16 keys; pass a value it found to [DecodeValue] to decode it
-// exactly.
+// of up to 16 keys, and does not keep vals (they may be on the stack); it
+// scans data once per 8 keys. Pass a value it found to [DecodeValue] to
+// decode it exactly.
 func Lookup(data []byte, keys []string, vals [][]byte) error {
 	if len(vals) != len(keys) {
 		return fmt.Errorf("jsonrecord: Lookup of %d keys into %d values", len(keys), len(vals))
 	}
 	clear(vals)
-	p := parser{data: data, want: keys, found: vals}
-	return p.top(true, true)
+	for { // one pass (which checks data) per lookupChunk keys
+		n := min(len(keys), lookupChunk)
+		p := parser{data: data, want: keys[:n]}
+		if err := p.top(true, true); err != nil {
+			return err
+		}
+		for i := range n {
+			if at := p.at[i]; at[1] > 0 {
+				vals[i] = data[at[0]:at[1]:at[1]]
+			}
+		}
+		if keys, vals = keys[n:], vals[n:]; len(keys) == 0 {
+			return nil
+		}
+	}
+}
+
+// LookupSpans is [Lookup] giving positions: spans[i] = {start, end} of
+// the value of keys[i] in data (data[start:end] is what Lookup finds),
+// {0, 0} when the object has no such member.
+func LookupSpans(data []byte, keys []string, spans [][2]int) error {
+	if len(spans) != len(keys) {
+		return fmt.Errorf("jsonrecord: LookupSpans of %d keys into %d spans", len(keys), len(spans))
+	}
+	clear(spans)
+	for { // one pass (which checks data) per lookupChunk keys
+		n := min(len(keys), lookupChunk)
+		p := parser{data: data, want: keys[:n]}
+		if err := p.top(true, true); err != nil {
+			return err
+		}
+		copy(spans, p.at[:n])
+		if keys, spans = keys[n:], spans[n:]; len(keys) == 0 {
+			return nil
+		}
+	}
 }
 
 // DecodeValue decodes one JSON value as [Decode] does (numbers exact),
@@ -42,7 +77,7 @@ func DecodeValue(data []byte) (any, error) {
 func (p *parser) wantKey(sp span, start int) {
 	for i, k := range p.want {
 		if p.keyIs(sp, k) {
-			p.found[i] = p.data[start:p.i:p.i] // every i: keys may repeat
+			p.at[i] = [2]int{start, p.i} // every i: keys may repeat
 		}
 	}
 }
