@@ -488,7 +488,7 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 	if b.err != nil {
 		return nil, b.err
 	}
-	pw := parquet.NewWriter(w, b.schema, parquet.Compression(b.cfg.codec))
+	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
 	cols := make([][]parquet.Value, b.numCols)
 	for i := range cols {
 		cols[i] = make([]parquet.Value, 0, parquetBatch)
@@ -514,7 +514,7 @@ const (
 // which splits rows into columns again).
 type parquetWriter struct {
 	f   *ParquetBulkFormat
-	w   *parquet.Writer
+	w   *parquet.GenericWriter[any]
 	enc avroEncoder
 	// cols are the collected values of each column, whole records only.
 	cols [][]parquet.Value
