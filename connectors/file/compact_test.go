@@ -565,7 +565,17 @@ func TestCompactionKeepsSplitOrderAcrossRestores(t *testing.T) {
 		}
 		cs = append(cs, c...)
 	}
-	if len(cs) != 3 {
+	// A restored in-progress file is continued in a copy with the
+	// writer's attempt tag; the original comes back as a Discard
+	// committable (deleted at the commit), which is not a file of the
+	// output.
+	files := 0
+	for _, c := range cs {
+		if !c.Discard {
+			files++
+		}
+	}
+	if files != 3 {
 		t.Fatalf("committables %+v: want the two restored files and the new one", cs)
 	}
 	commitAll(t, s, cs)
