@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -324,11 +325,28 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 	// The topic holds every change once the resumed job caught up: the
 	// count of records the log expects is not known (the snapshot saw an
 	// unknown state), so read until two seconds pass without a record.
+	// One consumer that stays subscribed and keeps polling, as an
+	// independent reader would (a fresh client per attempt read nothing
+	// at all in one CI run while the topic held every change).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	var recs []*kgo.Record
 	caught := false
-	for i := 0; i < 60 && !caught; i++ { // up to about 2 minutes
-		time.Sleep(time.Second)
-		recs = readTopic(t, brokers, topic, -1)
+	for deadline := time.Now().Add(3 * time.Minute); !caught && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		for _, e := range fs.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
+				t.Fatalf("consume %s: %v", topic, e.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
 		caught = pgcliCaughtUp(recs, final)
 	}
 	if !caught {
