@@ -3,90 +3,16 @@ package control_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/cluster/control"
+	"github.com/sluice-io/sluice/internal/testutil/testcerts"
 )
-
-type tlsCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	file string
-}
-
-func tlsWritePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func tlsNewCA(t *testing.T, dir, name string) *tlsCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, name+".pem")
-	tlsWritePEM(t, file, "CERTIFICATE", der)
-	return &tlsCA{cert: cert, key: key, file: file}
-}
-
-// issue writes a certificate for 127.0.0.1 (server and client use) signed
-// by ca, and its key.
-func (ca *tlsCA) issue(t *testing.T, dir, name string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	tlsWritePEM(t, certFile, "CERTIFICATE", der)
-	tlsWritePEM(t, keyFile, "EC PRIVATE KEY", kder)
-	return certFile, keyFile
-}
 
 // syncBuffer is a log sink safe for the server's goroutines.
 type syncBuffer struct {
@@ -112,13 +38,14 @@ func (s *syncBuffer) String() string {
 // server's CA refuses it.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, rogue := tlsNewCA(t, dir, "cluster-ca"), tlsNewCA(t, dir, "rogue-ca")
-	srvCert, srvKey := ca.issue(t, dir, "leader")
-	cliCert, cliKey := ca.issue(t, dir, "worker")
-	badCert, badKey := rogue.issue(t, dir, "intruder")
+	ca, rogue := testcerts.NewCA(t, "cluster-ca"), testcerts.NewCA(t, "rogue-ca")
+	caFile, rogueFile := ca.WriteFile(t, dir), rogue.WriteFile(t, dir)
+	srvCert, srvKey := ca.IssueFiles(t, dir, "leader")
+	cliCert, cliKey := ca.IssueFiles(t, dir, "worker")
+	badCert, badKey := rogue.IssueFiles(t, dir, "intruder")
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	srv, err := control.NewServer(control.WithTLSFiles(srvCert, srvKey, ca.file), control.WithLogger(log))
+	srv, err := control.NewServer(control.WithTLSFiles(srvCert, srvKey, caFile), control.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +67,9 @@ func TestMutualTLS(t *testing.T) {
 		name string
 		opts []control.Option
 	}{
-		{"another CA's certificate", []control.Option{control.WithTLSFiles(badCert, badKey, ca.file)}},
+		{"another CA's certificate", []control.Option{control.WithTLSFiles(badCert, badKey, caFile)}},
 		{"no TLS", nil},
-		{"server not trusted", []control.Option{control.WithTLSFiles(cliCert, cliKey, rogue.file)}},
+		{"server not trusted", []control.Option{control.WithTLSFiles(cliCert, cliKey, rogueFile)}},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +91,7 @@ func TestMutualTLS(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c, err := control.Dial(ctx, addr, "worker", control.WithTLSFiles(cliCert, cliKey, ca.file))
+	c, err := control.Dial(ctx, addr, "worker", control.WithTLSFiles(cliCert, cliKey, caFile))
 	if err != nil {
 		t.Fatal(err)
 	}
