@@ -3,15 +3,9 @@ package node_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,74 +15,27 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/cluster/node"
+	"github.com/sluice-io/sluice/internal/testutil/testcerts"
 )
 
+// testCA is a testcerts CA whose certificate is written to file.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	*testcerts.CA
 	file string
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func newCA(t *testing.T, dir, name string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, name+".pem")
-	writePEM(t, file, "CERTIFICATE", der)
-	return &testCA{cert: cert, key: key, file: file}
+	ca := testcerts.NewCA(t, name)
+	return &testCA{CA: ca, file: ca.WriteFile(t, dir)}
 }
 
-// issue writes a certificate for 127.0.0.1 with the given uses, signed by
-// ca, and its key.
+// issue writes a certificate for 127.0.0.1 with the given uses (default:
+// server and client), signed by ca, and its key.
 func (ca *testCA) issue(t *testing.T, dir, name string, uses ...x509.ExtKeyUsage) node.TLSFiles {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(uses) == 0 {
-		uses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: uses,
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := node.TLSFiles{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key"), CA: ca.file}
-	writePEM(t, f.Cert, "CERTIFICATE", der)
-	writePEM(t, f.Key, "EC PRIVATE KEY", kder)
-	return f
+	cert, key := ca.IssueFiles(t, dir, name, uses...)
+	return node.TLSFiles{Cert: cert, Key: key, CA: ca.file}
 }
 
 // TestLoadTLSChecks: LoadTLS refuses, naming the file and the fault,
@@ -115,10 +62,10 @@ func TestLoadTLSChecks(t *testing.T) {
 	}{
 		{"no key", node.TLSFiles{Cert: good.Cert, CA: good.CA}, now, "needs a certificate, a key and a CA file"},
 		{"missing cert", node.TLSFiles{Cert: filepath.Join(dir, "nope.crt"), Key: good.Key, CA: good.CA}, now, "nope.crt"},
-		{"key of another cert", node.TLSFiles{Cert: good.Cert, Key: foreign.Key, CA: good.CA}, now, "n1.crt"},
+		{"key of another cert", node.TLSFiles{Cert: good.Cert, Key: foreign.Key, CA: good.CA}, now, "n1.pem"},
 		{"CA without PEM", node.TLSFiles{Cert: good.Cert, Key: good.Key, CA: notPEM}, now, "no PEM certificate"},
 		{"certificate of another CA", node.TLSFiles{Cert: foreign.Cert, Key: foreign.Key, CA: ca.file}, now, "does not verify against the CA file"},
-		{"expired", good, now.Add(2 * time.Hour), "not now"},
+		{"expired", good, now.Add(25 * time.Hour), "not now"},
 		{"server use only", serverOnly, now, "for client use"},
 	}
 	for _, tt := range tests {
@@ -216,7 +163,7 @@ func TestTLSRefusesAnotherCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	intruder := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
 	serr, cerr := handshake(t, srv, intruder)
 	if serr == nil || cerr == nil {
