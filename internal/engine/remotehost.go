@@ -240,9 +240,9 @@ func (h *taskHost) hello(f *frame) error {
 			ErrInvalidJob, f.job, f.plan, h.job.name, h.job.plan())
 	}
 	j := h.job
-	h.view = &Job{name: j.name, id: f.jobID, cfg: j.cfg, vertices: j.vertices, storage: j.storage, log: j.log, metricRoot: j.metricRoot,
+	h.view = &Job{name: j.name, id: f.jobID, runID: f.runID, cfg: j.cfg, vertices: j.vertices, storage: j.storage, log: j.log, metricRoot: j.metricRoot,
 		regions: j.regions, regionOf: j.regionOf, stopC: make(chan struct{}), spC: make(chan *savepointReq)}
-	j.log.Info("task host serving a coordinator", "job_id", f.jobID)
+	j.log.Info("task host serving a coordinator", "job_id", f.jobID, "run_id", f.runID)
 	return nil
 }
 
