@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/s3"
+	"github.com/sluice-io/sluice/internal/cluster/control"
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
 	"github.com/sluice-io/sluice/internal/cluster/node"
@@ -42,6 +43,8 @@ type nodeOptions struct {
 	tlsCA        string
 	savepointDir string
 	from         string
+	listen       string
+	linkWait     time.Duration
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
@@ -121,6 +124,9 @@ func (a *App) cmdNode(args []string) int {
 		Lead: func(ctx context.Context, t node.Term) error {
 			return a.leadJob(ctx, spec, o, t, log, sec, ep)
 		},
+		Work: func(ctx context.Context, l node.Leader) error {
+			return a.workFor(ctx, spec, o, l, log, sec)
+		},
 	})
 	cancel()
 	<-sigDone
@@ -149,6 +155,15 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 	if o.prefix == "" {
 		o.prefix = "/sluice/" + spec.Name + "/"
 	}
+	if o.listen == "" {
+		o.listen = o.addr
+	}
+	if o.listen != "" && o.addr == "" {
+		return usagef("node: --node-listen needs --node-addr (the address the other nodes dial)")
+	}
+	if o.linkWait < 0 {
+		return usagef("node: --link-wait %v: must not be negative", o.linkWait)
+	}
 	return nil
 }
 
@@ -157,7 +172,9 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs := a.newFlags("node", "node --cluster-etcd HOST:PORT[,...] [flags] PIPELINE.yaml")
 	fs.StringVar(&o.etcd, "cluster-etcd", "", "etcd endpoints, comma-separated (required)")
 	fs.StringVar(&o.nodeID, "node-id", "", "this node's id, unique in the cluster (default: the host name)")
-	fs.StringVar(&o.addr, "node-addr", "", "the address other nodes reach this node at (announced in membership; unused until placement across nodes)")
+	fs.StringVar(&o.addr, "node-addr", "", "the address (host:port) other nodes reach this node at, announced in membership: while it leads, the node serves the other nodes' links there and places subtasks on them; without it a leader runs its whole job alone")
+	fs.StringVar(&o.listen, "node-listen", "", "the address the leader listens on for the other nodes' links (default: --node-addr), e.g. :7070 behind a --node-addr of pod-0.sluice:7070")
+	fs.DurationVar(&o.linkWait, "link-wait", 10*time.Second, "how long a new leader with --node-addr waits for the other live members to link before it starts its job's first attempt (those that link later get work at the next placement)")
 	fs.StringVar(&o.prefix, "cluster-prefix", "", "etcd key prefix of this job's cluster (default /sluice/<job name>/)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 10*time.Second, "how long after a node stops renewing its etcd lease (crash, pause, partition) it loses membership and leadership")
 	fs.StringVar(&o.cert, "etcd-cert", "", "client certificate (PEM) for mutual TLS to etcd")
@@ -220,6 +237,16 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 	}
 	reg := metrics.NewRegistry()
 	opts := append(streamOptions(spec, runOptions{}, log, reg, store, restore, sec), stream.JobID(t.JobID))
+	var srv *control.Server
+	if o.addr != "" {
+		s, stop, err := startControl(o, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		srv = s
+		opts = append(opts, stream.Placement(srv))
+	}
 	env := stream.New(opts...)
 	if err := a.build(env, spec, log, reg); err != nil {
 		return usageError{err}
@@ -230,13 +257,17 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 		return err
 	}
 	defer clearJob()
-	start := time.Now()
-	h, err := env.Start(ctx, spec.Name)
+	if srv != nil {
+		awaitLinks(ctx, srv, t, o, log)
+	}
+	j, err := env.Build(spec.Name)
 	if err != nil {
 		return usageError{err}
 	}
+	start := time.Now()
+	h := j.Start(ctx)
 	job.set(jobstat.New(h, spec.Source.Name, spec.Sink.Name, start), h)
-	log.Info("job running on the leader", "term", t.Leadership.Term(), "job_id", t.JobID, "checkpoints", dir)
+	log.Info("job running on the leader", "term", t.Leadership.Term(), "job_id", t.JobID, "checkpoints", dir, "run_id", j.RunID())
 	select {
 	case <-h.Done():
 	case <-ctx.Done():
