@@ -45,6 +45,7 @@ type nodeOptions struct {
 	from         string
 	listen       string
 	linkWait     time.Duration
+	expectNodes  int
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
@@ -164,6 +165,9 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 	if o.linkWait < 0 {
 		return usagef("node: --link-wait %v: must not be negative", o.linkWait)
 	}
+	if o.expectNodes < 1 {
+		return usagef("node: --expect-nodes %d: must be at least 1", o.expectNodes)
+	}
 	return nil
 }
 
@@ -174,7 +178,8 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.nodeID, "node-id", "", "this node's id, unique in the cluster (default: the host name)")
 	fs.StringVar(&o.addr, "node-addr", "", "the address (host:port) other nodes reach this node at, announced in membership: while it leads, the node serves the other nodes' links there and places subtasks on them; without it a leader runs its whole job alone")
 	fs.StringVar(&o.listen, "node-listen", "", "the address the leader listens on for the other nodes' links (default: --node-addr), e.g. :7070 behind a --node-addr of pod-0.sluice:7070")
-	fs.DurationVar(&o.linkWait, "link-wait", 10*time.Second, "how long a new leader with --node-addr waits for the other live members to link before it starts its job's first attempt (those that link later get work at the next placement)")
+	fs.DurationVar(&o.linkWait, "link-wait", 10*time.Second, "how long a new leader with --node-addr waits for the other live members (and --expect-nodes) to link before it starts its job's first attempt (those that link later get work at the next placement)")
+	fs.IntVar(&o.expectNodes, "expect-nodes", 1, "the number of nodes (the leader included) a new leader waits for, at most --link-wait, before its job's first attempt; it always waits for the live members")
 	fs.StringVar(&o.prefix, "cluster-prefix", "", "etcd key prefix of this job's cluster (default /sluice/<job name>/)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 10*time.Second, "how long after a node stops renewing its etcd lease (crash, pause, partition) it loses membership and leadership")
 	fs.StringVar(&o.cert, "etcd-cert", "", "client certificate (PEM) for mutual TLS to etcd")

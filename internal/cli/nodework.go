@@ -58,8 +58,9 @@ func startControl(o nodeOptions, log *slog.Logger) (srv *control.Server, stop fu
 }
 
 // awaitLinks waits, at most --link-wait, until every other live member
-// linked to srv, so that the first attempt spreads over them; it logs
-// those that did not (they get work at the next placement).
+// and at least --expect-nodes − 1 workers linked to srv, so that the first
+// attempt spreads over them; it logs those that did not (they get work at
+// the next placement).
 func awaitLinks(ctx context.Context, srv *control.Server, t node.Term, o nodeOptions, log *slog.Logger) {
 	if t.Members == nil || o.linkWait <= 0 {
 		return
@@ -77,10 +78,11 @@ func awaitLinks(ctx context.Context, srv *control.Server, t node.Term, o nodeOpt
 			want = append(want, m.ID)
 		}
 	}
-	if len(want) == 0 {
+	n := max(len(want), o.expectNodes-1)
+	if n == 0 {
 		return
 	}
-	err = srv.WaitWorkers(wctx, len(want))
+	err = srv.WaitWorkers(wctx, n)
 	linked := srv.Workers()
 	var missing []string
 	for _, id := range want {
@@ -90,10 +92,10 @@ func awaitLinks(ctx context.Context, srv *control.Server, t node.Term, o nodeOpt
 	}
 	switch {
 	case err == nil && len(missing) == 0:
-		log.Info("every member linked", "workers", linked)
+		log.Info("the members linked", "workers", linked)
 	case ctx.Err() != nil:
 	default:
-		log.Warn("not every member linked within --link-wait; starting with those linked", "linked", linked, "missing", missing, "link_wait", o.linkWait)
+		log.Warn("not every member linked within --link-wait; starting with those linked", "linked", linked, "missing", missing, "expect_nodes", o.expectNodes, "link_wait", o.linkWait)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sluice-io/sluice/checkpoint"
@@ -294,6 +295,11 @@ func (h *taskHost) deploy(f *frame) *frame {
 		reply.upTos = nil
 		return reply
 	}
+	keys := make([]string, 0, len(built))
+	for _, ht := range built {
+		keys = append(keys, fmt.Sprintf("%s/%d", ht.t.env.v.id, ht.t.env.subtask))
+	}
+	h.job.log.Info("task host: subtasks deployed", "session", f.session, "subtasks", strings.Join(keys, " "))
 	for _, ht := range built {
 		k := taskKey{ht.t.env.v.id, ht.t.env.subtask}
 		if old := s.tasks[k]; old != nil && !old.started {
