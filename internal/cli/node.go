@@ -117,6 +117,7 @@ func (a *App) cmdNode(args []string) int {
 		Addr:       o.addr,
 		Logger:     log,
 		PauseLimit: o.leaseTTL / 2,
+		NewJobID:   fromJobID(o, log),
 		Metrics:    nm,
 		TLS:        nodeTLS,
 		Connect: func(ctx context.Context) (coord.Coordinator, error) {
@@ -132,6 +133,33 @@ func (a *App) cmdNode(args []string) int {
 	cancel()
 	<-sigDone
 	return a.exit(err)
+}
+
+// fromJobID makes the job id a first leader records (node.Config.NewJobID):
+// with --from, the id the snapshot records, so that the restored job keeps
+// its external names (the Kafka sink's transactional ids, whose prepared
+// transactions the restore commits) and the engine accepts the snapshot.
+// It reads the snapshot only then (--from is ignored once a checkpoint is
+// published, and may be gone by then); a snapshot that cannot be read or
+// records no id gets a new id (the leader's restore from --from then
+// reports the fault).
+func fromJobID(o nodeOptions, log *slog.Logger) func() string {
+	return func() string {
+		if o.from != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, _, err := loadRestoreEncoded(ctx, o.from)
+			switch {
+			case err != nil:
+				log.Error("--from: cannot read the snapshot's job id; recording a new one", "from", o.from, "error", err)
+			case s.Properties[stream.JobIDProperty] != "":
+				id := s.Properties[stream.JobIDProperty]
+				log.Info("--from: the job runs under the snapshot's job id", "from", o.from, "job_id", id)
+				return id
+			}
+		}
+		return stream.NewJobID()
+	}
 }
 
 // complete checks the pipeline for node mode and fills in the defaults
