@@ -49,7 +49,9 @@ type nodeOptions struct {
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
-// etcd, campaigns, and runs the whole job while it leads.
+// etcd, campaigns, runs the job's coordinator while it leads (placing
+// subtasks on the other nodes with --node-addr) and the leader's subtasks
+// placed on it while another node leads.
 func (a *App) cmdNode(args []string) int {
 	var o nodeOptions
 	fs := a.nodeFlags(&o)
