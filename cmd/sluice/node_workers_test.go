@@ -82,7 +82,8 @@ func alive(p *proc) bool {
 // produced in rounds; between them the test kills with SIGKILL a worker
 // that runs subtasks (restarted with its id; its regions restart on the
 // remaining nodes from the latest checkpoint) four times and the leader
-// twice. The input is bounded, so the job finishes and every node exits 0;
+// twice (the first worker killed must serve its subtasks' metrics on its
+// /metrics). The input is bounded, so the job finishes and every node exits 0;
 // an independent read_committed reader then finds every record once, each
 // input partition's records in order within every output partition, and
 // no transaction of the job left open.
@@ -102,7 +103,7 @@ func TestNodeWorkersKafka(t *testing.T) {
 	file := writePipeline(t, t.TempDir(), workersPipeline)
 	ids := []string{"n1", "n2", "n3"}
 	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "3s",
-		extra: []string{"--expect-nodes", "3"}, addrs: map[string]string{},
+		extra: []string{"--expect-nodes", "3", "--http", "127.0.0.1:0"}, addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
 	for _, id := range ids {
 		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
@@ -168,6 +169,16 @@ func TestNodeWorkersKafka(t *testing.T) {
 				t.Logf("round %d: no worker runs subtasks now; killing %s anyway", k, victim)
 			} else {
 				hits++
+				if hits == 1 {
+					// The worker's /metrics counts the subtasks it runs.
+					m := httpRE.FindStringSubmatch(c.procs[victim].stderr())
+					if m == nil {
+						t.Fatalf("worker %s logged no http endpoint", victim)
+					}
+					if body := getURL(t, m[1]+"/metrics", ""); !strings.Contains(body, "sluice_operator_numRecordsIn") {
+						t.Errorf("worker %s's /metrics has no operator metrics of its subtasks:\n%.3000s", victim, body)
+					}
+				}
 			}
 			p := c.procs[victim]
 			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {

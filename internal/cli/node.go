@@ -129,7 +129,7 @@ func (a *App) cmdNode(args []string) int {
 			return a.leadJob(ctx, spec, o, t, log, sec, ep)
 		},
 		Work: func(ctx context.Context, l node.Leader) error {
-			return a.workFor(ctx, spec, o, l, log, sec)
+			return a.workFor(ctx, spec, o, l, log, sec, ep)
 		},
 	})
 	cancel()

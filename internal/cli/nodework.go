@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cluster/control"
 	"github.com/sluice-io/sluice/internal/cluster/node"
+	"github.com/sluice-io/sluice/internal/httpstatus"
 	"github.com/sluice-io/sluice/internal/pipeline"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/stream"
@@ -102,8 +104,14 @@ func awaitLinks(ctx context.Context, srv *control.Server, t node.Term, o nodeOpt
 // workFor runs this node's share of leader l's job: it builds the
 // pipeline's job, links to the leader and serves the subtasks the leader
 // places here until the link breaks or ctx ends (the leader changed).
-func (a *App) workFor(ctx context.Context, spec *pipeline.Spec, o nodeOptions, l node.Leader, log *slog.Logger, sec secretRefs) error {
+// Meanwhile the node's endpoint (ep, if any) adds their metrics to its
+// /metrics.
+func (a *App) workFor(ctx context.Context, spec *pipeline.Spec, o nodeOptions, l node.Leader, log *slog.Logger, sec secretRefs, ep *node.Endpoint) error {
 	reg := metrics.NewRegistry()
+	if ep != nil {
+		// The subtasks this node runs count in reg: serve it on /metrics.
+		defer ep.SetWorkerMetrics(func(w io.Writer) error { return httpstatus.WriteMetrics(w, reg.Snapshot()) })()
+	}
 	env := stream.New(streamOptions(spec, runOptions{}, log, reg, nil, nil, sec)...)
 	if err := a.build(env, spec, log, reg); err != nil {
 		return err
