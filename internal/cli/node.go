@@ -96,11 +96,6 @@ func (a *App) cmdNode(args []string) int {
 		return a.exit(err)
 	}
 	defer stopOps()
-	eopts := []etcdcoord.Option{etcdcoord.WithLeaseTTL(o.leaseTTL), etcdcoord.WithPrefix(o.prefix)}
-	if o.cert != "" || o.key != "" || o.ca != "" {
-		eopts = append(eopts, etcdcoord.WithTLSFiles(o.cert, o.key, o.ca))
-	}
-	endpoints := strings.Split(o.etcd, ",")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigDone := make(chan struct{})
@@ -122,9 +117,7 @@ func (a *App) cmdNode(args []string) int {
 		NewJobID:   fromJobID(o, log),
 		Metrics:    nm,
 		TLS:        nodeTLS,
-		Connect: func(ctx context.Context) (coord.Coordinator, error) {
-			return etcdcoord.New(ctx, endpoints, eopts...)
-		},
+		Connect:    etcdConnect(o),
 		Lead: func(ctx context.Context, t node.Term) error {
 			return a.leadJob(ctx, spec, o, t, log, sec, ep)
 		},
@@ -135,6 +128,19 @@ func (a *App) cmdNode(args []string) int {
 	cancel()
 	<-sigDone
 	return a.exit(err)
+}
+
+// etcdConnect opens a session with the etcd cluster of --cluster-etcd
+// (node.Config.Connect).
+func etcdConnect(o nodeOptions) func(context.Context) (coord.Coordinator, error) {
+	eopts := []etcdcoord.Option{etcdcoord.WithLeaseTTL(o.leaseTTL), etcdcoord.WithPrefix(o.prefix)}
+	if o.cert != "" || o.key != "" || o.ca != "" {
+		eopts = append(eopts, etcdcoord.WithTLSFiles(o.cert, o.key, o.ca))
+	}
+	endpoints := strings.Split(o.etcd, ",")
+	return func(ctx context.Context) (coord.Coordinator, error) {
+		return etcdcoord.New(ctx, endpoints, eopts...)
+	}
 }
 
 // fromJobID makes the job id a first leader records (node.Config.NewJobID):
