@@ -265,6 +265,7 @@ func TestNodeSoak(t *testing.T) {
 	rounds := len(plan) + 1
 	produced := 0
 	var failovers, stopTakeovers []time.Duration
+	workerHits := 0 // non-leader kills of a worker running subtasks
 	lostLines := func(p *proc) int { return strings.Count(p.stderr(), "lost leadership") }
 	for k := range rounds {
 		hi := total * (k + 1) / rounds
@@ -295,12 +296,16 @@ func TestNodeSoak(t *testing.T) {
 					t.Fatalf("round %d: no live standby to kill", k)
 				}
 				p := c.procs[victim]
+				ran := hostsSubtasks(p)
+				if ran {
+					workerHits++
+				}
 				if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 				p.wait(t)
 				c.start(victim)
-				t.Logf("round %d: kill -9 of standby %s (%d records read)", k, victim, r.n)
+				t.Logf("round %d: kill -9 of non-leader %s (running subtasks: %v; %d records read)", k, victim, ran, r.n)
 			case "leader":
 				p := c.procs[leader]
 				t0 := time.Now()
@@ -425,8 +430,8 @@ func TestNodeSoak(t *testing.T) {
 		t.Errorf("%d nodes logged that the job finished, want 1", finished)
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("SOAK: %d records in %v (%.0f records/s end to end, disruptions included); %d node processes; kill -9 of standbys %d, of leaders %d (failover to a new leader: %v), SIGSTOP of leaders %d (takeover: %v), etcd member kills 1; terms restored from the pointer %d, terms lost %d; output: %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job, %d open; node CPU %.1fs (%.1f CPU-s per million records, standbys included); load average %s",
-		total, elapsed.Round(time.Second), float64(total)/elapsed.Seconds(), len(c.all), count["standby"], count["leader"], roundAll(failovers), count["stop"], roundAll(stopTakeovers),
+	t.Logf("SOAK: %d records in %v (%.0f records/s end to end, disruptions included); %d node processes; kill -9 of non-leaders %d (%d running subtasks), of leaders %d (failover to a new leader: %v), SIGSTOP of leaders %d (takeover: %v), etcd member kills 1; terms restored from the pointer %d, terms lost %d; output: %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job, %d open; node CPU %.1fs (%.1f CPU-s per million records, standbys included); load average %s",
+		total, elapsed.Round(time.Second), float64(total)/elapsed.Seconds(), len(c.all), count["standby"], workerHits, count["leader"], roundAll(failovers), count["stop"], roundAll(stopTakeovers),
 		restored, lost, r.n, missing, dup, r.disorder, ours, open, cpu.Seconds(), cpu.Seconds()/(float64(total)/1e6), strings.TrimSpace(string(load)))
 }
 
