@@ -172,6 +172,15 @@ func AllowNonRestoredState() Option {
 // as Kafka transactional ids from it; see the job id notes in the package doc.
 func JobID(id string) Option { return optionFunc(func(e *Environment) { e.cfg.JobID = id }) }
 
+// Placement runs the job's subtasks on the task hosts p lists, one
+// failover region per host by the engine's placement rule (default: every
+// subtask in this process). It is how `sluice node` spreads a job over the
+// nodes of a cluster (a control.Server of internal/cluster/control is the
+// Placement); see docs/cluster.md.
+func Placement(p engine.Placement) Option {
+	return optionFunc(func(e *Environment) { e.cfg.Placement = p })
+}
+
 // OpOption configures one operator; see the functions that return one.
 type OpOption interface{ applyOp(*opConfig) }
 

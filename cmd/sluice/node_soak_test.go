@@ -6,8 +6,9 @@ package main
 //
 // Three `sluice node` processes, a 3-member etcd of processes built from
 // the module, and the real broker run a Kafka → map → Kafka exactly-once
-// job over 1M records (SLUICE_NODE_SOAK_RECORDS to change it) while the
-// test kills non-leader nodes with SIGKILL 20 times, the leader 5 times,
+// job over 1M records (SLUICE_NODE_SOAK_RECORDS to change it), its three
+// regions placed on the three nodes (--node-addr), while the test kills
+// non-leader nodes (workers) with SIGKILL 20 times, the leader 5 times,
 // stops the leader with SIGSTOP past its lease 3 times and kills one etcd
 // member. The input is bounded (its end offsets are known in advance), so
 // the job finishes, every node exits 0, and an independent read_committed
@@ -34,7 +35,7 @@ import (
 )
 
 const soakPipeline = `name: node-soak
-parallelism: 2
+parallelism: 3
 delivery: exactly-once
 checkpoint:
   interval: 500ms
@@ -242,7 +243,11 @@ func TestNodeSoak(t *testing.T) {
 	}
 	file := writePipeline(t, t.TempDir(), soakPipeline)
 	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "3s",
+		extra: []string{"--expect-nodes", "3"}, addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t)) // subtasks on every node
+	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(in),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {

@@ -173,6 +173,9 @@ type nodeCluster struct {
 	etcd  string
 	ttl   string   // --lease-ttl; default 2s
 	extra []string // more flags of every node
+	// addrs are the nodes' --node-addr (placement across nodes); a node
+	// without one runs its job alone when it leads.
+	addrs map[string]string
 	procs map[string]*proc
 	all   []*proc       // every node process started, killed ones too
 	seen  map[*proc]int // "elected leader" lines already accounted for
@@ -185,6 +188,9 @@ func (c *nodeCluster) start(id string) {
 		ttl = "2s"
 	}
 	args := append([]string{"node", "--cluster-etcd", c.etcd, "--node-id", id, "--lease-ttl", ttl}, c.extra...)
+	if a := c.addrs[id]; a != "" {
+		args = append(args, "--node-addr", a)
+	}
 	c.procs[id] = start(c.t, c.env, append(args, c.file)...)
 	c.all = append(c.all, c.procs[id])
 }

@@ -29,7 +29,11 @@ import (
 // joins a Kafka group named after its prefix, "sluice-lease.<prefix>",
 // with the classic group protocol and its own protocol type (it is not a
 // consumer group and consumes nothing). Its client id and member metadata
-// name the job (id and name), host, pid and a nonce of the sink value.
+// name the job (id and name), host, pid and a nonce: the job's run id
+// when the InitContext has one (the engine's: every process of one run —
+// the coordinator's and its task hosts' in cluster mode — shares it, and
+// another run of the same job id, in another process or under another
+// cluster leader, has another), else a random one of the sink value.
 // Before a writer fences or commits anything it joins the group and reads
 // its members: any member with another nonce is another live sink on the
 // same prefix (a member of a killed process is dropped by the broker when
@@ -109,20 +113,40 @@ func newLeaseSet() *leaseSet {
 	return &leaseSet{nonce: hex.EncodeToString(b[:]), held: map[string]*lease{}}
 }
 
+// runIdentified is an InitContext that names the job's run (the
+// engine's, engine.Job.RunID): the same in every process of one run.
+type runIdentified interface{ RunID() string }
+
+// nonceOf is the lease nonce of a writer: "run:" + the job id and run id
+// of ictx when it has a run id, so that the writers of one run in several
+// processes hold the lease together; else the sink value's random nonce.
+func (ls *leaseSet) nonceOf(ictx sink.InitContext) string {
+	if r, ok := ictx.(runIdentified); ok && r.RunID() != "" {
+		return "run:" + ictx.JobID() + "/" + r.RunID()
+	}
+	return ls.nonce
+}
+
 // foreign returns the other members seen on the lease of prefix.
 func (ls *leaseSet) foreign(prefix string) []leaseMember {
 	if ls == nil {
 		return nil
 	}
 	ls.mu.Lock()
-	l := ls.held[prefix]
-	ls.mu.Unlock()
-	if l == nil {
-		return nil
+	var held []*lease
+	for _, l := range ls.held {
+		if l.prefix == prefix {
+			held = append(held, l)
+		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.others)
+	ls.mu.Unlock()
+	var out []leaseMember
+	for _, l := range held {
+		l.mu.Lock()
+		out = append(out, l.others...)
+		l.mu.Unlock()
+	}
+	return out
 }
 
 // leaseRef is one writer's hold on a lease.
@@ -144,7 +168,7 @@ func (ls *leaseSet) drop(l *lease) {
 	l.refs--
 	last := l.refs == 0
 	if last {
-		delete(ls.held, l.prefix)
+		delete(ls.held, l.key)
 	}
 	ls.mu.Unlock()
 	if last {
@@ -154,6 +178,7 @@ func (ls *leaseSet) drop(l *lease) {
 
 type lease struct {
 	prefix, group string
+	key           string // in leaseSet.held: prefix and nonce
 	me            leaseMember
 	cl            *kgo.Client
 	log           *slog.Logger
@@ -179,13 +204,15 @@ var ErrPrefixInUse = errors.New("kafka: transactional id prefix in use by anothe
 func (ls *leaseSet) acquire(ctx context.Context, prefix string, ictx sink.InitContext, opts []kgo.Opt, log *slog.Logger) (*leaseRef, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if l := ls.held[prefix]; l != nil {
+	nonce := ls.nonceOf(ictx)
+	key := prefix + "\x00" + nonce
+	if l := ls.held[key]; l != nil {
 		l.refs++
 		return &leaseRef{ls: ls, l: l}, nil
 	}
 	host, _ := os.Hostname()
-	me := leaseMember{Job: ictx.JobID(), JobName: ictx.JobName(), Sink: ictx.OperatorName(), Host: host, PID: os.Getpid(), Nonce: ls.nonce}
-	l := &lease{prefix: prefix, group: LeaseGroup(prefix), me: me, log: log.With("prefix", prefix, "group", LeaseGroup(prefix))}
+	me := leaseMember{Job: ictx.JobID(), JobName: ictx.JobName(), Sink: ictx.OperatorName(), Host: host, PID: os.Getpid(), Nonce: nonce}
+	l := &lease{prefix: prefix, key: key, group: LeaseGroup(prefix), me: me, log: log.With("prefix", prefix, "group", LeaseGroup(prefix))}
 	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.ClientID(me.clientID()))...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: lease client: %w", ErrInvalidConfig, err)
@@ -199,7 +226,7 @@ func (ls *leaseSet) acquire(ctx context.Context, prefix string, ictx sink.InitCo
 				"err", err)
 			l.cl = nil
 			l.refs = 1
-			ls.held[prefix] = l
+			ls.held[key] = l
 			return &leaseRef{ls: ls, l: l}, nil
 		}
 		return nil, fmt.Errorf("join lease group %q of prefix %q: %w", l.group, prefix, err)
@@ -213,7 +240,7 @@ func (ls *leaseSet) acquire(ctx context.Context, prefix string, ictx sink.InitCo
 	l.cancel, l.done = cancel, make(chan struct{})
 	go l.run(lctx)
 	l.refs = 1
-	ls.held[prefix] = l
+	ls.held[key] = l
 	return &leaseRef{ls: ls, l: l}, nil
 }
 

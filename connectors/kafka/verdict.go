@@ -121,14 +121,16 @@ func (ls *leaseSet) foreignAll() []leaseMember {
 		return nil
 	}
 	ls.mu.Lock()
-	prefixes := make([]string, 0, len(ls.held))
-	for p := range ls.held {
-		prefixes = append(prefixes, p)
+	held := make([]*lease, 0, len(ls.held))
+	for _, l := range ls.held {
+		held = append(held, l)
 	}
 	ls.mu.Unlock()
 	var out []leaseMember
-	for _, p := range prefixes {
-		out = append(out, ls.foreign(p)...)
+	for _, l := range held {
+		l.mu.Lock()
+		out = append(out, l.others...)
+		l.mu.Unlock()
 	}
 	return out
 }

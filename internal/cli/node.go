@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/connectors/s3"
+	"github.com/sluice-io/sluice/internal/cluster/control"
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
 	"github.com/sluice-io/sluice/internal/cluster/node"
@@ -42,10 +43,15 @@ type nodeOptions struct {
 	tlsCA        string
 	savepointDir string
 	from         string
+	listen       string
+	linkWait     time.Duration
+	expectNodes  int
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
-// etcd, campaigns, and runs the whole job while it leads.
+// etcd, campaigns, runs the job's coordinator while it leads (placing
+// subtasks on the other nodes with --node-addr) and the leader's subtasks
+// placed on it while another node leads.
 func (a *App) cmdNode(args []string) int {
 	var o nodeOptions
 	fs := a.nodeFlags(&o)
@@ -113,6 +119,7 @@ func (a *App) cmdNode(args []string) int {
 		Addr:       o.addr,
 		Logger:     log,
 		PauseLimit: o.leaseTTL / 2,
+		NewJobID:   fromJobID(o, log),
 		Metrics:    nm,
 		TLS:        nodeTLS,
 		Connect: func(ctx context.Context) (coord.Coordinator, error) {
@@ -121,10 +128,40 @@ func (a *App) cmdNode(args []string) int {
 		Lead: func(ctx context.Context, t node.Term) error {
 			return a.leadJob(ctx, spec, o, t, log, sec, ep)
 		},
+		Work: func(ctx context.Context, l node.Leader) error {
+			return a.workFor(ctx, spec, o, l, log, sec, ep)
+		},
 	})
 	cancel()
 	<-sigDone
 	return a.exit(err)
+}
+
+// fromJobID makes the job id a first leader records (node.Config.NewJobID):
+// with --from, the id the snapshot records, so that the restored job keeps
+// its external names (the Kafka sink's transactional ids, whose prepared
+// transactions the restore commits) and the engine accepts the snapshot.
+// It reads the snapshot only then (--from is ignored once a checkpoint is
+// published, and may be gone by then); a snapshot that cannot be read or
+// records no id gets a new id (the leader's restore from --from then
+// reports the fault).
+func fromJobID(o nodeOptions, log *slog.Logger) func() string {
+	return func() string {
+		if o.from != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, _, err := loadRestoreEncoded(ctx, o.from)
+			switch {
+			case err != nil:
+				log.Error("--from: cannot read the snapshot's job id; recording a new one", "from", o.from, "error", err)
+			case s.Properties[stream.JobIDProperty] != "":
+				id := s.Properties[stream.JobIDProperty]
+				log.Info("--from: the job runs under the snapshot's job id", "from", o.from, "job_id", id)
+				return id
+			}
+		}
+		return stream.NewJobID()
+	}
 }
 
 // complete checks the pipeline for node mode and fills in the defaults
@@ -149,6 +186,18 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 	if o.prefix == "" {
 		o.prefix = "/sluice/" + spec.Name + "/"
 	}
+	if o.listen == "" {
+		o.listen = o.addr
+	}
+	if o.listen != "" && o.addr == "" {
+		return usagef("node: --node-listen needs --node-addr (the address the other nodes dial)")
+	}
+	if o.linkWait < 0 {
+		return usagef("node: --link-wait %v: must not be negative", o.linkWait)
+	}
+	if o.expectNodes < 1 {
+		return usagef("node: --expect-nodes %d: must be at least 1", o.expectNodes)
+	}
 	return nil
 }
 
@@ -157,7 +206,10 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs := a.newFlags("node", "node --cluster-etcd HOST:PORT[,...] [flags] PIPELINE.yaml")
 	fs.StringVar(&o.etcd, "cluster-etcd", "", "etcd endpoints, comma-separated (required)")
 	fs.StringVar(&o.nodeID, "node-id", "", "this node's id, unique in the cluster (default: the host name)")
-	fs.StringVar(&o.addr, "node-addr", "", "the address other nodes reach this node at (announced in membership; unused until placement across nodes)")
+	fs.StringVar(&o.addr, "node-addr", "", "the address (host:port) other nodes reach this node at, announced in membership: while it leads, the node serves the other nodes' links there and places subtasks on them; without it a leader runs its whole job alone")
+	fs.StringVar(&o.listen, "node-listen", "", "the address the leader listens on for the other nodes' links (default: --node-addr), e.g. :7070 behind a --node-addr of pod-0.sluice:7070")
+	fs.DurationVar(&o.linkWait, "link-wait", 10*time.Second, "how long a new leader with --node-addr waits for the other live members (and --expect-nodes) to link before it starts its job's first attempt (those that link later get work at the next placement)")
+	fs.IntVar(&o.expectNodes, "expect-nodes", 1, "the number of nodes (the leader included) a new leader waits for, at most --link-wait, before its job's first attempt; it always waits for the live members")
 	fs.StringVar(&o.prefix, "cluster-prefix", "", "etcd key prefix of this job's cluster (default /sluice/<job name>/)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 10*time.Second, "how long after a node stops renewing its etcd lease (crash, pause, partition) it loses membership and leadership")
 	fs.StringVar(&o.cert, "etcd-cert", "", "client certificate (PEM) for mutual TLS to etcd")
@@ -220,6 +272,16 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 	}
 	reg := metrics.NewRegistry()
 	opts := append(streamOptions(spec, runOptions{}, log, reg, store, restore, sec), stream.JobID(t.JobID))
+	var srv *control.Server
+	if o.addr != "" {
+		s, stop, err := startControl(o, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		srv = s
+		opts = append(opts, stream.Placement(srv))
+	}
 	env := stream.New(opts...)
 	if err := a.build(env, spec, log, reg); err != nil {
 		return usageError{err}
@@ -230,13 +292,17 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 		return err
 	}
 	defer clearJob()
-	start := time.Now()
-	h, err := env.Start(ctx, spec.Name)
+	if srv != nil {
+		awaitLinks(ctx, srv, t, o, log)
+	}
+	j, err := env.Build(spec.Name)
 	if err != nil {
 		return usageError{err}
 	}
+	start := time.Now()
+	h := j.Start(ctx)
 	job.set(jobstat.New(h, spec.Source.Name, spec.Sink.Name, start), h)
-	log.Info("job running on the leader", "term", t.Leadership.Term(), "job_id", t.JobID, "checkpoints", dir)
+	log.Info("job running on the leader", "term", t.Leadership.Term(), "job_id", t.JobID, "checkpoints", dir, "run_id", j.RunID())
 	select {
 	case <-h.Done():
 	case <-ctx.Done():

@@ -174,6 +174,7 @@ func (c *coordInitContext) Parallelism() int     { return c.parallelism }
 func (c *coordInitContext) Attempt() int         { return c.att.number }
 func (c *coordInitContext) JobName() string      { return c.att.job.name }
 func (c *coordInitContext) JobID() string        { return c.att.job.id }
+func (c *coordInitContext) RunID() string        { return c.att.job.runID }
 func (c *coordInitContext) OperatorName() string { return c.node.name }
 func (c *coordInitContext) OperatorUID() string  { return c.node.UID() }
 

@@ -178,6 +178,7 @@ func DiscardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 type Job struct {
 	name       string
 	id         string
+	runID      string // this run's id (RunID); a task host's view has its coordinator's
 	cfg        Config
 	vertices   []*vertex
 	storage    checkpoint.Storage
@@ -255,6 +256,7 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	if j.id == "" {
 		j.id = NewJobID()
 	}
+	j.runID = NewJobID()
 	if cfg.RestoreFrom != nil {
 		if err := j.matchState(cfg.RestoreFrom); err != nil {
 			return nil, err
@@ -335,6 +337,15 @@ func (j *Job) matchState(snap *checkpoint.Snapshot) error {
 
 // ID returns the job's id (see Config.JobID).
 func (j *Job) ID() string { return j.id }
+
+// RunID returns the id of this run of the job: new (random) for every Job,
+// the same for all its attempts, and on a task host (ServeTasks) the id of
+// the coordinator's run. It tells the processes of one run apart from
+// another run of the same job id (a restarted process, another cluster
+// leader's term, a copy run elsewhere). Sinks read it from their
+// InitContext where it has a RunID() string method (the Kafka sink's
+// transactional-id prefix lease: the processes of one run share it).
+func (j *Job) RunID() string { return j.runID }
 
 // State is a job's state.
 type State string

@@ -288,7 +288,7 @@ func (r *Remote) session(a *attempt) (*remoteSession, error) {
 		if onHello != nil {
 			onHello(a.job)
 		}
-		r.send(&frame{kind: fHello, version: wireVersion, job: a.job.name, jobID: a.job.id, plan: a.job.plan()})
+		r.send(&frame{kind: fHello, version: wireVersion, job: a.job.name, jobID: a.job.id, runID: a.job.runID, plan: a.job.plan()})
 	}
 	// The attempt's end ends the session: the host cancels its subtasks.
 	context.AfterFunc(a.ctx, func() {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sluice-io/sluice/checkpoint"
@@ -240,9 +241,9 @@ func (h *taskHost) hello(f *frame) error {
 			ErrInvalidJob, f.job, f.plan, h.job.name, h.job.plan())
 	}
 	j := h.job
-	h.view = &Job{name: j.name, id: f.jobID, cfg: j.cfg, vertices: j.vertices, storage: j.storage, log: j.log, metricRoot: j.metricRoot,
+	h.view = &Job{name: j.name, id: f.jobID, runID: f.runID, cfg: j.cfg, vertices: j.vertices, storage: j.storage, log: j.log, metricRoot: j.metricRoot,
 		regions: j.regions, regionOf: j.regionOf, stopC: make(chan struct{}), spC: make(chan *savepointReq)}
-	j.log.Info("task host serving a coordinator", "job_id", f.jobID)
+	j.log.Info("task host serving a coordinator", "job_id", f.jobID, "run_id", f.runID)
 	return nil
 }
 
@@ -294,6 +295,11 @@ func (h *taskHost) deploy(f *frame) *frame {
 		reply.upTos = nil
 		return reply
 	}
+	keys := make([]string, 0, len(built))
+	for _, ht := range built {
+		keys = append(keys, fmt.Sprintf("%s/%d", ht.t.env.v.id, ht.t.env.subtask))
+	}
+	h.job.log.Info("task host: subtasks deployed", "session", f.session, "subtasks", strings.Join(keys, " "))
 	for _, ht := range built {
 		k := taskKey{ht.t.env.v.id, ht.t.env.subtask}
 		if old := s.tasks[k]; old != nil && !old.started {

@@ -88,6 +88,7 @@ func (c *initContext) Parallelism() int       { return c.env.v.parallelism }
 func (c *initContext) Attempt() int           { return c.env.attemptNo }
 func (c *initContext) JobName() string        { return c.env.att.job.name }
 func (c *initContext) JobID() string          { return c.env.att.job.id }
+func (c *initContext) RunID() string          { return c.env.att.job.runID }
 func (c *initContext) OperatorName() string   { return c.node.name }
 func (c *initContext) OperatorUID() string    { return c.node.UID() }
 func (c *initContext) Metrics() metrics.Group { return c.env.nodeMetrics(c.node) }

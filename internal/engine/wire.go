@@ -20,14 +20,14 @@ import (
 )
 
 // wireVersion is the version of the frame format, sent in the hello.
-const wireVersion = 1
+const wireVersion = 2
 
 // frameKind is the first byte of a frame.
 type frameKind byte
 
 const (
 	// coordinator → host
-	fHello  frameKind = 1 + iota // job name, id, plan
+	fHello  frameKind = 1 + iota // job name, id, run id, plan
 	fDeploy                      // build subtasks (reply: fDeployed)
 	fStart                       // run built subtasks
 	fMail                        // a mail to one subtask
@@ -338,6 +338,7 @@ type frame struct {
 	version   int
 	job       string
 	jobID     string
+	runID     string // fHello: the coordinator's run (Job.RunID)
 	plan      []string
 	deploy    []deployItem // fDeploy
 	keys      []wireKey    // fStart
@@ -370,6 +371,7 @@ func encodeFrame(f *frame, sentinels []error) []byte {
 		w.uint(uint64(f.version))
 		w.string(f.job)
 		w.string(f.jobID)
+		w.string(f.runID)
 		w.strings(f.plan)
 	case fDeploy:
 		w.uint(f.req)
@@ -443,7 +445,7 @@ func decodeFrame(b []byte, host string, sentinels []error) (*frame, error) {
 	switch f.kind {
 	case fHello:
 		f.version = int(r.uint())
-		f.job, f.jobID, f.plan = r.string(), r.string(), r.strings()
+		f.job, f.jobID, f.runID, f.plan = r.string(), r.string(), r.string(), r.strings()
 	case fDeploy:
 		f.req, f.session = r.uint(), int(r.uint())
 		n := r.count()

@@ -21,7 +21,7 @@ func sampleFrames() []*frame {
 		Parts: map[string][][]byte{"writer": {[]byte("w")}, "committables": {{}, []byte("c1")}, "splits": {}}}
 	taskErr := &TaskError{Operator: "src -> sink", Subtask: 2, Err: fmt.Errorf("write: %w", restart.ErrUnrecoverable)}
 	return []*frame{
-		{kind: fHello, version: wireVersion, job: "j", jobID: "abc", plan: []string{"src [src] p=4", "sink [sink] p=2"}},
+		{kind: fHello, version: wireVersion, job: "j", jobID: "abc", runID: "r1", plan: []string{"src [src] p=4", "sink [sink] p=2"}},
 		{kind: fDeploy, req: 9, session: 3, deploy: []deployItem{{key: k, attemptNo: 7, restoredID: 12, states: []checkpoint.TaskState{st}}, {key: k}}},
 		{kind: fStart, session: 3, keys: []wireKey{k, {session: 3, vertex: "x"}}},
 		{kind: fMail, key: k, mail: mailAddSplits, splits: [][]byte{[]byte("s1"), []byte("s2")}},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -279,7 +280,12 @@ func Dial(ctx context.Context, target, nodeID string, opts ...Option) (engine.Co
 	}
 	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.CallContentSubtype(codecName), grpc.MaxCallRecvMsgSize(cfg.maxFrame)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.keepalive, Timeout: cfg.keepaliveTimeout()}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.keepalive, Timeout: cfg.keepaliveTimeout()}),
+		// A worker dials a leader that may not listen yet (it just won its
+		// election): retry every 100ms to 2s rather than with gRPC's
+		// default backoff of up to 2 minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}}))
 	if err != nil {
 		return nil, fmt.Errorf("control: dial %s: %w", target, err)
 	}

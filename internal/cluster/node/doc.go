@@ -1,14 +1,18 @@
 // Package node is the loop of one `sluice node` process in cluster mode
-// (issue 19, the walking skeleton): it joins the cluster through a
-// coord.Coordinator, campaigns, and while it leads runs the whole job in
-// process; the other nodes are hot standbys blocked in their campaign.
+// (issue 19): it joins the cluster through a coord.Coordinator, campaigns,
+// and while it leads runs the job's coordinator (Config.Lead); while
+// another node leads it runs its share of that leader's job
+// (Config.Work, for each new leader), or only waits without Work.
 //
 // # The loop
 //
 //  1. Open a session (Config.Connect) and Join with the node id; a live
 //     session of an earlier process with the same id (ErrMemberExists) is
 //     waited out, at most one lease TTL.
-//  2. Campaign. A standby logs the current leader and waits here.
+//  2. Campaign. A standby logs the current leader and waits here; with
+//     Config.Work it meanwhile works for the leader (its id, term and
+//     announced address), cancelled and waited for when the leader
+//     changes or this node wins.
 //  3. Having won: read the job's record under the new term. A job marked
 //     finished (StateFinished) is not run again: the node resigns and Run
 //     returns nil. Otherwise the job id (StateJobID) is read, or created

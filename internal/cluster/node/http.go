@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -16,7 +17,8 @@ import (
 //	GET /readyz   a standby: 200; the leader: its job's readiness (503
 //	              until the job runs); a node without a session: 503
 //	GET /metrics  the node's metrics (Metrics.WritePrometheus), then, on
-//	              the leader, its job's metrics
+//	              the leader, its job's metrics, and on a worker the
+//	              metrics of the leader's subtasks it runs
 //	GET /status   the node's Status as JSON; on the leader with "job": the
 //	              job's status
 //
@@ -29,6 +31,7 @@ type Endpoint struct {
 	m     *Metrics
 	token []byte
 	job   atomic.Pointer[http.Handler]
+	work  atomic.Pointer[func(io.Writer) error]
 }
 
 // EndpointOption configures NewEndpoint.
@@ -59,6 +62,15 @@ func (e *Endpoint) SetJob(h http.Handler) (clear func()) {
 	p := &h
 	e.job.Store(p)
 	return func() { e.job.CompareAndSwap(p, nil) }
+}
+
+// SetWorkerMetrics appends what write writes — the Prometheus text of the
+// subtasks this node runs for another leader — to /metrics until the
+// returned function is called.
+func (e *Endpoint) SetWorkerMetrics(write func(io.Writer) error) (clear func()) {
+	p := &write
+	e.work.Store(p)
+	return func() { e.work.CompareAndSwap(p, nil) }
 }
 
 func (e *Endpoint) jobHandler() http.Handler {
@@ -126,6 +138,12 @@ func (e *Endpoint) serveMetrics(w http.ResponseWriter, r *http.Request, job http
 	if job != nil {
 		if rec := record(job, r); rec.code == http.StatusOK {
 			b.Write(rec.body.Bytes())
+		}
+	}
+	if p := e.work.Load(); p != nil {
+		var wb bytes.Buffer
+		if (*p)(&wb) == nil {
+			b.Write(wb.Bytes())
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

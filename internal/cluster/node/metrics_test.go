@@ -281,6 +281,19 @@ func TestEndpoint(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `sluice_node_is_leader{node="n2"} 0`) || strings.Contains(body, "sluice_job_") {
 		t.Errorf("standby metrics: %d\n%s", code, body)
 	}
+	// A worker adds the metrics of the subtasks it runs.
+	unwork := e2.SetWorkerMetrics(func(w io.Writer) error {
+		_, err := io.WriteString(w, "sluice_operator_numRecordsIn{node=\"n2\"} 5\n")
+		return err
+	})
+	if code, body := get(t, s2.URL+"/metrics", "tok"); code != http.StatusOK || !strings.Contains(body, `sluice_operator_numRecordsIn{node="n2"} 5`) ||
+		!strings.Contains(body, `sluice_node_is_leader{node="n2"} 0`) {
+		t.Errorf("worker metrics: %d\n%s", code, body)
+	}
+	unwork()
+	if _, body := get(t, s2.URL+"/metrics", "tok"); strings.Contains(body, "sluice_operator_") {
+		t.Errorf("worker metrics after the work ended:\n%s", body)
+	}
 
 	// Leader, before and after its job is plugged in.
 	if code, body := get(t, s1.URL+"/readyz", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, "not started") {

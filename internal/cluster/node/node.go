@@ -39,14 +39,24 @@ type Term struct {
 	// Metrics are the node's metrics (Storage records its publishes
 	// there); nil records nothing.
 	Metrics *Metrics
+	// Members returns the live members of the cluster (this node among
+	// them), sorted by id: the nodes whose Work is expected to link.
+	Members func(ctx context.Context) ([]coord.Member, error)
+}
+
+// Leader is the leader a standby works for (Config.Work).
+type Leader struct {
+	ID   string // its node id
+	Term int64  // its term
+	Addr string // the address it announced in membership ("" if none)
 }
 
 // Config configures Run. NodeID, Connect and Lead are required.
 type Config struct {
 	// NodeID names this node; unique among live nodes.
 	NodeID string
-	// Addr is the data-plane address announced in membership (unused by
-	// the skeleton, which runs the whole job on the leader).
+	// Addr is the address announced in membership, where this node
+	// serves the other nodes' links while it leads ("" if it does not).
 	Addr string
 	// Connect opens a new session with the coordination store. Run calls it
 	// at start and again whenever the session ended; it closes what it got.
@@ -74,9 +84,18 @@ type Config struct {
 	// NewMetrics(NodeID), not exported anywhere.
 	Metrics *Metrics
 	// TLS is the node's checked mutual TLS material (LoadTLS) for its
-	// node-to-node server and clients; nil: plaintext. The loop itself
-	// does not use it yet (the leader runs the whole job).
+	// node-to-node server and clients; nil: plaintext. The loop passes it
+	// on untouched: Lead and Work use it.
 	TLS *TLS
+	// Work, when set, runs this node's share of another leader's job while
+	// this node stands by: Run calls it with the leader each time
+	// leadership passes to another node (its id, term and announced
+	// address), and ends its ctx when the leader changes, when this node
+	// wins the election or its session ends; it must return soon after.
+	// When it returns while the same leader leads (the link broke), Run
+	// calls it again after RetryDelay, doubled for each return in a row
+	// that lasted less than a minute, up to 5s. nil: standbys only wait.
+	Work func(ctx context.Context, leader Leader) error
 }
 
 // ErrLeadershipLost is the cause of a term's context when the term ended:
@@ -249,7 +268,9 @@ func (n *runner) round(ctx context.Context) (done bool, err error) {
 	return n.lead(ctx, c, l)
 }
 
-// watchLeader logs the leader while this node stands by.
+// watchLeader logs the leader while this node stands by and runs Work for
+// each leader that is not this node, until ctx ends; the channel it
+// returns is closed once Work returned too.
 func (n *runner) watchLeader(ctx context.Context, c coord.Coordinator) <-chan struct{} {
 	done := make(chan struct{})
 	ch, err := c.WatchLeader(ctx)
@@ -259,14 +280,97 @@ func (n *runner) watchLeader(ctx context.Context, c coord.Coordinator) <-chan st
 	}
 	go func() {
 		defer close(done)
+		var stopWork func()
+		defer func() {
+			if stopWork != nil {
+				stopWork()
+			}
+		}()
 		for li := range ch {
 			n.cfg.Metrics.leaderSeen(li.ID, li.Term)
-			if li.ID != n.cfg.NodeID {
-				n.log.Info("standing by", "leader", li.ID, "term", li.Term)
+			if stopWork != nil {
+				stopWork()
+				stopWork = nil
+			}
+			if li.ID == n.cfg.NodeID {
+				continue
+			}
+			n.log.Info("standing by", "leader", li.ID, "term", li.Term)
+			if n.cfg.Work != nil {
+				stopWork = n.startWork(ctx, c, li)
 			}
 		}
 	}()
 	return done
+}
+
+// startWork runs Work for leader li on a goroutine until the returned stop
+// is called (stop waits for it).
+func (n *runner) startWork(ctx context.Context, c coord.Coordinator, li coord.LeaderInfo) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.work(wctx, c, li)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// workQuick is how long a Work call must last for the next one to start
+// without backoff.
+const workQuick = time.Minute
+
+// work calls Work for leader li until ctx ends, pausing between calls.
+func (n *runner) work(ctx context.Context, c coord.Coordinator, li coord.LeaderInfo) {
+	fails := 0
+	for ctx.Err() == nil {
+		addr, err := memberAddr(ctx, c, li.ID)
+		if err == nil && addr == "" {
+			n.log.Info("the leader announces no address (its --node-addr): it runs its job alone", "leader", li.ID, "term", li.Term)
+			<-ctx.Done()
+			return
+		}
+		started := time.Now()
+		if err == nil {
+			n.log.Info("working for the leader", "leader", li.ID, "term", li.Term, "addr", addr)
+			err = n.cfg.Work(ctx, Leader{ID: li.ID, Term: li.Term, Addr: addr})
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) >= workQuick {
+			fails = 0
+		}
+		d := n.cfg.RetryDelay
+		for range min(fails, 8) {
+			d = min(2*d, maxBackoff)
+		}
+		fails++
+		n.log.Warn("not working for the leader; trying again", "leader", li.ID, "term", li.Term, "error", err, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// memberAddr is the address member id announced ("" if none).
+func memberAddr(ctx context.Context, c coord.Coordinator, id string) (string, error) {
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read the members: %w", err)
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m.Addr, nil
+		}
+	}
+	return "", fmt.Errorf("the leader %s is not a live member", id)
 }
 
 // resign gives up l, bounded.
@@ -311,7 +415,7 @@ func (n *runner) lead(ctx context.Context, c coord.Coordinator, l coord.Leadersh
 	} else {
 		n.log.Info("leading: no checkpoint published; starting fresh", "term", l.Term(), "job_id", jobID)
 	}
-	jerr := n.cfg.Lead(tctx, Term{Leadership: l, Reader: c, JobID: jobID, Restore: restore, Lost: lost, Metrics: n.cfg.Metrics})
+	jerr := n.cfg.Lead(tctx, Term{Leadership: l, Reader: c, JobID: jobID, Restore: restore, Lost: lost, Metrics: n.cfg.Metrics, Members: c.Members})
 	if jerr != nil && ctx.Err() == nil && context.Cause(tctx) == nil {
 		// Done channels are advisory: a job that failed because its term
 		// ended (say, its producers were fenced by a successor) before
