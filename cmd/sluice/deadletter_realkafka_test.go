@@ -97,9 +97,10 @@ dead-letter:
 	}
 	readTopic(t, brokers, main, wantMain) // bounded by two minutes
 	// The dead letters of the last records may be committed by a later
-	// checkpoint than the main records: wait for them too (bounded).
+	// checkpoint than the main records: wait for them too (bounded by two
+	// minutes: a hang guard).
 	wantDead := total / 50
-	for i := 0; i < 100 && len(readDeadTopicOf(t, bl, dead, in)) < wantDead; i++ {
+	for deadline := time.Now().Add(2 * time.Minute); len(readDeadTopicOf(t, bl, dead, in)) < wantDead && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
