@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,12 +36,16 @@ func kafkaBrokers(t *testing.T) string {
 	return b
 }
 
-var kafkaSeq int
+// kafkaSeq numbers the topics of the node tests; topicSeq those of
+// kafkaTopic and secBroker.topic, which parallel tests call.
+var (
+	kafkaSeq int
+	topicSeq atomic.Int64
+)
 
 func kafkaTopic(t *testing.T, brokers string, cfg map[string]*string) string {
 	t.Helper()
-	kafkaSeq++
-	name := fmt.Sprintf("cli-%d-%d", time.Now().UnixNano(), kafkaSeq)
+	name := fmt.Sprintf("cli-%d-%d", time.Now().UnixNano(), topicSeq.Add(1))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
 	if err != nil {
 		t.Fatal(err)
