@@ -122,6 +122,7 @@ func readDeadTopicOf(t *testing.T, brokers []string, dead, in string) map[int64]
 // committed, more input, --from, SIGTERM once everything is accounted
 // for: main output + dead letters (read_committed) = input, each once.
 func TestDeadLettersKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "dead"))
 	if err != nil {
 		t.Fatal(err)

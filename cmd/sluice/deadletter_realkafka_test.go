@@ -40,6 +40,7 @@ func idCounts(t *testing.T, recs []*kgo.Record) map[int64]int {
 // + dead letters, read by an independent read_committed consumer, =
 // input, each exactly once.
 func TestDeadLettersRealKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	brokers := kafkaBrokers(t)
 	bl := strings.Split(brokers, ",")
 	in, main, dead := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)

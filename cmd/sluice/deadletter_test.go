@@ -131,6 +131,7 @@ func firstID(ids []int64) any {
 // reads both outputs independently: main output + dead letters = input,
 // each record exactly once.
 func TestDeadLettersKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	work := t.TempDir()
 	in, out, dead, ckpt := filepath.Join(work, "in"), filepath.Join(work, "out"), filepath.Join(work, "dead"), filepath.Join(work, "checkpoints")
 	if err := os.Mkdir(in, 0o755); err != nil {

@@ -167,6 +167,7 @@ func icebergTotal(t *testing.T, cat iceberg.Catalog, ident string) int {
 // producer spreads the orders over 20 s whatever their count, so more
 // orders only made the independent read longer; the is 500000).
 func TestIcebergKafkaKill9(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	py := icebergPython(t)
 	brokers := kafkaBrokers(t)
 	count := icebergRecords(t, 50_000)
@@ -333,6 +334,7 @@ func icebergRecords(t *testing.T, def int) int {
 // stays a SQLite file. PyIceberg reads the table from the same bucket.
 // Default 50000 records (SLUICE_ICEBERG_RECORDS overrides).
 func TestIcebergKafkaKill9S3(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	py := icebergPython(t)
 	brokers := kafkaBrokers(t)
 	ep := os.Getenv("SLUICE_S3_ENDPOINT")
@@ -402,6 +404,7 @@ func TestIcebergKafkaKill9S3(t *testing.T) {
 // back through the same server. Default 50000 records
 // (SLUICE_ICEBERG_RECORDS overrides).
 func TestIcebergKafkaKill9REST(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	py := icebergPython(t)
 	rest := os.Getenv("SLUICE_ICEBERG_REST")
 	if rest == "" {
