@@ -196,6 +196,7 @@ func TestKafkaDefaultPrefixTwoPipelines(t *testing.T) {
 // and itself, without writing anything; the first exits 0 with every
 // record exactly once.
 func TestKafkaSamePrefixSecondRunRefused(t *testing.T) {
+	t.Parallel() // paced by its datagen rate; its topics and dirs are its own
 	brokers := kafkaBrokers(t)
 	const count = 20000
 	file := writePipeline(t, t.TempDir(), genToKafka)
@@ -233,6 +234,7 @@ var lossRE = regexp.MustCompile(`(?i)level=(ERROR|WARN).*|data is lost`)
 // transactions the killed process committed), and the topic holds every
 // record exactly once.
 func TestKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // paced by its datagen rate; its topics and dirs are its own
 	brokers := kafkaBrokers(t)
 	const count = 20000
 	file := writePipeline(t, t.TempDir(), genToKafka)
