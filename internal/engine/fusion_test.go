@@ -96,3 +96,47 @@ func (p *tsProbe) Write(ctx context.Context, v int64, c sink.Meta) error {
 }
 func (p *tsProbe) Flush(context.Context, bool) error { return nil }
 func (p *tsProbe) Close() error                      { return nil }
+
+// TestStartNewChain: an operator that starts a new chain runs in a task of
+// its own, apart from its input's, and the operators after it chain with
+// it; records reach the sink exactly once and, with one split, in the
+// source's order, across checkpoints taken while batches are in the
+// channel between the two tasks.
+func TestStartNewChain(t *testing.T) {
+	const n = 50_000
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	env := stream.New(stream.Parallelism(1), stream.Logger(engine.DiscardLogger()), stream.CheckpointEvery(time.Millisecond),
+		stream.BatchSize(64), stream.ChannelCapacity(2))
+	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(1))
+	src := stream.FromSource(env, gen, watermark.None[int64](), "gen")
+	m := stream.Map(src, func(v int64) int64 { return v * 2 }, stream.Name("double"), stream.StartNewChain())
+	f := stream.Filter(m, func(v int64) bool { return v >= 0 }, stream.Name("keep"))
+	store := testsink.NewStore[int64]()
+	stream.SinkTo(f, testsink.NewTwoPhase(store), "sink")
+	j, err := env.Build("new-chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := engine.Plan(j)
+	want := []string{"gen [gen] p=1", "double [double keep sink] p=1"}
+	if !slices.Equal(plan, want) {
+		t.Fatalf("tasks %q, want %q", plan, want)
+	}
+	res, err := j.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := store.Committed()
+	if len(got) != n {
+		t.Fatalf("got %d records, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != int64(2*i) {
+			t.Fatalf("record %d is %d, want %d (order or exactly-once broken)", i, v, 2*i)
+		}
+	}
+	if res.Checkpoints.Completed < 2 {
+		t.Logf("only %d checkpoints completed", res.Checkpoints.Completed)
+	}
+}
