@@ -186,3 +186,5 @@ tool go.etcd.io/etcd/server/v3
 // use instead of at package initialisation (start-up): see
 // third_party/iceberg-go/SLUICE_PATCHES.md.
 replace github.com/apache/iceberg-go => ./third_party/iceberg-go
+
+replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
