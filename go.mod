@@ -188,3 +188,5 @@ tool go.etcd.io/etcd/server/v3
 replace github.com/apache/iceberg-go => ./third_party/iceberg-go
 
 replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
+
+replace github.com/jinzhu/inflection => ./third_party/inflection
