@@ -190,3 +190,5 @@ replace github.com/apache/iceberg-go => ./third_party/iceberg-go
 replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
 
 replace github.com/jinzhu/inflection => ./third_party/inflection
+
+replace github.com/cockroachdb/apd/v3 => ./third_party/apd
