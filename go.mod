@@ -182,7 +182,19 @@ require (
 
 tool go.etcd.io/etcd/server/v3
 
-// iceberg-go v0.7.0 with its Substrait extension collection loaded on first
-// use instead of at package initialisation (start-up): see
-// third_party/iceberg-go/SLUICE_PATCHES.md.
+// Start-up (bench/startup/README.md): dependencies whose package
+// initialisation was most of sluice's start-up, each a copy of its release
+// with the eager work made lazy (a few lines; the upstream version, the
+// diff and how to drop the copy are in each directory's SLUICE_PATCHES.md).
+// iceberg-go v0.7.0: its Substrait extension collection and its manifest
+// Avro schemas.
 replace github.com/apache/iceberg-go => ./third_party/iceberg-go
+
+// jsonschema v6.0.3 (the json-schema format): every draft's meta-schemas.
+replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
+
+// inflection v1.0.0 (via bun, iceberg-go's SQL catalog): ~200 regexps.
+replace github.com/jinzhu/inflection => ./third_party/inflection
+
+// apd v3.2.1 (via substrait-go, iceberg-go's table package): its ln(10) tables.
+replace github.com/cockroachdb/apd/v3 => ./third_party/apd

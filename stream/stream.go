@@ -193,6 +193,7 @@ type opConfig struct {
 	uid         string
 	parallelism int
 	noChain     bool
+	newChain    bool
 }
 
 func opts(o []OpOption) opConfig {
@@ -209,6 +210,9 @@ func (c opConfig) apply(n *engine.Node) {
 	}
 	if c.noChain {
 		n.DisableChaining()
+	}
+	if c.newChain {
+		n.StartNewChain()
 	}
 	if c.uid != "" {
 		n.SetUID(c.uid)
@@ -233,6 +237,14 @@ func WithParallelism(n int) OpOption { return opOptionFunc(func(c *opConfig) { c
 // NoChaining keeps the operator in a task of its own (default: chained
 // with its one-to-one neighbours unless DisableChaining is set).
 func NoChaining() OpOption { return opOptionFunc(func(c *opConfig) { c.noChain = true }) }
+
+// StartNewChain starts a new chain at the operator, Flink's
+// startNewChain (default: chained with its one-to-one neighbours): it runs
+// in another task than its input, which hands it records in batches
+// through a bounded channel (ChannelCapacity, BatchSize) with watermarks
+// and checkpoint barriers in line, so the two run on two goroutines — two
+// cores — per subtask; the operators after it still chain with it.
+func StartNewChain() OpOption { return opOptionFunc(func(c *opConfig) { c.newChain = true }) }
 
 // DataStream is a typed stream of records in a job under construction.
 //

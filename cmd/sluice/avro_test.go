@@ -158,6 +158,7 @@ func parseWire(t *testing.T, r *kgo.Record) wireRecord {
 // schema id parsed by hand); both ids appear and are versions 1 and 2 of
 // the subject <topic>-value, which has exactly those two versions.
 func TestAvroRoundTripSchemaChangeKill9(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	brokers, reg, srcl := schemaRegistry(t)
 	topic := kafkaTopic(t, brokers, nil)
 	work := t.TempDir()

@@ -40,6 +40,7 @@ func idCounts(t *testing.T, recs []*kgo.Record) map[int64]int {
 // + dead letters, read by an independent read_committed consumer, =
 // input, each exactly once.
 func TestDeadLettersRealKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	brokers := kafkaBrokers(t)
 	bl := strings.Split(brokers, ",")
 	in, main, dead := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
@@ -97,9 +98,10 @@ dead-letter:
 	}
 	readTopic(t, brokers, main, wantMain) // bounded by two minutes
 	// The dead letters of the last records may be committed by a later
-	// checkpoint than the main records: wait for them too (bounded).
+	// checkpoint than the main records: wait for them too (bounded by two
+	// minutes: a hang guard).
 	wantDead := total / 50
-	for i := 0; i < 100 && len(readDeadTopicOf(t, bl, dead, in)) < wantDead; i++ {
+	for deadline := time.Now().Add(2 * time.Minute); len(readDeadTopicOf(t, bl, dead, in)) < wantDead && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -58,6 +58,7 @@ func hivePartitions(t *testing.T, addr, db, table string) []string {
 // every record is in the files once, and the table has each of the ten
 // partitions once, at its directory, each with a _SUCCESS.
 func TestHiveMetastorePartitionCommitKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	addr := hiveMetastore(t)
 	const n = 20000 // at 1000 a second: the kill comes long before the end
 	dir := t.TempDir()
@@ -252,6 +253,7 @@ func hiveOutput(t *testing.T, dir string) hiveFiles {
 // each record once, every partition registered once at its directory,
 // with a _SUCCESS written after its last part file.
 func TestHiveMetastorePartitionTimeKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	addr := hiveMetastore(t)
 	const n = 20000
 	dir := t.TempDir()

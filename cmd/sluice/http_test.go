@@ -60,6 +60,7 @@ func openFDs(t *testing.T, pid int) int {
 // held ones are cut by the header timeout, and the job runs on to its end
 // with every record committed once.
 func TestHTTPIdleClients(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	if runtime.GOOS != "linux" {
 		t.Skip("counts descriptors in /proc")
 	}

@@ -182,6 +182,7 @@ func (p *icebergProxy) close() {
 // storage that no snapshot added (orphans of failed attempts) are
 // counted. SLUICE_ICEBERG_RECORDS sets the count (default 60000).
 func TestIcebergKafkaFaults(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	py := icebergPython(t)
 	pg := os.Getenv("SLUICE_POSTGRES_URL")
 	if pg == "" {

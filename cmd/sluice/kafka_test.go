@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,12 +36,16 @@ func kafkaBrokers(t *testing.T) string {
 	return b
 }
 
-var kafkaSeq int
+// kafkaSeq numbers the topics of the node tests; topicSeq those of
+// kafkaTopic and secBroker.topic, which parallel tests call.
+var (
+	kafkaSeq int
+	topicSeq atomic.Int64
+)
 
 func kafkaTopic(t *testing.T, brokers string, cfg map[string]*string) string {
 	t.Helper()
-	kafkaSeq++
-	name := fmt.Sprintf("cli-%d-%d", time.Now().UnixNano(), kafkaSeq)
+	name := fmt.Sprintf("cli-%d-%d", time.Now().UnixNano(), topicSeq.Add(1))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +196,7 @@ func TestKafkaDefaultPrefixTwoPipelines(t *testing.T) {
 // and itself, without writing anything; the first exits 0 with every
 // record exactly once.
 func TestKafkaSamePrefixSecondRunRefused(t *testing.T) {
+	t.Parallel() // paced by its datagen rate; its topics and dirs are its own
 	brokers := kafkaBrokers(t)
 	const count = 20000
 	file := writePipeline(t, t.TempDir(), genToKafka)
@@ -228,6 +234,7 @@ var lossRE = regexp.MustCompile(`(?i)level=(ERROR|WARN).*|data is lost`)
 // transactions the killed process committed), and the topic holds every
 // record exactly once.
 func TestKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // paced by its datagen rate; its topics and dirs are its own
 	brokers := kafkaBrokers(t)
 	const count = 20000
 	file := writePipeline(t, t.TempDir(), genToKafka)

@@ -174,8 +174,7 @@ func (sb *secBroker) grantAll(t *testing.T, principal string, cleanup func(conte
 
 func (sb *secBroker) topic(t *testing.T, partitions int32) string {
 	t.Helper()
-	kafkaSeq++
-	name := fmt.Sprintf("clisec-%d-%d", time.Now().UnixNano(), kafkaSeq)
+	name := fmt.Sprintf("clisec-%d-%d", time.Now().UnixNano(), topicSeq.Add(1))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	resp, err := kadm.NewClient(sb.client(t)).CreateTopic(ctx, partitions, 1, nil, name)

@@ -30,6 +30,7 @@ func TestKafkaSinkMissingTopic(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	for _, d := range []string{"exactly-once", "at-least-once"} {
 		t.Run(d, func(t *testing.T) {
+			t.Parallel() // each waits about 10 s for the topic's metadata
 			// Topic and brokers written in the file: values from the
 			// environment would be shown as ${VAR}.
 			topic := fmt.Sprintf("cli-missing-%d", time.Now().UnixNano())
@@ -59,6 +60,7 @@ func TestKafkaSinkMissingTopic(t *testing.T) {
 // and configs asked for (read with kadm) and holds every record exactly
 // once.
 func TestKafkaSinkTopicCreateKill9Resume(t *testing.T) {
+	t.Parallel() // paced by its datagen rate; its topics and dirs are its own
 	brokers := kafkaBrokers(t)
 	const count = 20000
 	file := writePipeline(t, t.TempDir(), genToKafka+`    topic-create: true

@@ -290,6 +290,18 @@ func eachCommittedLine(t *testing.T, dir string, fn func(file, line string)) {
 	}
 }
 
+// countCommittedLines counts the lines of the committed part files directly
+// under dir (a missing dir has none): for JSON lines, the records, at a
+// fraction of the CPU of decoding them, for the waits that poll a running
+// job's output (the decoding polls took the CPU the job under test
+// needed on two cores).
+func countCommittedLines(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	eachCommittedLine(t, dir, func(string, string) { n++ })
+	return n
+}
+
 // readOutput reads the committed part files under dir into a count per key.
 func readOutput(t *testing.T, dir, key string) map[int64]int {
 	t.Helper()

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,11 +39,10 @@ func osNode(t *testing.T) string {
 	return strings.TrimSuffix(u, "/")
 }
 
-var osIndexSeq int
+var osIndexSeq atomic.Int64 // parallel tests make indexes
 
 func osIndexName(prefix string) string {
-	osIndexSeq++
-	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), osIndexSeq)
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), osIndexSeq.Add(1))
 }
 
 // osHTTP is a plain HTTP client of the node (no connection is kept: the

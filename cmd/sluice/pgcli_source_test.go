@@ -264,6 +264,7 @@ func pgcliReplay(t *testing.T, recs []*kgo.Record, log map[int64][]pgcliOp, tabl
 // and reads the topic read_committed: replaying the changes gives the
 // table's final state and every change is there once.
 func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	u := pgURL(t)
 	brokers := kafkaBrokers(t)
 	const prefill, changes = 20_000, 12_000

@@ -249,6 +249,7 @@ var pge2eRestartRE = regexp.MustCompile(`(job|task) failed; restarting`)
 // written twice would show) then holds every record exactly once with its
 // values, and no prepared transaction is left.
 func TestPostgresEndToEndFaults(t *testing.T) {
+	t.Parallel() // mostly waits on its processes; its topics, tables and dirs are its own
 	if testing.Short() {
 		t.Skip("starts a server of its own and runs for about a minute: skipped with -short")
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -83,14 +84,13 @@ func pgExec(t *testing.T, sqls ...string) {
 	}
 }
 
-var pgSeq int
+var pgSeq atomic.Int64 // parallel tests make tables
 
 // pgTable creates a table of a new name with column definitions defs and
 // drops it at the end of the test.
 func pgTable(t *testing.T, prefix, defs string) string {
 	t.Helper()
-	pgSeq++
-	name := fmt.Sprintf("cli_%s_%d_%d", prefix, time.Now().UnixNano()%1e9, pgSeq)
+	name := fmt.Sprintf("cli_%s_%d_%d", prefix, time.Now().UnixNano()%1e9, pgSeq.Add(1))
 	pgExec(t, fmt.Sprintf("CREATE TABLE %s (%s)", name, defs))
 	t.Cleanup(func() { pgExec(t, "DROP TABLE IF EXISTS "+name) })
 	return name

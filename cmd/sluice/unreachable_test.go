@@ -64,6 +64,7 @@ sink:
 func TestKafkaUnreachableFailsWithinConnectTimeout(t *testing.T) {
 	for _, side := range []string{"source", "sink"} {
 		t.Run(side, func(t *testing.T) {
+			t.Parallel() // each waits for its connect timeout
 			addr := closedLoopbackPort(t)
 			r := run(t, nil, "run", "--progress", "off", unreachablePipeline(t, side, addr, "1s"))
 			if r.code != 1 {
@@ -90,6 +91,7 @@ func TestKafkaUnreachableFailsWithinConnectTimeout(t *testing.T) {
 func TestKafkaUnreachableLogsAtOnce(t *testing.T) {
 	for _, side := range []string{"source", "sink"} {
 		t.Run(side, func(t *testing.T) {
+			t.Parallel() // the sink's stop waits for its connect timeout
 			addr := closedLoopbackPort(t)
 			p := start(t, nil, "run", "--progress", "off", unreachablePipeline(t, side, addr, "10s"))
 			got := p.waitLine(t, regexp.MustCompile(`level=WARN msg="kafka `+side+`: cannot reach broker; retrying".*broker=(\S+)`))

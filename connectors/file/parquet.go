@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/hamba/avro/v2"
 	"github.com/parquet-go/parquet-go"
@@ -130,6 +131,11 @@ func ParquetBulk(schema string, opts ...ParquetOption) *ParquetBulkFormat {
 		for _, f := range root.fields {
 			b.flat = b.flat && f.kind == pqLeaf
 		}
+		if b.flat {
+			for _, f := range root.fields {
+				b.flatFields = append(b.flatFields, flatField{name: f.name, col: f.col, fast: f.fast, width: f.width, optional: f.optional, node: f})
+			}
+		}
 	}
 	b.err = errors.Join(c.errs...)
 	return b
@@ -144,7 +150,21 @@ type ParquetBulkFormat struct {
 	// flat: every field of the record is a leaf column (no group, list or
 	// map), so a row has one value per column, in the fields' columns.
 	flat bool
-	err  error
+	// flatFields are the fields of a flat record, with what flatRecord
+	// needs of each in one array.
+	flatFields []flatField
+	err        error
+}
+
+// flatField is a field of a flat record: its name, column and fast
+// conversion (see pqNode).
+type flatField struct {
+	name     string
+	col      int
+	fast     fastKind
+	optional bool
+	width    int64
+	node     *pqNode
 }
 
 type pqKind int
@@ -491,7 +511,13 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
 	cols := make([][]parquet.Value, b.numCols)
 	for i := range cols {
-		cols[i] = make([]parquet.Value, 0, parquetBatch)
+		// A flat record puts one value in each column, at index n; a
+		// nested one appends.
+		if b.flat {
+			cols[i] = make([]parquet.Value, parquetBatch)
+		} else {
+			cols[i] = make([]parquet.Value, 0, parquetBatch)
+		}
 	}
 	return &parquetWriter{f: b, w: pw, cols: cols, marks: make([]int, b.numCols)}, nil
 }
@@ -516,7 +542,9 @@ type parquetWriter struct {
 	f   *ParquetBulkFormat
 	w   *parquet.GenericWriter[any]
 	enc avroEncoder
-	// cols are the collected values of each column, whole records only.
+	// cols are the collected values of each column, whole records only:
+	// the first n of each (flat schemas: every column has parquetBatch
+	// values, one per record) or all of them (nested schemas).
 	cols [][]parquet.Value
 	// marks are the columns' lengths before the record being shredded, to
 	// drop its values when it fails (nested schemas).
@@ -568,10 +596,16 @@ func (p *parquetWriter) Write(v map[string]any) error {
 func (p *parquetWriter) flush() error {
 	if p.n > 0 {
 		for i, cw := range p.w.ColumnWriters() {
-			if _, err := cw.WriteRowValues(p.cols[i]); err != nil {
+			vals := p.cols[i]
+			if p.f.flat {
+				vals = vals[:p.n]
+			}
+			if _, err := cw.WriteRowValues(vals); err != nil {
 				return fmt.Errorf("file: Parquet write column %s: %w", strings.Join(p.f.schema.Columns()[i], "."), err)
 			}
-			p.cols[i] = p.cols[i][:0]
+			if !p.f.flat {
+				p.cols[i] = vals[:0]
+			}
 		}
 		p.n, p.batch = 0, 0
 		p.strs = p.strs[:0]
@@ -585,31 +619,36 @@ func (p *parquetWriter) flush() error {
 	return nil
 }
 
-// flatRecord appends the values of a record whose fields are all leaf
-// columns, one to each column, and returns their size. On an error no
-// column keeps a value of the record.
+// flatRecord puts the values of a record whose fields are all leaf
+// columns at index n of their columns, and returns their size. On an
+// error the record counts for nothing (the values at n are overwritten by
+// the next record).
 //
 // A value of the Go type the value contract gives its column's type is
 // converted in place (the switch on the column's fastKind, chosen once
-// per schema); anything else — a missing field, null, another Go type, a
-// logical type without a fast path — goes through flatValue.
+// per schema; a string's bytes are not copied: parquet-go copies them
+// when the batch is written, and a string never changes); anything else —
+// a missing field, null, another Go type, a logical type without a fast
+// path — goes through flatValue.
 func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 	if m == nil {
 		return 0, p.enc.fail("", "null for a required column")
 	}
 	var size int64
-	for _, f := range p.f.root.fields {
+	n := p.n
+	for i := range p.f.flatFields {
+		f := &p.f.flatFields[i]
 		fv, ok := m[f.name]
 		var pv parquet.Value
 		fast := ok
-		n := f.width
+		w := f.width
 		switch f.fast {
 		case fastBool:
 			b, isB := fv.(bool)
 			pv, fast = parquet.BooleanValue(b), fast && isB
 		case fastInt64:
-			i, isI := fv.(int64)
-			pv, fast = parquet.Int64Value(i), fast && isI
+			x, isI := fv.(int64)
+			pv, fast = parquet.Int64Value(x), fast && isI
 		case fastMillis:
 			t, isT := fv.(time.Time)
 			pv, fast = parquet.Int64Value(t.UnixMilli()), fast && isT
@@ -622,22 +661,22 @@ func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 		case fastString:
 			x, isS := fv.(string)
 			if fast = fast && isS; fast {
-				pv, n = parquet.ByteArrayValue(batchBytes(p, x)), int64(len(x))+4
+				pv, w = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(x), len(x))), int64(len(x))+4
 			}
 		default:
 			fast = false
 		}
 		if !fast {
 			var err error
-			if pv, err = p.flatValue(f, fv, ok); err != nil {
-				return 0, p.dropFlat(err)
+			if pv, err = p.flatValue(f.node, fv, ok); err != nil {
+				return 0, err
 			}
-			n = int64(valueSize(pv))
+			w = int64(valueSize(pv))
 		} else if f.optional {
 			pv = pv.Level(0, 1, f.col)
 		}
-		p.cols[f.col] = append(p.cols[f.col], pv)
-		size += n
+		p.cols[f.col][n] = pv
+		size += w
 	}
 	return size, nil
 }
@@ -671,14 +710,6 @@ func (p *parquetWriter) flatValue(f *pqNode, fv any, ok bool) (parquet.Value, er
 		def = 1
 	}
 	return pv.Level(0, def, f.col), nil
-}
-
-// dropFlat drops the values of the flat record that failed with err.
-func (p *parquetWriter) dropFlat(err error) error {
-	for i := range p.cols {
-		p.cols[i] = p.cols[i][:p.n]
-	}
-	return err
 }
 
 // nestedRecord shreds a record with groups, lists or maps into the

@@ -119,9 +119,13 @@ type BucketFunc[T any] func(v T, c BucketContext) (string, error)
 func (f BucketFunc[T]) Bucket(v T, c BucketContext) (string, error) { return f(v, c) }
 
 // BasePathBuckets writes every record into the base directory.
-func BasePathBuckets[T any]() BucketAssigner[T] {
-	return BucketFunc[T](func(T, BucketContext) (string, error) { return "", nil })
-}
+func BasePathBuckets[T any]() BucketAssigner[T] { return basePathBuckets[T]{} }
+
+// basePathBuckets is BasePathBuckets' assigner; the sink's writer
+// recognizes it and skips the call per record.
+type basePathBuckets[T any] struct{}
+
+func (basePathBuckets[T]) Bucket(T, BucketContext) (string, error) { return "", nil }
 
 // DateTimeBuckets names buckets by formatting a time with a Go time
 // layout (for example "2006-01-02--15", Flink's "yyyy-MM-dd--HH") in loc

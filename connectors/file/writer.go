@@ -50,6 +50,13 @@ type writer[T any] struct {
 	// writing a short line.
 	now      time.Time
 	sinceNow int
+	// basePath: the bucket assigner is BasePathBuckets, so every record's
+	// bucket is "" and Write does not call it.
+	basePath bool
+	// defRoll: the rolling policy is a DefaultRollingPolicy (rolling), whose
+	// size rule Write applies without building a PartFileInfo per record.
+	defRoll bool
+	rolling DefaultRollingPolicy
 }
 
 // clockEvery is how many records share one reading of the clock.
@@ -125,6 +132,8 @@ func (s *fileSink[T]) newWriterCtx(ctx context.Context, ic sink.InitContext, sta
 	w := &writer[T]{s: s, dest: dest, sub: ic.SubtaskIndex(), par: ic.Parallelism(), attempt: ic.Attempt(), tag: newAttemptTag(),
 		names:   partNames{prefix: s.cfg.prefix, suffix: s.cfg.suffix, job: ic.JobID()},
 		buckets: map[string]*bucket[T]{}, wm: math.MinInt64}
+	_, w.basePath = s.buckets.(basePathBuckets[T])
+	w.rolling, w.defRoll = s.cfg.rolling.(DefaultRollingPolicy)
 	restoredID, restored := ic.RestoredCheckpointID()
 	w.restoredID = restoredID
 	restored = restored || states != nil
@@ -238,9 +247,13 @@ func (w *writer[T]) info(b *bucket[T]) PartFileInfo {
 
 func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	now := w.clock()
-	name, err := w.s.buckets.Bucket(v, BucketContext{Timestamp: c.Timestamp, HasTimestamp: c.HasTimestamp, Watermark: c.Watermark, ProcessingTime: now})
-	if err != nil {
-		return fmt.Errorf("file sink: assign bucket: %w", err)
+	var name string
+	if !w.basePath {
+		var err error
+		name, err = w.s.buckets.Bucket(v, BucketContext{Timestamp: c.Timestamp, HasTimestamp: c.HasTimestamp, Watermark: c.Watermark, ProcessingTime: now})
+		if err != nil {
+			return fmt.Errorf("file sink: assign bucket: %w", err)
+		}
 	}
 	b := w.last
 	if b == nil || b.name != name {
@@ -272,6 +285,7 @@ func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 			return fmt.Errorf("file sink: write %s: %w", p.out.name(), err)
 		}
 	} else {
+		var err error
 		w.buf, err = w.s.row.AppendRecord(w.buf[:0], v)
 		if err != nil {
 			return fmt.Errorf("file sink: encode a record for %s: %w", p.out.name(), err)
@@ -284,7 +298,12 @@ func (w *writer[T]) Write(ctx context.Context, v T, c sink.Meta) error {
 	if c.Watermark > w.wm {
 		w.wm = c.Watermark
 	}
-	if policy.ShouldRollOnEvent(w.info(b)) {
+	if w.defRoll {
+		// DefaultRollingPolicy.ShouldRollOnEvent, inline.
+		if w.rolling.PartSize > 0 && p.size() >= w.rolling.PartSize {
+			return w.roll(ctx, b)
+		}
+	} else if policy.ShouldRollOnEvent(w.info(b)) {
 		return w.roll(ctx, b)
 	}
 	return nil

@@ -20,8 +20,10 @@ const SummaryCompactedCheckpoints = "sluice.compacted-checkpoints"
 
 // Compaction turns on small-file compaction in the global committer: once
 // the sink has committed n checkpoints since its last compaction, right
-// after the n-th commit it rewrites the data files those n checkpoints'
-// snapshots added (still live; per partition, each partition's files
+// after the CommitGlobal that committed the n-th it rewrites the data
+// files those checkpoints' snapshots added — all of them since the last
+// compaction, so more than n when one CommitGlobal committed several
+// checkpoints (still live; per partition, each partition's files
 // merged into files of [TargetFileSize]) and commits the result in one
 // "replace" snapshot (iceberg-go's RewriteDataFiles) that deletes the
 // small files and adds the merged ones atomically: a reader sees either
@@ -41,12 +43,17 @@ func Compaction(n int) Option {
 	})
 }
 
-// compactWindow returns the ids of the last n append snapshots of this
-// job and operator since its newest compaction, oldest checkpoint first,
-// with the checkpoint range they cover; nil when there are fewer than n.
+// compactWindow returns the ids of every append snapshot of this job and
+// operator since its newest compaction, newest first, with the
+// checkpoint range they cover; nil when there are fewer than n. Every one
+// of them, not only the newest n: when the global committer falls behind
+// (a slow commit or compaction), the runtime hands it the committables of
+// several checkpoints in one CommitGlobal, which commits one snapshot per
+// checkpoint and then compacts once; a window of the newest n would leave
+// the older snapshots' files out of every later compaction.
 func compactWindow(meta table.Metadata, job, op string, n int) (snaps []int64, first, last int64) {
 	s := meta.SnapshotByName(table.MainBranch)
-	for seen := 0; s != nil && seen < 1<<20 && len(snaps) < n; seen++ {
+	for seen := 0; s != nil && seen < 1<<20; seen++ {
 		if s.Summary != nil {
 			p := s.Summary.Properties
 			if p[SummaryJobID] == job && p[SummaryOperatorID] == op {

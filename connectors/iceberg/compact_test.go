@@ -164,3 +164,69 @@ func TestCompaction(t *testing.T) {
 func TestCompactionUnderFailures(t *testing.T) {
 	testExactlyOnceUnderFailures(t, sqliteBackend, Compaction(3))
 }
+
+// TestCompactionBatchedCheckpoints hands the global committer the
+// committables of five checkpoints in one CommitGlobal (what the runtime
+// does when the committer fell behind) with Compaction(3): the five
+// appends are followed by one replace snapshot of checkpoints 1-5 that
+// leaves one file per partition, not one of the newest three only.
+func TestCompactionBatchedCheckpoints(t *testing.T) {
+	cat, ident := sqliteBackend(t)
+	part, err := ParsePartitionSpec("split")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cat, ident, testRow, CreateTable(testColumns, part, nil), Compaction(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const perCP = 40 // records per checkpoint: 2 writers × 20, over 8 splits
+	var all []committable
+	for cp := int64(1); cp <= 5; cp++ {
+		for sub := range 2 {
+			w, err := s.CreateWriter(ctx, testInit{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range perCP / 2 {
+				if err := w.Write(ctx, failureRecord((cp-1)*perCP+int64(sub*perCP/2+i)), sink.Meta{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cs, err := w.PrepareCommit(ctx, cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			all = append(all, cs...)
+		}
+	}
+	gc, err := s.CreateGlobalCommitter(ctx, testInit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Close()
+	if err := gc.CommitGlobal(ctx, 5, all); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readTable(ctx, cat, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExactly(t, st.records, 5*perCP)
+	var ops []string
+	for _, sn := range st.snapshots {
+		op := string(sn.Summary.Operation)
+		if r, ok := sn.Summary.Properties[SummaryCompactedCheckpoints]; ok {
+			op += " " + r
+		}
+		ops = append(ops, op)
+	}
+	if want := "[append append append append append replace 1-5]"; fmt.Sprint(ops) != want {
+		t.Errorf("snapshots %v, want %s", ops, want)
+	}
+	if len(st.files) != 8 {
+		t.Errorf("%d live data files, want 8 (one per partition)", len(st.files))
+	}
+}

@@ -44,8 +44,8 @@
 // Only appends are supported: no upserts, no equality or position
 // deletes, no overwrite. A table with an identifier field gets appended
 // rows like any other (see the README for why). [Compaction] optionally
-// rewrites the last n checkpoints' small files in one atomic replace
-// snapshot.
+// rewrites the small files of the checkpoints committed since the last
+// compaction (every n or more) in one atomic replace snapshot.
 //
 // # Catalogs and tables
 //

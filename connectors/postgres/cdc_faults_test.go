@@ -49,9 +49,10 @@ func changeRow(c Change) ([]any, error) {
 	return []any{id, string(rune(c.Op)), v, int64(c.LSN)}, nil
 }
 
-// TestCDCFaults: a workload inserts, updates and deletes rows (100k
+// TestCDCFaults: a workload inserts, updates and deletes rows (40k
 // changes by default, SLUICE_CDC_CHANGES to change; transactions of 1 to
-// 4 changes and every 40th of 600) while the CDC source snapshots the
+// 4 changes and every 40th of 600; the injected faults fire within the
+// first 10k, and 100k only added cuts of the same kind for a minute more) while the CDC source snapshots the
 // table (20k rows, chunks of 4000) and streams, into the exactly-once
 // Postgres sink (an append-only change table: a change written twice
 // would show), both through a TCP proxy. Faults: injected reader, writer,
@@ -64,7 +65,7 @@ func changeRow(c Change) ([]any, error) {
 // against the workload's own log); no prepared transaction is left.
 func TestCDCFaults(t *testing.T) {
 	dbURL := needServer(t)
-	changes := 100_000
+	changes := 40_000
 	if v := os.Getenv("SLUICE_CDC_CHANGES"); v != "" {
 		var err error
 		if changes, err = strconv.Atoi(v); err != nil || changes < 1000 {

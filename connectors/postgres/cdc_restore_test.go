@@ -68,8 +68,9 @@ func TestCDCRestoreKeepsChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 		var after int64 = -1
+		caughtUp := onCommit(store, func() bool { return mapsEqual(apply(store.Committed()), final) })
 		for i := 0; i < 6000 && ctx.Err() == nil; i++ {
-			if after < 0 && mapsEqual(apply(store.Committed()), final) {
+			if after < 0 && caughtUp() {
 				after = 0
 				if l := h.Latest(); l != nil {
 					after = l.ID
@@ -276,8 +277,9 @@ func TestCDCRestoreFromEachSnapshotCheckpoint(t *testing.T) {
 			return cs
 		}
 		var after int64 = -1
+		caughtUp := onCommit(store, func() bool { return mapsEqual(apply(out()), final) })
 		for j := 0; j < 6000 && ctx.Err() == nil; j++ {
-			if after < 0 && mapsEqual(apply(out()), final) {
+			if after < 0 && caughtUp() {
 				after = 0
 				if l := rh.Latest(); l != nil {
 					after = l.ID

@@ -313,6 +313,7 @@ func cdcUnderFailures(t *testing.T, parallelism int, opts ...SourceOption) {
 	var samples, ahead int
 	var final map[int64]int64
 	workDone := false
+	caughtUp := onCommit(store, func() bool { return mapsEqual(apply(store.Committed()), final) })
 	for i := 0; i < 3000 && ctx.Err() == nil; i++ {
 		rows, err := queryURL[lsnRow](ctx, url, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot)
 		if err != nil {
@@ -339,7 +340,7 @@ func cdcUnderFailures(t *testing.T, parallelism int, opts ...SourceOption) {
 			default:
 			}
 		}
-		if workDone && mapsEqual(apply(store.Committed()), final) {
+		if workDone && caughtUp() {
 			break
 		}
 		select {
@@ -366,6 +367,20 @@ func cdcUnderFailures(t *testing.T, parallelism int, opts ...SourceOption) {
 	w.checkExactlyOnce(t, out)
 	if allowed == start {
 		t.Error("no checkpoint LSN was ever confirmed")
+	}
+}
+
+// onCommit returns cond memoized on store's commit count: cond runs again
+// only once a transaction was committed since it last ran. The catch-up
+// waits poll every 10 to 20 ms, and applying every committed change on
+// each poll took the CPU the job under test needed.
+func onCommit[T any](store *testsink.Store[T], cond func() bool) func() bool {
+	last, v := -1, false
+	return func() bool {
+		if n := store.CommitCount(); n != last {
+			last, v = n, cond()
+		}
+		return v
 	}
 }
 
@@ -537,6 +552,7 @@ func TestCDCRestoreInNewJob(t *testing.T) {
 		werr := make(chan error, 1)
 		go func() { werr <- w.run(ctx, url, w.changes+n, seed) }()
 		var final map[int64]int64
+		caughtUp := onCommit(store, func() bool { return mapsEqual(apply(store.Committed()), final) })
 		for i := 0; i < 6000 && ctx.Err() == nil; i++ {
 			if first == nil && len(store.Committed()) > 0 {
 				first = h.Latest() // the reader holds the stream split
@@ -553,7 +569,7 @@ func TestCDCRestoreInNewJob(t *testing.T) {
 				default:
 				}
 			}
-			if final != nil && mapsEqual(apply(store.Committed()), final) {
+			if final != nil && caughtUp() {
 				return first, h.Latest()
 			}
 			select {

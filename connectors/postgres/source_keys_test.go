@@ -226,8 +226,9 @@ func TestCDCKeyTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			caught := false
+			caughtUp := onCommit(store, func() bool { return mapsEqual(apply(byID(t, store.Committed())), final) })
 			for i := 0; i < 6000 && ctx.Err() == nil && !caught; i++ {
-				caught = mapsEqual(apply(byID(t, store.Committed())), final)
+				caught = caughtUp()
 				select {
 				case <-h.Done():
 					res, err := h.Wait()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -196,6 +197,58 @@ func BenchmarkParquetWrite(b *testing.B) {
 		}
 		report(b, cpuTime()-cpu)
 	})
+	// memory/parquet-go-structs-from-maps is the hand-written writer of the
+	// map records into memory, and memory/sluice-writer the file sink's
+	// Parquet writer (ParquetBulk) alone on the same records into memory:
+	// the writer's share of the pipeline's cost.
+	b.Run("memory/parquet-go-structs-from-maps", func(b *testing.B) {
+		cpu := cpuTime()
+		var buf bytes.Buffer
+		for b.Loop() {
+			buf.Reset()
+			handWritten(b, &buf, true)
+		}
+		report(b, cpuTime()-cpu)
+	})
+	b.Run("memory/sluice-writer", func(b *testing.B) {
+		cpu := cpuTime()
+		var buf bytes.Buffer
+		for b.Loop() {
+			buf.Reset()
+			w, err := file.ParquetBulk(benchSchema).NewWriter(&buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range recs {
+				if err := w.Write(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Finish(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, cpuTime()-cpu)
+	})
+	// local/sluice-discard is the pipeline into a bulk format that drops
+	// the records: the job runtime's and the file sink's share.
+	b.Run("local/sluice-discard", func(b *testing.B) {
+		cpu := cpuTime()
+		for b.Loop() {
+			env := stream.New(stream.Parallelism(1), stream.Logger(stream.DiscardLogger()))
+			gen := datagen.New(func(i int64) map[string]any { return recs[i] }, datagen.Count(int64(rows)))
+			snk, err := file.NewBulkSink(b.TempDir(), discardBulk{}, file.PartSuffix(".discard"),
+				file.WithBuckets(file.BasePathBuckets[map[string]any]()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			stream.SinkTo(stream.FromSource(env, gen, watermark.None[map[string]any](), "gen"), snk, "write")
+			if _, err := env.Execute(context.Background(), "bench-discard"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, cpuTime()-cpu)
+	})
 	b.Run("local/sluice", func(b *testing.B) {
 		cpu := cpuTime()
 		for b.Loop() {
@@ -259,3 +312,12 @@ func BenchmarkParquetWrite(b *testing.B) {
 	b.Run("s3/parquet-go", func(b *testing.B) { put(b, false) })
 	b.Run("s3/parquet-go-maps", func(b *testing.B) { put(b, true) })
 }
+
+// discardBulk is a bulk format that drops every record.
+type discardBulk struct{}
+
+func (discardBulk) NewWriter(io.Writer) (file.BulkWriter[map[string]any], error) {
+	return discardBulk{}, nil
+}
+func (discardBulk) Write(map[string]any) error { return nil }
+func (discardBulk) Finish() error              { return nil }

@@ -657,10 +657,14 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 		return fmt.Errorf("%s:%d: source: %w", spec.File, spec.Source.Line, err)
 	}
 	var dead stream.DataStream[registry.Record]
+	var first []stream.OpOption // of the first operator after the source
+	if spec.OwnSourceTask() {
+		first = append(first, stream.StartNewChain())
+	}
 	if transform.NeedsPolicies(steps, spec.SourceDeadLetters) || spec.DeadLetter != nil {
-		in, dead = transform.AddWithPolicies(in, steps, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil})
+		in, dead = transform.AddWithPolicies(in, steps, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil, First: first})
 	} else {
-		in = transform.AddTo(in, steps)
+		in = transform.AddTo(in, steps, first...)
 	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
 		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil,

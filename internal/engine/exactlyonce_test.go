@@ -23,6 +23,10 @@ type chaosCase struct {
 	rebalance bool // one failover region: every failure fails over globally
 	full      bool // global failover even without a rebalance
 	place     placeMode
+	// newChain: the map starts a new chain (stream.StartNewChain), so
+	// the source hands its records and barriers to the map's task
+	// through a channel.
+	newChain bool
 }
 
 // TestExactlyOnceUnderFailures runs a bounded datagen → map → two-phase
@@ -36,6 +40,7 @@ func TestExactlyOnceUnderFailures(t *testing.T) {
 	cases := []chaosCase{
 		{seed: 1, faults: 6}, {seed: 2, faults: 6, rebalance: true}, {seed: 3, faults: 6},
 		{seed: 4, faults: 6, rebalance: true}, {seed: 5, faults: 6, full: true},
+		{seed: 6, faults: 6, newChain: true}, {seed: 7, faults: 6, newChain: true, full: true},
 	}
 	count := int64(60_000)
 	if testing.Short() {
@@ -68,7 +73,11 @@ func runChaos(t *testing.T, c chaosCase, count int64) int {
 			stream.Restart(restart.FixedDelay(c.faults+2, 0)), stream.Logger(engine.DiscardLogger()), stream.Metrics(reg))
 	}
 	s := stream.FromSource(env, faultinject.WrapSource(gen, plan), watermark.None[int64](), "gen")
-	m := stream.Map(s, func(v int64) int64 { return v }, stream.Name("identity"))
+	mo := []stream.OpOption{stream.Name("identity")}
+	if c.newChain {
+		mo = append(mo, stream.StartNewChain())
+	}
+	m := stream.Map(s, func(v int64) int64 { return v }, mo...)
 	if c.rebalance {
 		m = stream.Rebalance(m)
 	}

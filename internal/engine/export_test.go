@@ -10,3 +10,7 @@ func SetPlacement(j *Job, p Placement, remoteErrors ...error) {
 	j.cfg.Placement = p
 	j.cfg.RemoteErrors = remoteErrors
 }
+
+// Plan describes j's vertices (tasks), one line each: the head's name, the
+// chained operators' uids and the parallelism.
+func Plan(j *Job) []string { return j.plan() }

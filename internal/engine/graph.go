@@ -32,6 +32,7 @@ type Node struct {
 	outputs     []*edge
 	out         port // values this node emits (nil for sinks)
 	noChain     bool
+	newChain    bool // the node starts a chain: it does not chain with its input
 
 	// exactly one of these is set, per kind
 	src sourceFactory
@@ -65,6 +66,12 @@ func (n *Node) SetParallelism(p int) { n.parallelism = p }
 
 // DisableChaining keeps the node in a task of its own.
 func (n *Node) DisableChaining() { n.noChain = true }
+
+// StartNewChain starts a new chain at the node, Flink's startNewChain: it
+// does not chain with its input (it runs in another task, fed through a
+// bounded channel of batches), but the operators after it may chain with
+// it.
+func (n *Node) StartNewChain() { n.newChain = true }
 
 type edge struct {
 	from, to *Node
@@ -182,7 +189,7 @@ func (g *Graph) plan(defaultParallelism int, chaining bool) ([]*vertex, error) {
 		}
 	}
 	chained := func(n *Node) bool {
-		if !chaining || n.kind == kindSource || n.noChain || len(n.inputs) != 1 {
+		if !chaining || n.kind == kindSource || n.noChain || n.newChain || len(n.inputs) != 1 {
 			return false
 		}
 		e := n.inputs[0]

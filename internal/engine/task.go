@@ -351,8 +351,13 @@ func (t *task) between(ctx context.Context, tm *taskTimers) error {
 	return nil
 }
 
-// wait waits for a mail, input, a timer or the cancel.
+// wait waits for a mail, input, a timer or the cancel. It first sends
+// the partial batches of the task's network outputs: with nothing to do
+// the task does not hold records back until the buffer timeout.
 func (t *task) wait(ctx context.Context, tm *taskTimers) error {
+	if len(t.outs) > 0 {
+		t.flush()
+	}
 	var avail <-chan struct{}
 	switch {
 	case t.src != nil && !t.ended && !t.stopped && !t.srcReady:

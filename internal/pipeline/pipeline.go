@@ -117,6 +117,9 @@ type Spec struct {
 	Name        string
 	Parallelism int
 	Delivery    registry.Delivery
+	// SourceTask is where the source runs (SourceTaskAuto, SourceTaskOwn
+	// or SourceTaskChained; see OwnSourceTask).
+	SourceTask string
 
 	CheckpointInterval time.Duration
 	CheckpointDir      string // "" = in memory
@@ -157,6 +160,40 @@ type Spec struct {
 	// Secrets are the values taken from the environment (${VAR}), which
 	// must never be shown: NewRedactor(s.Secrets) hides them in any text.
 	Secrets []Substitution
+}
+
+// The values of the source-task setting.
+const (
+	// SourceTaskAuto (the default) is SourceTaskOwn when a transform
+	// reads the records' values, else SourceTaskChained.
+	SourceTaskAuto = "auto"
+	// SourceTaskOwn runs the source in a task of its own (a goroutine
+	// per subtask) that hands batches of records through a bounded
+	// channel, checkpoint barriers and watermarks in line, to the task of
+	// the transforms and the sink (stream.StartNewChain on the first
+	// transform): the source's fetching and checking of records overlaps
+	// the transforms' and the sink's work, on two cores per subtask.
+	SourceTaskOwn = "own"
+	// SourceTaskChained runs source, transforms and sink in one task.
+	SourceTaskChained = "chained"
+)
+
+// OwnSourceTask reports whether the source runs in a task of its own
+// (SourceTaskOwn, or SourceTaskAuto with a transform that reads the
+// records' values). It is false without transforms: the source then
+// shares its task with the sink.
+func (s *Spec) OwnSourceTask() bool {
+	steps := s.Steps()
+	if len(steps) == 0 {
+		return false
+	}
+	switch s.SourceTask {
+	case SourceTaskOwn:
+		return true
+	case SourceTaskChained:
+		return false
+	}
+	return transform.ReadsValue(steps)
 }
 
 // MaxParallelism bounds a pipeline's parallelism: every subtask is a
@@ -600,8 +637,10 @@ var (
 		{Name: "name", Type: registry.String, Description: "job name (default: the file name without extension)"},
 		{Name: "parallelism", Type: registry.Int, Default: int64(1), Check: registry.Between(1, MaxParallelism), Description: "parallelism of every operator (1 to 1024)"},
 		{Name: "delivery", Type: registry.Enum, Values: []string{string(registry.ExactlyOnce), string(registry.AtLeastOnce)}, Description: "delivery guarantee (default: exactly-once if the sink supports it)"},
+		{Name: "source-task", Type: registry.Enum, Values: []string{SourceTaskAuto, SourceTaskOwn, SourceTaskChained}, Default: SourceTaskAuto,
+			Description: "own: the source runs on a goroutine of its own per subtask and hands batches of records (barriers in line, in order) to the transforms and the sink on another, so one subtask uses two cores; chained: source, transforms and sink share one goroutine; auto: own when a transform reads the records' values, else chained"},
 	}
-	topLevel = []string{"name", "parallelism", "delivery", "checkpoint", "restart", "source", "transforms", "sink", "dead-letter", "on-error", "http"}
+	topLevel = []string{"name", "parallelism", "delivery", "source-task", "checkpoint", "restart", "source", "transforms", "sink", "dead-letter", "on-error", "http"}
 )
 
 // keyNode returns the key node named key of mapping m, or m.
@@ -633,7 +672,7 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	s := &Spec{File: p.file}
 
 	job := &yaml.Node{Kind: yaml.MappingNode, Line: root.Line}
-	for _, k := range []string{"name", "parallelism", "delivery"} {
+	for _, k := range []string{"name", "parallelism", "delivery", "source-task"} {
 		if v, ok := vals[k]; ok {
 			job.Content = append(job.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k, Line: v.Line}, v)
 		}
@@ -644,6 +683,7 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 		s.Name = strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
 	}
 	s.Parallelism = int(jo.Int("parallelism"))
+	s.SourceTask = jo.String("source-task")
 
 	co, _ := p.options(vals["checkpoint"], root, "checkpoint", checkpointSchema, "checkpoint")
 	s.CheckpointInterval, s.CheckpointDir = co.Duration("interval"), co.String("dir")

@@ -63,6 +63,9 @@ type PolicyOptions struct {
 	// DeadLetters makes AddWithPolicies return the dead-letter stream
 	// (default false: a pipeline without a dead-letter sink).
 	DeadLetters bool
+	// First are options of the first operator added (the router before
+	// the steps), such as stream.StartNewChain (default none).
+	First []stream.OpOption
 }
 
 // item is a record on its way through the steps: a record (r), a dead
@@ -95,7 +98,7 @@ func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOp
 			return item{dl: d}
 		}
 		return item{r: r, ok: true, pos: registry.TakePosition(r)}
-	}, stream.Name(RouteIn))
+	}, append([]stream.OpOption{stream.Name(RouteIn)}, o.First...)...)
 	for _, c := range steps {
 		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
 	}

@@ -394,12 +394,19 @@ func preview(r any) string {
 // A failing expression fails the job with its *Error, without restarts
 // (restart.ErrUnrecoverable), naming the record's source position
 // (Record.Pos) where the source attached one (see NeedsPositions).
-func AddTo(in stream.DataStream[Record], steps []*Compiled) stream.DataStream[Record] {
-	for _, c := range steps {
+//
+// first are options of the first step's operator, such as
+// stream.StartNewChain (the source's task then ends before it).
+func AddTo(in stream.DataStream[Record], steps []*Compiled, first ...stream.OpOption) stream.DataStream[Record] {
+	for i, c := range steps {
+		o := []stream.OpOption{stream.Name(c.Name)}
+		if i == 0 {
+			o = append(o, first...)
+		}
 		if c.Kind == Filter {
-			in = stream.TryFilter(in, c.keepAt, stream.Name(c.Name))
+			in = stream.TryFilter(in, c.keepAt, o...)
 		} else {
-			in = stream.TryMap(in, c.applyAt, stream.Name(c.Name))
+			in = stream.TryMap(in, c.applyAt, o...)
 		}
 	}
 	return in

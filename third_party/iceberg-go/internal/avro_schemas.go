@@ -20,6 +20,7 @@ package internal
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/twmb/avro"
 	"github.com/twmb/avro/atype"
@@ -171,7 +172,14 @@ func newMapNode(name string, keyNode, valueNode avro.SchemaNode, keyFieldID, val
 }
 
 // AvroSchemaMap stores prebuilt schemas by name for lookup.
+//
+// sluice patch: filled on first use by loadAvroSchemaMap (upstream: in
+// init), which the functions of this file that read it call first.
 var AvroSchemaMap = make(map[string]*avro.Schema)
+
+// loadAvroSchemaMap fills AvroSchemaMap once (sluice patch, see
+// SLUICE_PATCHES.md).
+var loadAvroSchemaMap = sync.OnceFunc(initAvroSchemaMap)
 
 // fieldSummaryNode is reused in manifest list schemas.
 var fieldSummaryNode = avro.SchemaNode{
@@ -189,7 +197,7 @@ var fieldSummaryNode = avro.SchemaNode{
 	},
 }
 
-func init() {
+func initAvroSchemaMap() {
 	AvroSchemaMap["field_summary"] = mustSchema(fieldSummaryNode)
 
 	partitionsNode := NullableNode(avro.SchemaNode{
@@ -421,6 +429,7 @@ func init() {
 }
 
 func newDataFileSchema(partitionType *avro.Schema, version int) (*avro.Schema, error) {
+	loadAvroSchemaMap()
 	key := fmt.Sprintf("data_file_v%d", version)
 	schema := AvroSchemaMap[key]
 
@@ -441,6 +450,7 @@ func NewManifestFileSchema(version int) (*avro.Schema, error) {
 		return nil, fmt.Errorf("unsupported iceberg spec version: %d", version)
 	}
 
+	loadAvroSchemaMap()
 	key := fmt.Sprintf("manifest_list_file_v%d", version)
 
 	return AvroSchemaMap[key], nil
@@ -458,6 +468,7 @@ func NewManifestEntrySchema(partitionType *avro.Schema, version int) (*avro.Sche
 		return nil, err
 	}
 
+	loadAvroSchemaMap()
 	key := fmt.Sprintf("manifest_entry_v%d", version)
 	schema := AvroSchemaMap[key]
 
