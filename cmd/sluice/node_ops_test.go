@@ -321,9 +321,14 @@ func TestNodeRescaleThroughSavepoint(t *testing.T) {
 		if from != "" {
 			extra = append(extra, "--from", from)
 		}
+		extra = append(extra, "--expect-nodes", fmt.Sprint(len(ph.nodes)))
 		c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, extra: extra,
+			addrs: map[string]string{},
 			env: []string{"NAME=" + ph.name, fmt.Sprint("PAR=", ph.par), "CK=" + filepath.Join(dir, "ck-"+ph.name), "BROKERS=" + brokers,
 				"IN=" + in, "OUT=" + out, "NODE_TOKEN=" + token}}
+		for _, id := range ph.nodes {
+			c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t)) // subtasks on the workers too
+		}
 		urls := map[string]string{}
 		for _, id := range ph.nodes {
 			c.start(id)
