@@ -133,7 +133,7 @@ func ParquetBulk(schema string, opts ...ParquetOption) *ParquetBulkFormat {
 		}
 		if b.flat {
 			for _, f := range root.fields {
-				b.flatFields = append(b.flatFields, flatField{name: f.name, col: f.col, fast: f.fast, width: f.width, optional: f.optional, node: f})
+				b.flatFields = append(b.flatFields, flatField{name: f.name, col: f.col, fast: f.fast, optional: f.optional, node: f})
 			}
 		}
 	}
@@ -163,7 +163,6 @@ type flatField struct {
 	col      int
 	fast     fastKind
 	optional bool
-	width    int64
 	node     *pqNode
 }
 
@@ -519,7 +518,100 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 			cols[i] = make([]parquet.Value, 0, parquetBatch)
 		}
 	}
-	return &parquetWriter{f: b, w: pw, cols: cols, marks: make([]int, b.numCols)}, nil
+	p := &parquetWriter{f: b, w: pw, cols: cols, marks: make([]int, b.numCols)}
+	if b.flat {
+		p.stage = make([]flatStage, b.numCols)
+		for _, f := range b.flatFields {
+			st := &p.stage[f.col]
+			st.kind, st.optional = f.fast, f.optional
+			switch f.fast {
+			case fastBool:
+				st.b = make([]bool, parquetBatch)
+			case fastInt64, fastMillis, fastMicros:
+				st.i64 = make([]int64, parquetBatch)
+			case fastDouble:
+				st.f64 = make([]float64, parquetBatch)
+			case fastString:
+				st.s = make([]string, parquetBatch)
+			}
+			if f.fast != fastNone {
+				st.slow = make([]bool, parquetBatch)
+			}
+		}
+	}
+	return p, nil
+}
+
+// flatStage holds a flat column's values of the batch in their Go types
+// (one slice, by the column's fastKind, indexed by record) until flush
+// makes them parquet.Values in one pass over the column: a record costs
+// one typed store per field rather than a 24-byte Value in one of five
+// arrays. A value that took flatValue (null, a default, another Go type)
+// is in the column's Value batch already, marked in slow. A column
+// without a fast kind puts every value in its Value batch directly.
+type flatStage struct {
+	kind     fastKind
+	optional bool
+	b        []bool
+	i64      []int64
+	f64      []float64
+	s        []string
+	slow     []bool
+	anySlow  bool
+}
+
+// fill makes the first len(vals) staged values of column col Values,
+// leaving those marked slow as they are.
+func (st *flatStage) fill(vals []parquet.Value, col int) {
+	if st.kind == fastNone {
+		return
+	}
+	def := 0
+	if st.optional {
+		def = 1
+	}
+	slow := st.slow[:len(vals)]
+	switch st.kind {
+	case fastBool:
+		for j, x := range st.b[:len(vals)] {
+			if !slow[j] {
+				vals[j] = parquet.BooleanValue(x)
+			}
+		}
+	case fastInt64, fastMillis, fastMicros:
+		for j, x := range st.i64[:len(vals)] {
+			if !slow[j] {
+				vals[j] = parquet.Int64Value(x)
+			}
+		}
+	case fastDouble:
+		for j, x := range st.f64[:len(vals)] {
+			if !slow[j] {
+				vals[j] = parquet.DoubleValue(x)
+			}
+		}
+	case fastString:
+		for j, x := range st.s[:len(vals)] {
+			if !slow[j] {
+				// No copy: parquet-go copies the bytes into its column
+				// buffer when the batch is written, and a string never
+				// changes.
+				vals[j] = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(x), len(x)))
+				st.s[j] = ""
+			}
+		}
+	}
+	if def != 0 {
+		for j := range vals {
+			if !slow[j] {
+				vals[j] = vals[j].Level(0, def, col)
+			}
+		}
+	}
+	if st.anySlow {
+		clear(slow)
+		st.anySlow = false
+	}
 }
 
 // parquetBatch is how many records the writer collects, column by column,
@@ -549,6 +641,9 @@ type parquetWriter struct {
 	// marks are the columns' lengths before the record being shredded, to
 	// drop its values when it fails (nested schemas).
 	marks []int
+	// stage holds the typed values of a flat schema's columns (see
+	// flatStage); nil for a nested schema.
+	stage []flatStage
 	// strs holds the bytes of the collected string and bytes values: the
 	// values point into it until the batch is written (parquet-go copies
 	// them then).
@@ -599,6 +694,7 @@ func (p *parquetWriter) flush() error {
 			vals := p.cols[i]
 			if p.f.flat {
 				vals = vals[:p.n]
+				p.stage[i].fill(vals, i)
 			}
 			if _, err := cw.WriteRowValues(vals); err != nil {
 				return fmt.Errorf("file: Parquet write column %s: %w", strings.Join(p.f.schema.Columns()[i], "."), err)
@@ -619,17 +715,16 @@ func (p *parquetWriter) flush() error {
 	return nil
 }
 
-// flatRecord puts the values of a record whose fields are all leaf
+// flatRecord stages the values of a record whose fields are all leaf
 // columns at index n of their columns, and returns their size. On an
-// error the record counts for nothing (the values at n are overwritten by
-// the next record).
+// error the record counts for nothing (what it staged at n is
+// overwritten by the next record).
 //
 // A value of the Go type the value contract gives its column's type is
-// converted in place (the switch on the column's fastKind, chosen once
-// per schema; a string's bytes are not copied: parquet-go copies them
-// when the batch is written, and a string never changes); anything else —
-// a missing field, null, another Go type, a logical type without a fast
-// path — goes through flatValue.
+// stored in the column's typed stage (the switch on the column's
+// fastKind, chosen once per schema; flush makes the Values); anything
+// else — a missing field, null, another Go type, a logical type without
+// a fast path — goes through flatValue into the column's Value batch.
 func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 	if m == nil {
 		return 0, p.enc.fail("", "null for a required column")
@@ -639,46 +734,68 @@ func (p *parquetWriter) flatRecord(m map[string]any) (int64, error) {
 	for i := range p.f.flatFields {
 		f := &p.f.flatFields[i]
 		fv, ok := m[f.name]
-		var pv parquet.Value
-		fast := ok
-		w := f.width
-		switch f.fast {
-		case fastBool:
-			b, isB := fv.(bool)
-			pv, fast = parquet.BooleanValue(b), fast && isB
-		case fastInt64:
-			x, isI := fv.(int64)
-			pv, fast = parquet.Int64Value(x), fast && isI
-		case fastMillis:
-			t, isT := fv.(time.Time)
-			pv, fast = parquet.Int64Value(t.UnixMilli()), fast && isT
-		case fastMicros:
-			t, isT := fv.(time.Time)
-			pv, fast = parquet.Int64Value(t.UnixMicro()), fast && isT
-		case fastDouble:
-			x, isF := fv.(float64)
-			pv, fast = parquet.DoubleValue(x), fast && isF
-		case fastString:
-			x, isS := fv.(string)
-			if fast = fast && isS; fast {
-				pv, w = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(x), len(x))), int64(len(x))+4
+		if ok {
+			st := &p.stage[f.col]
+			switch f.fast {
+			case fastBool:
+				if x, is := fv.(bool); is {
+					st.b[n] = x
+					size++
+					continue
+				}
+			case fastInt64:
+				if x, is := fv.(int64); is {
+					st.i64[n] = x
+					size += 8
+					continue
+				}
+			case fastMillis:
+				if t, is := fv.(time.Time); is {
+					st.i64[n] = t.UnixMilli()
+					size += 8
+					continue
+				}
+			case fastMicros:
+				if t, is := fv.(time.Time); is {
+					st.i64[n] = t.UnixMicro()
+					size += 8
+					continue
+				}
+			case fastDouble:
+				if x, is := fv.(float64); is {
+					st.f64[n] = x
+					size += 8
+					continue
+				}
+			case fastString:
+				if x, is := fv.(string); is {
+					st.s[n] = x
+					size += int64(len(x)) + 4
+					continue
+				}
 			}
-		default:
-			fast = false
 		}
-		if !fast {
-			var err error
-			if pv, err = p.flatValue(f.node, fv, ok); err != nil {
-				return 0, err
-			}
-			w = int64(valueSize(pv))
-		} else if f.optional {
-			pv = pv.Level(0, 1, f.col)
+		pv, err := p.flatValue(f.node, fv, ok)
+		if err != nil {
+			p.unstage(n)
+			return 0, err
 		}
 		p.cols[f.col][n] = pv
-		size += w
+		if st := &p.stage[f.col]; st.kind != fastNone {
+			st.slow[n], st.anySlow = true, true
+		}
+		size += int64(valueSize(pv))
 	}
 	return size, nil
+}
+
+// unstage drops the slow marks of the failed record at index n.
+func (p *parquetWriter) unstage(n int) {
+	for i := range p.stage {
+		if st := &p.stage[i]; st.anySlow {
+			st.slow[n] = false
+		}
+	}
 }
 
 // flatValue is the value of field f of a flat record, fv (ok: present in

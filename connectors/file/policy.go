@@ -19,12 +19,16 @@ type PartFileInfo struct {
 // RollingPolicy decides when an open part file is closed and a new one
 // started (Flink's RollingPolicy). Rolled files become pending and are
 // committed (made visible) with the next completed checkpoint. The
-// writer calls it on its subtask's goroutine.
+// writer calls it on its subtask's goroutine. A [DefaultRollingPolicy]
+// given as the policy itself (not wrapped) is applied by the writer
+// without calling ShouldRollOnEvent per record, with the same answers.
 type RollingPolicy interface {
 	// ShouldRollOnEvent is asked after every record written.
 	ShouldRollOnEvent(p PartFileInfo) bool
-	// ShouldRollOnProcessingTime is asked on every record written to the
-	// file's bucket and, for every open file, at every checkpoint.
+	// ShouldRollOnProcessingTime is asked on a record written to the
+	// file's bucket when the writer's clock moved since the file's last
+	// record (the clock is read every 64 records) and, for every open
+	// file, at every checkpoint.
 	ShouldRollOnProcessingTime(p PartFileInfo, now time.Time) bool
 	// ShouldRollOnCheckpoint is asked at every checkpoint. A file that is
 	// not rolled stays open: its length is recorded in the checkpoint.

@@ -70,6 +70,9 @@ func cpuTime() time.Duration {
 // records with the Iceberg sink (connectors/iceberg: Arrow columns,
 // written by iceberg-go and arrow-go's Parquet writer) into a new table of
 // a SQLite catalog with a local warehouse, one snapshot at the end.
+// memory/sluice-writer (ParquetBulk's writer alone) against
+// memory/parquet-go-structs-from-maps, and local/sluice-discard (the job
+// into a bulk format that drops the records), split the pipeline's cost.
 // Interleave rounds with -count.
 //
 //	SLUICE_S3_ENDPOINT=… go test -run '^$' -bench ParquetWrite -benchtime 3x -count 3 ./connectors/s3/
