@@ -53,14 +53,44 @@ func kafkaTopic(t *testing.T, brokers string, cfg map[string]*string) string {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, cfg, name)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 2, 1, cfg, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	// A produce right after the creation was once answered
+	// UNKNOWN_TOPIC_OR_PARTITION at load 25: wait (bounded by ctx) until
+	// the metadata lists both partitions with a leader.
+	for !topicReady(ctx, adm, name, 2) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: no leader for its partitions within 30s", name)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return name
+}
+
+// topicReady reports whether the metadata lists the topic's partitions,
+// each with a leader.
+func topicReady(ctx context.Context, adm *kadm.Client, topic string, partitions int) bool {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return false
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) != partitions {
+		return false
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readTopic reads topic read_committed until want records arrived (want
