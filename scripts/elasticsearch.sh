@@ -45,54 +45,26 @@ CACHE="${SLUICE_ELASTICSEARCH_CACHE:-$HOME/.cache/sluice/elasticsearch}"
 HEAP="${ES_HEAP:--Xms256m -Xmx512m}"
 START_TIMEOUT="${SLUICE_ELASTICSEARCH_START_TIMEOUT:-180}" # seconds
 RUN="${!RUNVAR:-}"
+LIB_NAME=elasticsearch.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 case "${1:-}" in
   fetch) ;;
-  start)
-    if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-elasticsearch.XXXXXX"); fi
-    ;;
-  *)
-    [[ -n "$RUN" ]] || { echo "elasticsearch.sh: set $RUNVAR to the run dir that start printed" >&2; exit 2; }
-    ;;
+  start) RUN=$(new_run_dir elasticsearch) ;;
+  *) [[ -n "$RUN" ]] || { log "set $RUNVAR to the run dir that start printed"; exit 2; } ;;
 esac
-
-log() { echo "elasticsearch.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 ZIP="$CACHE/elasticsearch-$VERSION.zip"
 
-# mvn_copy GROUP:ARTIFACT:VERSION:zip DEST: one artifact from Maven Central.
-mvn_copy() {
-  local tmp
-  tmp=$(mktemp -d)
-  log "fetching $1 into $CACHE"
-  if ! (cd "$tmp" && mvn -B -q dependency:copy -Dartifact="$1" -DoutputDirectory="$tmp/out") >"$tmp/mvn.log" 2>&1; then
-    cat "$tmp/mvn.log" >&2
-    rm -rf "$tmp"
-    die "maven could not fetch $1"
-  fi
-  mv "$tmp"/out/*.zip "$2" || { rm -rf "$tmp"; die "$1: no zip after the fetch"; }
-  rm -rf "$tmp"
-  python3 -m zipfile -t "$2" >/dev/null || die "$2 is not a valid zip"
-}
-
 fetch() {
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  command -v java >/dev/null || die "java not found (Java 17+ is required)"
+  need mvn "apt-get install maven"
+  need java "Java 17+ is required"
   mkdir -p "$CACHE"
   if [[ ! -f "$CACHE/.complete-$VERSION" ]]; then
     mvn_copy "org.elasticsearch.distribution.integ-test-zip:elasticsearch:$VERSION:zip" "$ZIP"
     touch "$CACHE/.complete-$VERSION"
   fi
-}
-
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
 }
 
 HOME_DIR="$RUN/elasticsearch-$VERSION"
@@ -113,9 +85,7 @@ java_home() {
   echo "$h"
 }
 
-running() {
-  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
 # health prints the cluster health status (green, yellow, red) or nothing.
 health() {
@@ -137,6 +107,13 @@ unpack() {
   else
     python3 -m zipfile -e "$1" "$2" && chmod +x "$2/elasticsearch-$VERSION/bin/"*
   fi
+}
+
+# healthy: the cluster health is green or yellow.
+healthy() {
+  local status
+  status=$(health)
+  [[ "$status" == green || "$status" == yellow ]]
 }
 
 show_logs() {
@@ -186,22 +163,15 @@ launch() {
     nohup "${asuser[@]}" "$HOME_DIR/bin/elasticsearch" -p "$RUN/es.pid" \
     >"$RUN/stdout.log" 2>&1 </dev/null &
   echo $! >"$RUN/pid"
-  local deadline=$((SECONDS + START_TIMEOUT)) status=""
-  while :; do
-    status=$(health)
-    if [[ "$status" == green || "$status" == yellow ]]; then break; fi
-    if ! running; then
-      show_logs
-      die "Elasticsearch exited during start (logs in $RUN)"
-    fi
-    if ((SECONDS >= deadline)); then
-      show_logs
-      stop_node KILL
-      die "Elasticsearch did not report health green/yellow on $(url) within ${START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
-  log "Elasticsearch is $status after ${SECONDS}s"
+  local rc=0
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.5 healthy || rc=$?
+  if ((rc)); then
+    show_logs
+    ((rc == 1)) && die "Elasticsearch exited during start (logs in $RUN)"
+    stop_node KILL
+    die "Elasticsearch did not report health green/yellow on $(url) within ${START_TIMEOUT}s"
+  fi
+  log "Elasticsearch is $(health) after ${SECONDS}s"
   address
 }
 
@@ -221,35 +191,15 @@ start() {
 }
 
 # stop_node SIG: signal the launcher's process (the node's JVM is its
-# child: the launcher forwards the signal) and wait for both to exit.
+# child: the launcher forwards the signal) and wait for it to exit, then
+# for the JVM (signalled too if it outlived the launcher); KILL kills the
+# JVM first.
 stop_node() {
   local sig=${1:-TERM}
   [[ -f "$RUN/pid" ]] || return 0
-  local pids=() p
-  pids+=("$(cat "$RUN/pid")")
-  if [[ -f "$RUN/es.pid" ]]; then pids+=("$(cat "$RUN/es.pid")"); fi
-  for p in "${pids[@]}"; do
-    if [[ "$sig" == KILL ]]; then
-      kill -KILL "$p" 2>/dev/null || true
-    fi
-  done
-  if [[ "$sig" != KILL ]]; then kill "-$sig" "${pids[0]}" 2>/dev/null || true; fi
-  local i
-  for p in "${pids[@]}"; do
-    for ((i = 0; i < 60; i++)); do
-      kill -0 "$p" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$p" 2>/dev/null; then
-      log "process $p ignored SIG$sig for 30s; killing"
-      kill -KILL "$p" 2>/dev/null || true
-      for ((i = 0; i < 20; i++)); do
-        kill -0 "$p" 2>/dev/null || break
-        sleep 0.5
-      done
-    fi
-  done
-  rm -f "$RUN/pid" "$RUN/es.pid"
+  if [[ "$sig" == KILL ]]; then stop_pid "$RUN/es.pid" KILL node; fi
+  stop_pid "$RUN/pid" "$sig" launcher
+  stop_pid "$RUN/es.pid" "$sig" node
 }
 
 cmd="${1:-}"

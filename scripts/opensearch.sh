@@ -77,40 +77,22 @@ CACHE="${SLUICE_OPENSEARCH_CACHE:-$HOME/.cache/sluice/opensearch}"
 HEAP="${OPENSEARCH_HEAP:--Xms256m -Xmx512m}"
 START_TIMEOUT="${SLUICE_OPENSEARCH_START_TIMEOUT:-180}" # seconds
 RUN="${!RUNVAR:-}"
+LIB_NAME=opensearch.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 case "${1:-}" in
   fetch | fetch-secure) ;;
-  start | start-secure)
-    if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-opensearch.XXXXXX"); fi
-    ;;
-  *)
-    [[ -n "$RUN" ]] || { echo "opensearch.sh: set $RUNVAR to the run dir that start printed" >&2; exit 2; }
-    ;;
+  start | start-secure) RUN=$(new_run_dir opensearch) ;;
+  *) [[ -n "$RUN" ]] || { log "set $RUNVAR to the run dir that start printed"; exit 2; } ;;
 esac
-
-log() { echo "opensearch.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 ZIP="$CACHE/opensearch-$VERSION.zip"
 SECZIP="$CACHE/opensearch-security-$VERSION.0.zip"
 
-# mvn_copy GROUP:ARTIFACT:VERSION:zip DEST: one artifact from Maven Central.
-mvn_copy() {
-  local tmp
-  tmp=$(mktemp -d)
-  log "fetching $1 into $CACHE"
-  if ! (cd "$tmp" && mvn -B -q dependency:copy -Dartifact="$1" -DoutputDirectory="$tmp/out") >"$tmp/mvn.log" 2>&1; then
-    cat "$tmp/mvn.log" >&2
-    rm -rf "$tmp"
-    die "maven could not fetch $1"
-  fi
-  mv "$tmp"/out/*.zip "$2" || { rm -rf "$tmp"; die "$1: no zip after the fetch"; }
-  rm -rf "$tmp"
-  python3 -m zipfile -t "$2" >/dev/null || die "$2 is not a valid zip"
-}
-
 fetch() {
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  command -v java >/dev/null || die "java not found (Java 17+ is required)"
+  need mvn "apt-get install maven"
+  need java "Java 17+ is required"
   mkdir -p "$CACHE"
   if [[ ! -f "$CACHE/.complete-$VERSION" ]]; then
     mvn_copy "org.opensearch.distribution.integ-test-zip:opensearch:$VERSION:zip" "$ZIP"
@@ -120,16 +102,6 @@ fetch() {
     mvn_copy "org.opensearch.plugin:opensearch-security:$VERSION.0:zip" "$SECZIP"
     touch "$CACHE/.complete-security-$VERSION"
   fi
-}
-
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
 }
 
 CONF="$RUN/opensearch-$VERSION/config"
@@ -159,9 +131,7 @@ java_home() {
   echo "$h"
 }
 
-running() {
-  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
 # health prints the cluster health status (green, yellow, red) or nothing.
 health() {
@@ -189,6 +159,13 @@ unpack() {
   else
     python3 -m zipfile -e "$1" "$2" && chmod +x "$2/opensearch-$VERSION/bin/"*
   fi
+}
+
+# healthy: the cluster health is green or yellow.
+healthy() {
+  local status
+  status=$(health)
+  [[ "$status" == green || "$status" == yellow ]]
 }
 
 show_logs() {
@@ -259,22 +236,15 @@ launch() {
     nohup "${asuser[@]}" "$home/bin/opensearch" -p "$RUN/os.pid" \
     >"$RUN/stdout.log" 2>&1 </dev/null &
   echo $! >"$RUN/pid"
-  local deadline=$((SECONDS + START_TIMEOUT)) status=""
-  while :; do
-    status=$(health)
-    if [[ "$status" == green || "$status" == yellow ]]; then break; fi
-    if ! running; then
-      show_logs
-      die "OpenSearch exited during start (logs in $RUN)"
-    fi
-    if ((SECONDS >= deadline)); then
-      show_logs
-      stop_node KILL
-      die "OpenSearch did not report health green/yellow on $(url) within ${START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
-  log "OpenSearch is $status after ${SECONDS}s"
+  local rc=0
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.5 healthy || rc=$?
+  if ((rc)); then
+    show_logs
+    ((rc == 1)) && die "OpenSearch exited during start (logs in $RUN)"
+    stop_node KILL
+    die "OpenSearch did not report health green/yellow on $(url) within ${START_TIMEOUT}s"
+  fi
+  log "OpenSearch is $(health) after ${SECONDS}s"
   address
 }
 
@@ -294,27 +264,8 @@ start() {
 }
 
 stop_node() {
-  local sig=${1:-TERM}
-  [[ -f "$RUN/pid" ]] || return 0
-  local pid
-  pid=$(cat "$RUN/pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill "-$sig" "$pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 60; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "node $pid ignored SIG$sig for 30s; killing"
-      kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 20; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.5
-      done
-    fi
-  fi
-  rm -f "$RUN/pid" "$RUN/os.pid"
+  stop_pid "$RUN/pid" "${1:-TERM}" node
+  rm -f "$RUN/os.pid"
 }
 
 cmd="${1:-}"

@@ -53,11 +53,9 @@ FALLBACK_VERSION=2.6.13.Final # runs on Java 17
 START_TIMEOUT="${SLUICE_SCHEMA_REGISTRY_START_TIMEOUT:-120}" # seconds
 HEAP="${SCHEMA_REGISTRY_HEAP_OPTS:--Xmx192m -Xms64m}"
 
-log() { echo "schema-registry.sh: $*" >&2; }
-die() {
-  log "$*"
-  exit 1
-}
+LIB_NAME=schema-registry.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RUN="${SLUICE_SCHEMA_REGISTRY_RUN:-}"
 case "${1:-}" in
@@ -65,7 +63,7 @@ case "${1:-}" in
   start) ;; # start makes the run dir once java, curl and the registry are there
   status | stop)
     [[ -n "$RUN" ]] || {
-      echo "schema-registry.sh: set SLUICE_SCHEMA_REGISTRY_RUN to the run dir that start printed" >&2
+      log "set SLUICE_SCHEMA_REGISTRY_RUN to the run dir that start printed"
       exit 2
     }
     ;;
@@ -125,40 +123,32 @@ else
 fi
 CACHE="${SLUICE_SCHEMA_REGISTRY_CACHE:-$HOME/.cache/sluice/apicurio-registry-$VERSION}"
 
-fetch() {
-  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
-  command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
-  local tmp part artifact="io.apicurio:apicurio-registry-app:$VERSION:tar.gz:all"
+# fill DIR: the registry's files, unpacked into DIR (for cache_fill,
+# which renames DIR into place when whole: a second run fetching at the
+# same time never sees half a cache).
+fill() {
+  local part=$1 tmp artifact="io.apicurio:apicurio-registry-app:$VERSION:tar.gz:all"
   tmp=$(mktemp -d)
-  log "fetching $artifact into $CACHE"
-  if ! mvn -B -q dependency:copy -Dartifact="$artifact" -DoutputDirectory="$tmp/dl" >"$tmp/mvn.log" 2>&1; then
-    cat "$tmp/mvn.log" >&2
+  if ! mvn_quiet "$tmp" "$artifact into $CACHE" dependency:copy -Dartifact="$artifact" -DoutputDirectory="$tmp/dl"; then
     rm -rf "$tmp"
-    die "maven could not fetch $artifact"
+    return 1
   fi
-  # Unpack beside the cache and rename it into place when whole, so a
-  # second run fetching at the same time never sees half a cache.
-  mkdir -p "$(dirname "$CACHE")"
-  part=$(mktemp -d "$CACHE.partial.XXXXXX")
   if ! tar -xzf "$tmp"/dl/apicurio-registry-app-*-all.tar.gz -C "$part"; then
-    rm -rf "$tmp" "$part"
-    die "could not unpack $artifact"
+    rm -rf "$tmp"
+    log "could not unpack $artifact"
+    return 1
   fi
   rm -rf "$tmp"
   if [[ ! -f "$part/quarkus-run.jar" ]] && ! ls "$part"/apicurio-registry-app-*-runner.jar >/dev/null 2>&1; then
-    rm -rf "$part"
-    die "$artifact holds no quarkus-run.jar or *-runner.jar"
+    log "$artifact holds no quarkus-run.jar or *-runner.jar"
+    return 1
   fi
-  touch "$part/.complete"
-  if [[ -f "$CACHE/.complete" ]]; then # another run got there first
-    rm -rf "$part"
-    return 0
-  fi
-  rm -rf "$CACHE"
-  mv -T "$part" "$CACHE" || {
-    rm -rf "$part"
-    [[ -f "$CACHE/.complete" ]] || die "could not move the registry into $CACHE"
-  }
+}
+
+fetch() {
+  if [[ -f "$CACHE/.complete" ]]; then return 0; fi
+  need mvn "apt-get install maven"
+  cache_fill "$CACHE" fill || die "could not fetch Apicurio Registry $VERSION into $CACHE"
 }
 
 # launcher: the jar to run — quarkus-run.jar (3.x) or the -runner.jar (2.x).
@@ -173,16 +163,6 @@ launcher() {
   return 1
 }
 
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
-}
-
 url() { echo "http://127.0.0.1:$(cat "$RUN/port")/apis/ccompat/v7"; }
 
 address() {
@@ -191,38 +171,12 @@ address() {
   echo "export SLUICE_SCHEMA_REGISTRY_RUN=$RUN"
 }
 
-running() {
-  [[ -f "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null
-}
+running() { pid_alive "$RUN/pid"; }
 
 # ready: GET <url>/subjects answers 200.
-ready() {
-  local code
-  code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$(url)/subjects" 2>/dev/null) || true
-  [[ "$code" == 200 ]]
-}
+ready() { [[ $(http_code "$(url)/subjects") == 200 ]]; }
 
-stop_registry() {
-  [[ -f "$RUN/pid" ]] || return 0
-  local pid i
-  pid=$(cat "$RUN/pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 60; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "registry $pid ignored SIGTERM for 30s; killing"
-      kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 20; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.5
-      done
-    fi
-  fi
-  rm -f "$RUN/pid"
-}
+stop_registry() { stop_pid "$RUN/pid" TERM registry; }
 
 start() {
   if running; then
@@ -230,12 +184,12 @@ start() {
     address
     return 0
   fi
-  command -v curl >/dev/null || die "curl not found (apt-get install curl)"
+  need curl "apt-get install curl"
   [[ -n "$JAVA" ]] || die "no Java $(min_java "$VERSION")+ found for Apicurio Registry $VERSION (3.x needs Java 21+, 2.x Java 17+): install one (apt-get install default-jre-headless) or set SLUICE_SCHEMA_REGISTRY_JAVA to its java; SLUICE_SCHEMA_REGISTRY_VERSION picks the registry version"
   fetch
   local jar port mport
   jar=$(launcher) || die "no quarkus-run.jar or *-runner.jar in $CACHE"
-  if [[ -z "$RUN" ]]; then RUN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-schema-registry.XXXXXX"); fi
+  RUN=$(new_run_dir schema-registry)
   rm -rf "$RUN"
   mkdir -p "$RUN/tmp"
   chmod 700 "$RUN"
@@ -259,19 +213,14 @@ start() {
     -Dregistry.ccompat.use-canonical-hash=true \
     -jar "$jar" >"$RUN/registry.log" 2>&1 </dev/null) &
   echo $! >"$RUN/pid"
-  local deadline=$((SECONDS + START_TIMEOUT))
-  until ready; do
-    if ! running; then
-      tail -n 50 "$RUN/registry.log" >&2 2>/dev/null || true
-      die "registry exited during start (log: $RUN/registry.log)"
-    fi
-    if ((SECONDS >= deadline)); then
-      tail -n 50 "$RUN/registry.log" >&2 2>/dev/null || true
-      stop_registry
-      die "registry did not answer GET $(url)/subjects with 200 within ${START_TIMEOUT}s (log: $RUN/registry.log)"
-    fi
-    sleep 0.25
-  done
+  local rc=0
+  wait_for "$START_TIMEOUT" "$RUN/pid" 0.25 ready || rc=$?
+  if ((rc)); then
+    tail -n 50 "$RUN/registry.log" >&2 2>/dev/null || true
+    ((rc == 1)) && die "registry exited during start (log: $RUN/registry.log)"
+    stop_registry
+    die "registry did not answer GET $(url)/subjects with 200 within ${START_TIMEOUT}s (log: $RUN/registry.log)"
+  fi
   # Confluent's registry checks BACKWARD compatibility unless told
   # otherwise; Apicurio's global default is NONE. Tests see Confluent's.
   local compat="${SLUICE_SCHEMA_REGISTRY_COMPATIBILITY:-BACKWARD}" code

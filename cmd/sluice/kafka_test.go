@@ -53,14 +53,44 @@ func kafkaTopic(t *testing.T, brokers string, cfg map[string]*string) string {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, cfg, name)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 2, 1, cfg, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	// A produce right after the creation was once answered
+	// UNKNOWN_TOPIC_OR_PARTITION at load 25: wait (bounded by ctx) until
+	// the metadata lists both partitions with a leader.
+	for !topicReady(ctx, adm, name, 2) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: no leader for its partitions within 30s", name)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	return name
+}
+
+// topicReady reports whether the metadata lists the topic's partitions,
+// each with a leader.
+func topicReady(ctx context.Context, adm *kadm.Client, topic string, partitions int) bool {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return false
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) != partitions {
+		return false
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readTopic reads topic read_committed until want records arrived (want
@@ -96,19 +126,37 @@ func pollTopic(t *testing.T, cl *kgo.Client, topic string, want int) []*kgo.Reco
 			}
 		}
 		// want < 0 reads what is there: stop after a poll that found
-		// nothing, once something was read, or after three empty polls
-		// (a new client's first fetch can take longer than one poll on a
-		// loaded machine).
+		// nothing, once something was read. Before that, a new client's
+		// first fetch can take several polls on a loaded machine (three
+		// empty polls once read nothing at load 36 while the topic held
+		// 120000 records): stop after three empty polls only if the topic
+		// holds no record at all (its high watermarks), else after 15.
 		if n == 0 {
 			empty++
 		} else {
 			empty = 0
 		}
-		if want < 0 && empty > 0 && (len(out) > 0 || empty >= 3) {
+		if want < 0 && empty > 0 && (len(out) > 0 || empty >= 15 || empty >= 3 && topicEmpty(t, cl, topic)) {
 			break
 		}
 	}
 	return out
+}
+
+// topicEmpty reports whether every partition of topic has high watermark
+// 0 (no record written, committed or not); false when the offsets cannot
+// be listed.
+func topicEmpty(t *testing.T, cl *kgo.Client, topic string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil || offs.Error() != nil {
+		return false
+	}
+	empty := true
+	offs.Each(func(o kadm.ListedOffset) { empty = empty && o.Offset == 0 })
+	return empty
 }
 
 // checkIDsOnce asserts that recs hold {"id": i} for every i in [0, count)
