@@ -108,7 +108,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown option", "source:\n  type: datagen\n  options:\n    cuont: 10\nsink:\n  type: print\n",
 			`p.yaml:4: source.options.cuont: unknown field for source datagen (allowed: count, splits, rate)`},
 		{"unknown top-level field", base + "paralelism: 2\n",
-			`p.yaml:7: paralelism: unknown field (allowed: name, parallelism, delivery, checkpoint, restart, source, transforms, sink, dead-letter, on-error, http)`},
+			`p.yaml:7: paralelism: unknown field (allowed: name, parallelism, delivery, source-task, checkpoint, restart, source, transforms, sink, dead-letter, on-error, http)`},
 		{"unknown section field", base + "checkpoint:\n  intervall: 1s\n",
 			`p.yaml:8: checkpoint.intervall: unknown field for checkpoint (allowed: interval, dir, retain, timeout, s3.endpoint, s3.region, s3.path-style, s3.access-key, s3.secret-key, s3.session-token, s3.lock, s3.lock-ttl)`},
 		{"wrong type int", "source:\n  type: datagen\n  options:\n    count: many\nsink:\n  type: print\n",

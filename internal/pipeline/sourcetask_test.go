@@ -8,8 +8,8 @@ import (
 )
 
 // TestSourceTask: source-task decides whether the source runs in a task
-// of its own; auto (the default) splits exactly when a transform reads
-// the records' values, and never without transforms.
+// of its own; chained is the default, and auto splits exactly when a
+// transform reads the records' values; none splits without transforms.
 func TestSourceTask(t *testing.T) {
 	const src = "source:\n  type: datagen\n  options:\n    count: 10\nsink:\n  type: print\n"
 	const reads = "transforms:\n  - map: '{\"id\": id}'\n"
@@ -18,9 +18,9 @@ func TestSourceTask(t *testing.T) {
 		name, setting, transforms string
 		want                      bool
 	}{
-		{"auto, a transform reads values", "", reads, true},
-		{"auto, only meta read", "", meta, false},
-		{"auto, no transforms", "", "", false},
+		{"default, a transform reads values", "", reads, false},
+		{"auto, only meta read", "source-task: auto\n", meta, false},
+		{"auto, no transforms", "source-task: auto\n", "", false},
 		{"own", "source-task: own\n", meta, true},
 		{"own without transforms", "source-task: own\n", "", false},
 		{"chained", "source-task: chained\n", reads, false},
