@@ -51,7 +51,23 @@ type splitReader[T any] struct {
 	// free holds recycled chunks. Recycle runs on the task goroutine, so
 	// this is a channel rather than a slice.
 	free chan *chunk[T]
+	// ioCtx is the ctx files are opened with. A SourceFS file (s3://)
+	// keeps it for its later reads, so it outlives one Fetch: it is
+	// cancelled when the fetcher stops (a Fetch ctx done with a cause
+	// other than readerbase.ErrWakeUp) and by Close, never by a wake-up.
+	// A wake-up has nothing to interrupt here: Fetch returns after one
+	// batch, and new splits wait in queue.
+	ioCtx    context.Context
+	ioCancel context.CancelFunc
+	// failed is the error of a failed Fetch, returned by every later
+	// one: the fetcher ignores an error returned after its ctx is done,
+	// and the split it concerns must not then be dropped silently.
+	failed error
 }
+
+// errNoSplit is returned by a Fetch called while the reader holds no
+// split, which the fetcher never does: a split was lost.
+var errNoSplit = errors.New("file: internal error: Fetch called with no split to read")
 
 func newSplitReader[T any](f Format[T], cfg *sourceConfig, errCount *metrics.Counter) *splitReader[T] {
 	r := &splitReader[T]{format: f, cfg: cfg, errCount: errCount}
@@ -123,23 +139,50 @@ func (r *splitReader[T]) AddSplits(splits []Split) error {
 
 // Fetch reads up to the batch size of records from the current split.
 // File reads do not block indefinitely, so ctx is only checked between
-// batches.
+// batches, and the reads themselves are interrupted only when the fetcher
+// stops (see ioCtx).
 func (r *splitReader[T]) Fetch(ctx context.Context) (readerbase.Batch[*chunk[T]], error) {
-	var b readerbase.Batch[*chunk[T]]
-	if err := ctx.Err(); err != nil {
-		return b, err
+	if r.failed != nil {
+		return readerbase.Batch[*chunk[T]]{}, r.failed
 	}
+	if err := ctx.Err(); err != nil {
+		return readerbase.Batch[*chunk[T]]{}, err
+	}
+	unbind := r.bindIO(ctx)
+	defer unbind()
+	b, err := r.fetch()
+	if err != nil {
+		r.failed = err
+	}
+	return b, err
+}
+
+// bindIO cancels ioCtx (made on the first call) if ctx is done for any
+// cause but a wake-up while the returned func has not been called.
+func (r *splitReader[T]) bindIO(ctx context.Context) (unbind func() bool) {
+	if r.ioCtx == nil {
+		r.ioCtx, r.ioCancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	cancel := r.ioCancel
+	return context.AfterFunc(ctx, func() {
+		if !errors.Is(context.Cause(ctx), readerbase.ErrWakeUp) {
+			cancel()
+		}
+	})
+}
+
+func (r *splitReader[T]) fetch() (readerbase.Batch[*chunk[T]], error) {
+	var b readerbase.Batch[*chunk[T]]
 	if r.cur == nil {
 		if len(r.queue) == 0 {
-			<-ctx.Done()
-			return b, ctx.Err()
+			return b, errNoSplit
 		}
-		sp := r.queue[0]
-		r.queue = r.queue[1:]
-		cur, err := r.open(ctx, sp)
+		// The split leaves the queue only once it is open.
+		cur, err := r.open(r.ioCtx, r.queue[0])
 		if err != nil {
 			return b, err
 		}
+		r.queue = r.queue[1:]
 		r.cur = cur
 	}
 	cur := r.cur
@@ -379,4 +422,9 @@ func (r *splitReader[T]) closeCur() error {
 	return err
 }
 
-func (r *splitReader[T]) Close() error { return r.closeCur() }
+func (r *splitReader[T]) Close() error {
+	if r.ioCancel != nil {
+		defer r.ioCancel()
+	}
+	return r.closeCur()
+}

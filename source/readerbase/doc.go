@@ -35,9 +35,11 @@
 //
 // The task goroutine hands splits and pause requests to a fetcher through a
 // task list and wakes it: a fetcher blocked in Fetch is woken by cancelling
-// the ctx of that Fetch, then calls Fetch again with a fresh one. Close
-// cancels the fetchers' context, waits for every fetcher goroutine, and
-// each fetcher closes its own SplitReader.
+// the ctx of that Fetch with the cause [ErrWakeUp], then calls Fetch again
+// with a fresh one. A Fetch the fetcher starts after taking a task is not
+// interrupted for that task. Close cancels the fetchers' context, waits
+// for every fetcher goroutine, and each fetcher closes its own
+// SplitReader.
 //
 // # Writing a connector
 //

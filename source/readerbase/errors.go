@@ -25,6 +25,13 @@ var (
 	// ErrUnknownSplit is returned by PollNext when a SplitReader returned
 	// records for, or finished, a split the reader does not hold.
 	ErrUnknownSplit = errors.New("readerbase: batch names a split the reader does not hold")
+	// ErrWakeUp is the cause (context.Cause) of a Fetch ctx that the
+	// fetcher cancelled to hand over new splits or a pause, not to stop.
+	// A SplitReader whose I/O must not be cut short by a wake-up (it
+	// keeps a ctx for later reads, or cannot resume a read cut in the
+	// middle) tells the two apart with errors.Is(context.Cause(ctx),
+	// ErrWakeUp); see [SplitReader].
+	ErrWakeUp = errors.New("readerbase: fetcher woken up to hand over splits")
 )
 
 // PanicError is the value PollNext panics with after a SplitReader

@@ -37,9 +37,14 @@ type fetcher[E any, S source.Split] struct {
 
 	mu    sync.Mutex
 	tasks []task[S]
-	wake  context.CancelFunc // cancels the ctx of the current or next Fetch
+	// wake cancels fctx with ErrWakeUp; nil before run starts and after
+	// it ended.
+	wake context.CancelCauseFunc
 
-	// Owned by the fetcher goroutine.
+	// Owned by the fetcher goroutine. fctx is the ctx of the current or
+	// next Fetch; it is replaced (under mu, with wake) only by the fetcher
+	// goroutine, which reads it without mu.
+	fctx     context.Context
 	assigned map[string]bool // split id → paused
 }
 
@@ -59,30 +64,48 @@ func newFetcher[E any, S source.Split](id int, sr SplitReader[E, S], h *handover
 // enqueue hands t to the fetcher and wakes it wherever it waits: idle on
 // its signal, blocked putting a batch, or inside Fetch. It never blocks.
 // Called from the task goroutine.
+//
+// The Fetch ctx is cancelled in the same critical section that appends t,
+// and the fetcher takes its tasks and replaces a cancelled ctx in one
+// critical section too (takeTasks). So a wake-up interrupts only a Fetch
+// that started before t was taken, one that could not know of t, never
+// one that the fetcher started after taking t. (A spurious interruption
+// like that once cut short the open of a file source's split on s3://,
+// and the split reader lost the split.)
 func (f *fetcher[E, S]) enqueue(t task[S]) {
 	f.mu.Lock()
 	f.tasks = append(f.tasks, t)
-	wake := f.wake
+	if f.wake != nil {
+		f.wake(ErrWakeUp) // never calls back into the fetcher: a leaf
+	}
 	f.mu.Unlock()
 	select {
 	case f.signal <- struct{}{}:
 	default:
 	}
-	if wake != nil {
-		wake()
+	if h := testHookEnqueued; h != nil {
+		h()
 	}
 }
 
-// newFetchContext makes the ctx for the next Fetch calls and publishes its
-// cancel func as the wake-up. It must be called before the fetcher takes
-// its tasks: a task enqueued after the fetcher took its tasks then finds
-// the new cancel func and interrupts the coming Fetch.
-func (f *fetcher[E, S]) newFetchContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	fctx, cancel := context.WithCancel(ctx)
+// testHookEnqueued, if set, is called at the end of enqueue (on the task
+// goroutine), so a test can let the fetcher run before enqueue returns.
+var testHookEnqueued func()
+
+// takeTasks returns the pending tasks. If an enqueue cancelled the Fetch
+// ctx, it replaces it in the same critical section: every wake-up so far
+// was for a task taken now or before, so the next Fetch needs no
+// interruption, and a task enqueued after this cancels the new ctx. After
+// ctx is done it leaves the cancelled ctx in place.
+func (f *fetcher[E, S]) takeTasks(ctx context.Context) []task[S] {
 	f.mu.Lock()
-	f.wake = cancel
-	f.mu.Unlock()
-	return fctx, cancel
+	defer f.mu.Unlock()
+	ts := f.tasks
+	f.tasks = nil
+	if f.fctx.Err() != nil && ctx.Err() == nil {
+		f.fctx, f.wake = context.WithCancelCause(ctx)
+	}
+	return ts
 }
 
 // run is the fetcher goroutine. It returns when ctx is done, when the
@@ -94,23 +117,24 @@ func (f *fetcher[E, S]) newFetchContext(ctx context.Context) (context.Context, c
 // re-raises it as a *PanicError: the fetcher goroutine ends normally and
 // Close still waits for it.
 func (f *fetcher[E, S]) run(ctx context.Context) {
-	fctx, cancel := f.newFetchContext(ctx)
+	f.mu.Lock()
+	f.fctx, f.wake = context.WithCancelCause(ctx)
+	f.mu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
 			f.panicked("SplitReader", r, debug.Stack())
 		}
-		cancel()
+		f.mu.Lock()
+		f.wake(context.Canceled)
+		f.wake = nil
+		f.mu.Unlock()
 		f.closeSplitReader()
 	}()
 	for {
-		if fctx.Err() != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			cancel()
-			fctx, cancel = f.newFetchContext(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		if !f.runTasks() {
+		if !f.runTasks(ctx) {
 			return
 		}
 		if !f.fetchable() {
@@ -124,6 +148,7 @@ func (f *fetcher[E, S]) run(ctx context.Context) {
 				return
 			}
 		}
+		fctx := f.fctx
 		b, err := f.sr.Fetch(fctx)
 		if ctx.Err() != nil {
 			return
@@ -155,7 +180,7 @@ func (f *fetcher[E, S]) put(ctx context.Context, b Batch[E]) bool {
 			f.h.notify()
 			return true
 		case <-f.signal:
-			if !f.runTasks() {
+			if !f.runTasks(ctx) {
 				return false
 			}
 		case <-ctx.Done():
@@ -166,12 +191,9 @@ func (f *fetcher[E, S]) put(ctx context.Context, b Batch[E]) bool {
 
 // runTasks applies every pending task, including those enqueued while it
 // runs. It reports false after a task failed (the failure is recorded).
-func (f *fetcher[E, S]) runTasks() bool {
+func (f *fetcher[E, S]) runTasks(ctx context.Context) bool {
 	for {
-		f.mu.Lock()
-		ts := f.tasks
-		f.tasks = nil
-		f.mu.Unlock()
+		ts := f.takeTasks(ctx)
 		if len(ts) == 0 {
 			return true
 		}

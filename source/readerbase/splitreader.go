@@ -96,11 +96,26 @@ type SplitReader[E any, S source.Split] interface {
 	// Fetch may block until data arrives, but it must return promptly once
 	// ctx is done. The fetcher cancels ctx both to stop and to wake Fetch
 	// up, when it has new splits or a pause to hand over; it then calls
-	// Fetch again with a fresh ctx. A Fetch that has already taken records
-	// from the external system when ctx is done should return them: after
-	// ctx is done the returned error is ignored and a non-empty batch is
-	// kept (unless the reader is stopping). An error returned while ctx is
-	// not done fails the reader: [Reader.PollNext] returns it.
+	// Fetch again with a fresh ctx. A wake-up cancels ctx with the cause
+	// [ErrWakeUp] (context.Cause), and only a Fetch that began before the
+	// fetcher took the task it hands over. A Fetch that has already taken
+	// records from the external system when ctx is done should return
+	// them: after ctx is done the returned error is ignored and a
+	// non-empty batch is kept (unless the reader is stopping). An error
+	// returned while ctx is not done fails the reader: [Reader.PollNext]
+	// returns it.
+	//
+	// Since an error is ignored after a wake-up, a Fetch cut short by one
+	// must keep every split it holds, at its position: the fetcher goes
+	// on calling Fetch for each split it has not seen in
+	// [Batch.Finished], so a split the SplitReader drops without
+	// reporting it finished is never read to its end and the reader never
+	// reaches end of input. A SplitReader that dropped state on an error
+	// should return that error again from every later Fetch (a sticky
+	// error), which then fails the reader. I/O that must outlive one
+	// Fetch (a file opened with a ctx it keeps for later reads) should
+	// not use ctx itself but one that is cancelled when ctx is done with
+	// a cause other than ErrWakeUp.
 	//
 	// An empty batch is allowed (for example after an internal poll
 	// timeout), but Fetch should block rather than return empty batches in
