@@ -186,6 +186,9 @@ func Validate(data []byte) error { return validate(data, false) }
 func ValidateObject(data []byte) error { return validate(data, true) }
 
 func validate(data []byte, wantObject bool) error {
+	if wantObject && flatScan(data, nil, nil) {
+		return nil
+	}
 	p := parser{data: data}
 	return p.top(wantObject, true)
 }
@@ -507,7 +510,9 @@ func (p *parser) sameKey(a, b span) bool {
 }
 
 // nextRune decodes the first character of a checked string's bytes (a
-// UTF-8 sequence or an escape, a surrogate pair as one rune).
+// UTF-8 sequence or an escape, a surrogate pair as one rune). On bytes
+// that are not checked (LookupValid's input) a cut escape gives
+// utf8.RuneError and nothing left, without a panic.
 func nextRune(b []byte) (rune, []byte) {
 	if b[0] != '\\' {
 		if b[0] < utf8.RuneSelf {
@@ -515,6 +520,9 @@ func nextRune(b []byte) (rune, []byte) {
 		}
 		r, n := utf8.DecodeRune(b)
 		return r, b[n:]
+	}
+	if len(b) < 2 || b[1] == 'u' && len(b) < 6 {
+		return utf8.RuneError, nil
 	}
 	switch e := b[1]; e {
 	case 'b':

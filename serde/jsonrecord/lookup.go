@@ -22,6 +22,18 @@ func Lookup(data []byte, keys []string, vals [][]byte) error {
 	if len(vals) != len(keys) {
 		return fmt.Errorf("jsonrecord: Lookup of %d keys into %d values", len(keys), len(vals))
 	}
+	if len(keys) <= lookupChunk {
+		var at [lookupChunk][2]int
+		if flatScan(data, keys, at[:]) {
+			for i := range keys {
+				vals[i] = nil
+				if e := at[i][1]; e > 0 {
+					vals[i] = data[at[i][0]:e:e]
+				}
+			}
+			return nil
+		}
+	}
 	clear(vals)
 	for { // one pass (which checks data) per lookupChunk keys
 		n := min(len(keys), lookupChunk)
@@ -46,6 +58,9 @@ func Lookup(data []byte, keys []string, vals [][]byte) error {
 func LookupSpans(data []byte, keys []string, spans [][2]int) error {
 	if len(spans) != len(keys) {
 		return fmt.Errorf("jsonrecord: LookupSpans of %d keys into %d spans", len(keys), len(spans))
+	}
+	if len(keys) <= lookupChunk && flatScan(data, keys, spans) {
+		return nil
 	}
 	clear(spans)
 	for { // one pass (which checks data) per lookupChunk keys
