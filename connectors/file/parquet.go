@@ -96,7 +96,9 @@ func ParquetRowGroupSize(n int64) ParquetOption {
 // The writer writes columns directly: a record's values are appended to
 // their columns (a flat record's fields converted in place, a nested one
 // shredded, Dremel's way), and every 1024 records each column's values go
-// to parquet-go's column writer in one call.
+// to parquet-go's column writer in one call (a flat schema's required
+// boolean, long, timestamp and double columns as typed arrays, straight
+// into the column's buffer).
 //
 // Options: [ParquetCompression] (default snappy), [ParquetRowGroupSize]
 // (default 128 MiB). An invalid schema or option is reported by Err at
