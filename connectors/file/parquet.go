@@ -96,7 +96,9 @@ func ParquetRowGroupSize(n int64) ParquetOption {
 // The writer writes columns directly: a record's values are appended to
 // their columns (a flat record's fields converted in place, a nested one
 // shredded, Dremel's way), and every 1024 records each column's values go
-// to parquet-go's column writer in one call.
+// to parquet-go's column writer in one call (a flat schema's required
+// boolean, long, timestamp and double columns as typed arrays, straight
+// into the column's buffer).
 //
 // Options: [ParquetCompression] (default snappy), [ParquetRowGroupSize]
 // (default 128 MiB). An invalid schema or option is reported by Err at
@@ -507,7 +509,6 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 	if b.err != nil {
 		return nil, b.err
 	}
-	pw := parquet.NewGenericWriter[any](w, b.schema, parquet.Compression(b.cfg.codec))
 	cols := make([][]parquet.Value, b.numCols)
 	for i := range cols {
 		// A flat record puts one value in each column, at index n; a
@@ -518,7 +519,13 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 			cols[i] = make([]parquet.Value, 0, parquetBatch)
 		}
 	}
-	p := &parquetWriter{f: b, w: pw, cols: cols, marks: make([]int, b.numCols)}
+	p := &parquetWriter{f: b, cols: cols, marks: make([]int, b.numCols)}
+	schema := b.schema
+	if b.flat {
+		p.typed = make([]parquet.ColumnBuffer, b.numCols)
+		schema = b.typedSchema(p.typed)
+	}
+	p.w = parquet.NewGenericWriter[any](w, schema, parquet.Compression(b.cfg.codec))
 	if b.flat {
 		p.stage = make([]flatStage, b.numCols)
 		for _, f := range b.flatFields {
@@ -540,6 +547,89 @@ func (b *ParquetBulkFormat) NewWriter(w io.Writer) (BulkWriter[map[string]any], 
 		}
 	}
 	return p, nil
+}
+
+// typedSchema is the writer's copy of a flat schema in which every
+// required column of a typed stage (boolean, long, timestamp, double) has
+// a captureType: the column buffer parquet-go's ColumnWriter makes for it
+// lands in bufs[column], so that flush can hand the stage's typed array
+// to it in one call (see flatStage.writeTyped). The copy describes the
+// same columns, in the same order, with the same types: the file is the
+// same as with b.schema.
+func (b *ParquetBulkFormat) typedSchema(bufs []parquet.ColumnBuffer) *parquet.Schema {
+	g := parquet.Group{}
+	for _, f := range b.schema.Fields() {
+		g[f.Name()] = f
+	}
+	for _, f := range b.flatFields {
+		switch f.fast {
+		case fastBool, fastInt64, fastMillis, fastMicros, fastDouble:
+		default:
+			continue
+		}
+		if n := g[f.name]; !f.optional && n.Leaf() && !n.Optional() && !n.Repeated() {
+			g[f.name] = parquet.Leaf(&captureType{Type: n.Type(), buf: &bufs[f.col]})
+		}
+	}
+	return parquet.NewSchema(b.schema.Name(), g)
+}
+
+// captureType is a column's parquet.Type (every method its own) that
+// keeps the column buffer made from it in *buf. parquet-go's ColumnWriter
+// of a required column makes its one buffer with the type's
+// NewColumnBuffer when the column is first written, keeps it for every
+// row group, and cuts its pages from it; its public API takes only
+// []parquet.Value, which would cost a 24-byte Value per typed value.
+type captureType struct {
+	parquet.Type
+	buf *parquet.ColumnBuffer
+}
+
+func (t *captureType) NewColumnBuffer(columnIndex, numValues int) parquet.ColumnBuffer {
+	b := t.Type.NewColumnBuffer(columnIndex, numValues)
+	*t.buf = b
+	return b
+}
+
+// errTypedWrite reports a column buffer that did not take a typed batch
+// as expected (a parquet-go whose ColumnWriter no longer writes its pages
+// from the buffer its type made, say): the file would be wrong, so the
+// writer fails rather than go on.
+var errTypedWrite = errors.New("parquet-go column buffer did not take the typed values")
+
+// writeTyped appends the first n staged values of a column without slow
+// values to its parquet-go column buffer buf with one typed call (the
+// buffer's WriteBooleans, WriteInt64s or WriteDoubles, as parquet-go's
+// struct writer does) and reports whether it did; ok is false for a kind
+// without a typed call, or a buffer without it.
+func (st *flatStage) writeTyped(buf parquet.ColumnBuffer, n int) (ok bool, err error) {
+	before := buf.Len()
+	switch st.kind {
+	case fastBool:
+		w, is := buf.(parquet.BooleanWriter)
+		if !is {
+			return false, nil
+		}
+		_, err = w.WriteBooleans(st.b[:n])
+	case fastInt64, fastMillis, fastMicros:
+		w, is := buf.(parquet.Int64Writer)
+		if !is {
+			return false, nil
+		}
+		_, err = w.WriteInt64s(st.i64[:n])
+	case fastDouble:
+		w, is := buf.(parquet.DoubleWriter)
+		if !is {
+			return false, nil
+		}
+		_, err = w.WriteDoubles(st.f64[:n])
+	default:
+		return false, nil
+	}
+	if err == nil && buf.Len() != before+n {
+		err = fmt.Errorf("%w: %d values written, the buffer grew from %d to %d", errTypedWrite, n, before, buf.Len())
+	}
+	return true, err
 }
 
 // flatStage holds a flat column's values of the batch in their Go types
@@ -644,6 +734,10 @@ type parquetWriter struct {
 	// stage holds the typed values of a flat schema's columns (see
 	// flatStage); nil for a nested schema.
 	stage []flatStage
+	// typed are the parquet-go column buffers of the flat schema's typed
+	// columns, once their ColumnWriters made them (see typedSchema); nil
+	// for other columns and before a column's first write.
+	typed []parquet.ColumnBuffer
 	// strs holds the bytes of the collected string and bytes values: the
 	// values point into it until the batch is written (parquet-go copies
 	// them then).
@@ -693,8 +787,23 @@ func (p *parquetWriter) flush() error {
 		for i, cw := range p.w.ColumnWriters() {
 			vals := p.cols[i]
 			if p.f.flat {
-				vals = vals[:p.n]
-				p.stage[i].fill(vals, i)
+				st := &p.stage[i]
+				typed := false
+				if buf := p.typed[i]; buf != nil && !st.anySlow {
+					var err error
+					if typed, err = st.writeTyped(buf, p.n); err != nil {
+						return fmt.Errorf("file: Parquet write column %s: %w", strings.Join(p.f.schema.Columns()[i], "."), err)
+					}
+				}
+				if typed {
+					// The values are in the buffer: writing none lets
+					// the column writer cut a page if the buffer
+					// reached the page size.
+					vals = vals[:0]
+				} else {
+					vals = vals[:p.n]
+					st.fill(vals, i)
+				}
 			}
 			if _, err := cw.WriteRowValues(vals); err != nil {
 				return fmt.Errorf("file: Parquet write column %s: %w", strings.Join(p.f.schema.Columns()[i], "."), err)

@@ -196,6 +196,22 @@ const leafFields = `
  {"name":"ds","type":["null","string"],"default":null},
  {"name":"dstr","type":"string","default":"dflt"}`
 
+// typedLeafRecord is leafRecord(i), except that in runs of 700 records
+// (every other run) the required boolean, long, double and timestamp
+// fields all hold the Go type of the value contract, so that whole
+// batches of those columns take the writer's typed path (a column buffer
+// written with one typed call, see flatStage.writeTyped) and others mix
+// it with values of other Go types, defaults and invalid records.
+func typedLeafRecord(i int) map[string]any {
+	m := leafRecord(i)
+	if i/700%2 == 0 {
+		ts := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1_234_567 * time.Microsecond)
+		m["b"], m["l"], m["d"], m["dl"] = i%3 == 0, int64(i)<<33-int64(i), float64(i)/3-7, int64(-i)
+		m["tsm"], m["tsu"], m["ltsm"] = ts, ts.Add(time.Microsecond), ts.Add(-time.Hour)
+	}
+	return m
+}
+
 // leafRecord is record i of leafFields: each field takes, by turns, each
 // Go type it accepts (the value contract's and the coercions'), nulls,
 // and missing fields.
@@ -281,7 +297,7 @@ func TestParquetColumnsMatchRowPath(t *testing.T) {
 		for _, codec := range []string{"snappy", "uncompressed"} {
 			t.Run(c.name+"/"+codec, func(t *testing.T) {
 				f := ParquetBulk(c.schema, ParquetCompression(codec), ParquetRowGroupSize(300_000))
-				if c.name == "flat" && !f.flat {
+				if c.name != "nested" && !f.flat {
 					t.Fatal("the flat schema is not flat")
 				}
 				cols, rows, want := writeColumnsAndRows(t, f, c.rec, c.name == "nested", 5000)
@@ -319,6 +335,7 @@ func matchCases() []matchCase {
 	 {"name":"id","type":"long"}]}`
 	return []matchCase{
 		{"flat", flat, leafRecord},
+		{"flat-typed", flat, typedLeafRecord},
 		{"nested", nested, func(i int) map[string]any {
 			m := map[string]any{"r": leafRecord(i), "id": int64(i),
 				"xs": []any{int64(i), int64(-i)}[:i%3%2+i%3/2], "kv": map[string]any{}}
