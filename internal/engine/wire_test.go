@@ -183,6 +183,7 @@ type testHost string
 func (h testHost) ID() string                             { return string(h) }
 func (testHost) session(*attempt) (*remoteSession, error) { return nil, nil }
 func (testHost) live() bool                               { return true }
+func (testHost) exchangeAddr(*Job) string                 { return "" }
 
 // TestPlacementRule: regions spread round-robin over the hosts (all on
 // the first when the job cannot spread); a restarting region keeps its
