@@ -236,8 +236,7 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1, stopC: make(chan struct{}), spC: make(chan *savepointReq),
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
-	j.regions, j.regionOf = computeRegions(vs, false)
-	j.chains, j.chainOf = computeRegions(vs, true)
+	j.regions, j.regionOf, j.chains, j.chainOf = planUnits(vs)
 	j.id = cfg.JobID
 	if cfg.RestoreFrom != nil {
 		j.latest = cfg.RestoreFrom
@@ -301,6 +300,13 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 			"restoring", fmt.Sprintf("%s %d", r.Kind, r.ID), "newest_completed", newest)
 	}
 	return j, nil
+}
+
+// planUnits returns the job's failover regions and its forward chains.
+func planUnits(vs []*vertex) (regions [][]taskKey, regionOf map[taskKey]int, chains [][]taskKey, chainOf map[taskKey]int) {
+	regions, regionOf = computeRegions(vs, false)
+	chains, chainOf = computeRegions(vs, true)
+	return regions, regionOf, chains, chainOf
 }
 
 // matchState checks that every operator state in snap belongs to an

@@ -372,6 +372,49 @@ type deployItem struct {
 	states     []checkpoint.TaskState
 }
 
+// routes writes a deployment's routes (a flag, then self, the addresses
+// and the host of each subtask by vertex).
+func (w *wbuf) routes(rt *wireRoutes) {
+	w.bool(rt != nil)
+	if rt == nil {
+		return
+	}
+	w.uint(uint64(rt.self))
+	w.strings(rt.addrs)
+	w.uint(uint64(len(rt.hostOf)))
+	for _, hs := range rt.hostOf {
+		w.uint(uint64(len(hs)))
+		for _, h := range hs {
+			w.uint(uint64(h))
+		}
+	}
+}
+
+// routes reads what wbuf.routes wrote; host indexes must name an address.
+func (r *rbuf) routes() *wireRoutes {
+	if !r.bool() {
+		return nil
+	}
+	rt := &wireRoutes{self: int(min(r.uint(), 1<<20)), addrs: r.strings()}
+	n := r.count()
+	for i := 0; i < n && r.err == nil; i++ {
+		m := r.count()
+		hs := make([]int, 0, min(m, 1024))
+		for k := 0; k < m && r.err == nil; k++ {
+			h := int(min(r.uint(), 1<<20))
+			if h >= len(rt.addrs) {
+				r.fail(fmt.Sprintf("route to host %d of %d", h, len(rt.addrs)))
+			}
+			hs = append(hs, h)
+		}
+		rt.hostOf = append(rt.hostOf, hs)
+	}
+	if rt.self >= len(rt.addrs) {
+		r.fail(fmt.Sprintf("routes: self is host %d of %d", rt.self, len(rt.addrs)))
+	}
+	return rt
+}
+
 // encodeFrame returns the wire form of f.
 func encodeFrame(f *frame, sentinels []error) []byte {
 	w := &wbuf{b: make([]byte, 0, 64)}
@@ -396,18 +439,7 @@ func encodeFrame(f *frame, sentinels []error) []byte {
 				w.taskState(st)
 			}
 		}
-		w.bool(f.routes != nil)
-		if rt := f.routes; rt != nil {
-			w.uint(uint64(rt.self))
-			w.strings(rt.addrs)
-			w.uint(uint64(len(rt.hostOf)))
-			for _, hs := range rt.hostOf {
-				w.uint(uint64(len(hs)))
-				for _, h := range hs {
-					w.uint(uint64(h))
-				}
-			}
-		}
+		w.routes(f.routes)
 	case fStart:
 		w.uint(uint64(f.session))
 		w.uint(uint64(len(f.keys)))
@@ -479,26 +511,7 @@ func decodeFrame(b []byte, host string, sentinels []error) (*frame, error) {
 			}
 			f.deploy = append(f.deploy, d)
 		}
-		if r.bool() {
-			rt := &wireRoutes{self: int(min(r.uint(), 1<<20)), addrs: r.strings()}
-			n := r.count()
-			for i := 0; i < n && r.err == nil; i++ {
-				m := r.count()
-				hs := make([]int, 0, min(m, 1024))
-				for k := 0; k < m && r.err == nil; k++ {
-					h := int(min(r.uint(), 1<<20))
-					if h >= len(rt.addrs) && r.err == nil {
-						r.fail(fmt.Sprintf("route to host %d of %d", h, len(rt.addrs)))
-					}
-					hs = append(hs, h)
-				}
-				rt.hostOf = append(rt.hostOf, hs)
-			}
-			if rt.self >= len(rt.addrs) && r.err == nil {
-				r.fail(fmt.Sprintf("routes: self is host %d of %d", rt.self, len(rt.addrs)))
-			}
-			f.routes = rt
-		}
+		f.routes = r.routes()
 	case fStart:
 		f.session = int(r.uint())
 		n := r.count()
