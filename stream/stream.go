@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/cluster/exchange"
 	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/restart"
+	"github.com/sluice-io/sluice/serde"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
 	"github.com/sluice-io/sluice/watermark"
@@ -181,6 +183,15 @@ func Placement(p engine.Placement) Option {
 	return optionFunc(func(e *Environment) { e.cfg.Placement = p })
 }
 
+// Network sets the record exchange of the job's process: with it and a
+// Placement, a job with a KeyBy or Rebalance edge spreads its forward
+// chains over the hosts, and channels between subtasks on different hosts
+// go over gRPC (give such edges an EdgeCodec). Every task host's job needs
+// one too (default: none; no edge crosses hosts).
+func Network(n *engine.Network) Option {
+	return optionFunc(func(e *Environment) { e.cfg.Network = n })
+}
+
 // OpOption configures one operator; see the functions that return one.
 type OpOption interface{ applyOp(*opConfig) }
 
@@ -255,11 +266,12 @@ func StartNewChain() OpOption { return opOptionFunc(func(c *opConfig) { c.newCha
 // ones to a dead-letter sink. Every sink of a job takes part in the same
 // checkpoints, so the outputs together are exactly once.
 type DataStream[T any] struct {
-	env  *Environment
-	node *engine.Node
-	part engine.Partitioning
-	expl bool
-	hash any
+	env   *Environment
+	node  *engine.Node
+	part  engine.Partitioning
+	expl  bool
+	hash  any
+	codec any // exchange.Codec[T] of the edge to the next operator, or nil
 }
 
 // FromSource starts a stream at a source. ws assigns event timestamps and
@@ -277,6 +289,10 @@ func FromSource[T any, S source.Split, E any](env *Environment, src source.Sourc
 func connect[T, U any](in DataStream[T], n *engine.Node, c opConfig) DataStream[U] {
 	c.apply(n)
 	in.env.graph.Connect(in.node, n, in.part, in.expl, in.hash)
+	if in.codec != nil {
+		// The codec's type is T by construction (EdgeOption[T]).
+		_ = in.env.graph.SetEdgeCodec(in.node, n, in.codec)
+	}
 	return DataStream[U]{env: in.env, node: n}
 }
 
@@ -314,22 +330,56 @@ func FlatMap[T, U any](in DataStream[T], fn func(v T, emit func(U)), o ...OpOpti
 
 // Rebalance spreads the records round-robin over the next operator's
 // subtasks.
-func Rebalance[T any](in DataStream[T]) DataStream[T] {
+func Rebalance[T any](in DataStream[T], o ...EdgeOption[T]) DataStream[T] {
 	in.part, in.expl, in.hash = engine.Rebalance, true, nil
-	return in
+	return withEdgeOptions(in, o)
 }
 
 // Forward sends subtask i's records to subtask i of the next operator; it
 // needs equal parallelism (otherwise the runtime rebalances).
 func Forward[T any](in DataStream[T]) DataStream[T] {
-	in.part, in.expl, in.hash = engine.Forward, false, nil
+	in.part, in.expl, in.hash, in.codec = engine.Forward, false, nil, nil
 	return in
 }
 
 // KeyBy sends all records with the same key to the same subtask of the
 // next operator.
-func KeyBy[T any, K comparable](in DataStream[T], key func(T) K) DataStream[T] {
+//
+// The subtask of a key depends only on the key's value (not on the
+// process), so producers on different nodes agree.
+func KeyBy[T any, K comparable](in DataStream[T], key func(T) K, o ...EdgeOption[T]) DataStream[T] {
 	in.part, in.expl, in.hash = engine.Hash, true, engine.HashOf(key)
+	return withEdgeOptions(in, o)
+}
+
+// EdgeOption configures the edge that KeyBy or Rebalance makes; see
+// EdgeCodec.
+type EdgeOption[T any] struct{ codec exchange.Codec[T] }
+
+// EdgeCodec encodes the records of a KeyBy or Rebalance edge when its
+// subtasks run on different nodes (a job placed over several task hosts
+// with a record exchange; see docs/cluster.md). Such an edge without a
+// codec fails the job at placement with an error naming the edge; in one
+// process the codec is not used. Each record is framed with s's version,
+// so nodes of a newer build still read it.
+func EdgeCodec[T any](s serde.Versioned[T]) EdgeOption[T] {
+	return EdgeOption[T]{codec: exchange.FromVersioned(s)}
+}
+
+// EdgeCodecFuncs is EdgeCodec from two functions: appendTo appends v's
+// encoding to dst, decode reverses it (b is not reused: the record may
+// refer to it). Cheaper than a serde.Versioned on hot edges.
+func EdgeCodecFuncs[T any](appendTo func(dst []byte, v T) ([]byte, error), decode func(b []byte) (T, error)) EdgeOption[T] {
+	return EdgeOption[T]{codec: exchange.CodecFuncs[T]{AppendFunc: appendTo, DecodeFunc: decode}}
+}
+
+func withEdgeOptions[T any](in DataStream[T], o []EdgeOption[T]) DataStream[T] {
+	in.codec = nil
+	for _, e := range o {
+		if e.codec != nil {
+			in.codec = e.codec
+		}
+	}
 	return in
 }
 

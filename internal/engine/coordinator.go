@@ -244,12 +244,16 @@ func (a *attempt) buildTasks(states map[taskKey]map[string]*checkpoint.TaskState
 		}
 		for _, v := range j.vertices {
 			for _, t := range a.tasks[v] {
-				if t.src != nil || t.sinkOp != nil {
+				if t.src != nil || t.sinkOp != nil || t.gate != nil || len(t.outs) > 0 {
 					_ = t.close()
 				}
 			}
 		}
 	}()
+	rt, err := a.routesFor(Local.ID())
+	if err != nil {
+		return err
+	}
 	var remote []*task
 	for _, v := range j.vertices {
 		for i, t := range a.tasks[v] {
@@ -257,12 +261,12 @@ func (a *attempt) buildTasks(states map[taskKey]map[string]*checkpoint.TaskState
 				remote = append(remote, t)
 				continue
 			}
-			if err := t.build(a.channels, states[taskKey{v.id, i}]); err != nil {
+			if err := t.build(a.channels, states[taskKey{v.id, i}], rt); err != nil {
 				return &TaskError{Operator: v.describe(), Subtask: i, Err: err}
 			}
 		}
 	}
-	if err := deployRemote(remote, states); err != nil {
+	if err := a.deployRemote(remote, states); err != nil {
 		return err
 	}
 	complete = true
@@ -365,7 +369,7 @@ func (a *attempt) loop(ctx context.Context) error {
 					break
 				}
 				if err := a.handle(m); err != nil {
-					return err
+					return a.rootCause(err)
 				}
 			}
 			clear(msgs)
@@ -401,6 +405,40 @@ func (a *attempt) loop(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rootCauseWait bounds how long a failure that is only a broken channel
+// between hosts waits for the failure that caused it.
+const rootCauseWait = time.Second
+
+// rootCause returns the failure that fails the attempt. A broken channel
+// between task hosts is usually the echo of its peer's failure, whose exit
+// may arrive later (from another host): for up to rootCauseWait it looks
+// for another task's failure in the inbox and returns that one instead, so
+// that the restart strategy and the job's failures see the cause.
+func (a *attempt) rootCause(err error) error {
+	if !errors.Is(err, ErrEdgeBroken) {
+		return err
+	}
+	t := time.NewTimer(rootCauseWait)
+	defer t.Stop()
+	var msgs []coordMsg
+	for {
+		select {
+		case <-a.inbox.Ready():
+		case <-t.C:
+			return err
+		case <-a.ctx.Done():
+			return err
+		}
+		msgs = a.inbox.Drain(msgs)
+		for _, m := range msgs {
+			if m, ok := m.(taskExitedMsg); ok && m.err != nil && !errors.Is(m.err, ErrEdgeBroken) && !errors.Is(m.err, context.Canceled) {
+				return m.err
+			}
+		}
+		clear(msgs)
+	}
 }
 
 // handle steps on one inbox message. Messages of tasks that a regional
@@ -477,7 +515,9 @@ func (a *attempt) teardown() error {
 		a.cancel()
 		a.taskWG.Wait()
 		for _, m := range a.inbox.Drain(nil) {
-			if m, ok := m.(taskExitedMsg); ok && m.err != nil && err == nil {
+			// A channel to another host broken by the shutdown of its
+			// peer is no failure now.
+			if m, ok := m.(taskExitedMsg); ok && m.err != nil && err == nil && !errors.Is(m.err, ErrEdgeBroken) {
 				err = m.err
 			}
 		}

@@ -2,9 +2,10 @@ package engine
 
 import (
 	"context"
-	"hash/maphash"
+	"fmt"
 	"sync"
 
+	"github.com/sluice-io/sluice/internal/cluster/exchange"
 	"github.com/sluice-io/sluice/watermark"
 )
 
@@ -114,6 +115,11 @@ type netOutput[T any] struct {
 	hash      func(T) uint64
 	out       int64 // records sent, flushed to metrics by the task
 	fail      func(error)
+	// links and senders: the receivers on other task hosts (senders[i]
+	// set for them once open; chans[i] is then unused).
+	links   *edgeLinks
+	epoch   exchange.Epoch
+	senders []*exchange.Sender[elem[T]]
 }
 
 func newNetOutput[T any](ctx context.Context, e *edgeChannels[T], src int, part Partitioning, hash func(T) uint64, batchSize int, fail func(error)) *netOutput[T] {
@@ -200,6 +206,10 @@ func (o *netOutput[T]) sendBatch(i int) {
 }
 
 func (o *netOutput[T]) send(i int, m netMsg[T]) {
+	if o.links != nil && o.links.peers[i] != "" {
+		o.sendRemote(i, m)
+		return
+	}
 	select {
 	case o.chans[i] <- m:
 	default:
@@ -213,6 +223,81 @@ func (o *netOutput[T]) send(i int, m netMsg[T]) {
 	select {
 	case o.notify[i] <- struct{}{}:
 	default:
+	}
+}
+
+// sendRemote sends m to receiver i on another host. A failure fails the
+// task (wrapping ErrEdgeBroken unless the task was cancelled).
+func (o *netOutput[T]) sendRemote(i int, m netMsg[T]) {
+	s := o.senders[i]
+	if s == nil {
+		o.fail(fmt.Errorf("%w: %v: not open", ErrEdgeBroken, o.links.channel(o.self, i)))
+		return
+	}
+	var err error
+	switch m.kind {
+	case msgData:
+		err = s.SendBatch(o.ctx, *m.recs)
+		clear(*m.recs)
+		o.pool.Put(m.recs)
+	case msgWatermark:
+		err = s.SendEvent(o.ctx, exchange.Watermark(m.value))
+	case msgIdle:
+		err = s.SendEvent(o.ctx, exchange.Idle())
+	case msgBarrier:
+		err = s.SendEvent(o.ctx, exchange.Barrier(m.value))
+	case msgEnd:
+		err = s.SendEvent(o.ctx, exchange.EndOfPartition())
+	}
+	if err != nil {
+		if o.ctx.Err() != nil {
+			o.fail(o.ctx.Err())
+			return
+		}
+		o.fail(fmt.Errorf("%w: %w", ErrEdgeBroken, err))
+	}
+}
+
+// open opens the channels to receivers on other hosts (it waits for each
+// to accept).
+func (o *netOutput[T]) open(ctx context.Context) error {
+	if o.links == nil {
+		return nil
+	}
+	codec, _ := o.links.codec.(exchange.Codec[T])
+	var c exchange.Codec[elem[T]]
+	if codec != nil {
+		c = elemCodec[T]{codec}
+	}
+	for i, addr := range o.links.peers {
+		if addr == "" || o.senders[i] != nil {
+			continue
+		}
+		cl, err := o.links.rt.net.client(addr)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrEdgeBroken, err)
+		}
+		s, err := exchange.Open(ctx, cl, o.links.channel(o.self, i), o.epoch, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: %w", ErrEdgeBroken, err)
+		}
+		o.senders[i] = s
+	}
+	return nil
+}
+
+// close aborts the channels to other hosts: whatever they still queue is
+// of no use once the task ended (a finished job's data all arrived before
+// its final barrier was aligned).
+func (o *netOutput[T]) close() {
+	for i, s := range o.senders {
+		if s != nil {
+			_ = s.Close(cancelledCtx())
+			o.senders[i] = nil
+		}
 	}
 }
 
@@ -235,13 +320,6 @@ func (o *netOutput[T]) broadcast(kind msgKind, value int64) {
 	}
 }
 
-// HashOf returns a hash function for keys of a comparable type, stable
-// within one process.
-func HashOf[T any, K comparable](key func(T) K) func(T) uint64 {
-	seed := maphash.MakeSeed()
-	return func(v T) uint64 { return maphash.Comparable(seed, key(v)) }
-}
-
 // gate is the head of a chain fed by an edge: it reads the channels of all
 // senders, aligns checkpoint barriers and combines watermarks.
 type gate[T any] struct {
@@ -258,6 +336,12 @@ type gate[T any] struct {
 	wms      *watermark.Combiner[int]
 	rr       int
 	in       int64 // records received
+	// remote[i] is the receiver of input i when its sender runs on
+	// another task host (chans[i] is then unused); dead[i] marks one
+	// that ended after its end of input.
+	remote []*exchange.Receiver[elem[T]]
+	dead   []bool
+	net    *Network
 }
 
 func newGate[T any](e *edgeChannels[T], d int) *gate[T] {
@@ -268,6 +352,61 @@ func newGate[T any](e *edgeChannels[T], d int) *gate[T] {
 		g.wms.Add(i)
 	}
 	return g
+}
+
+// listen registers the receivers of the gate's inputs on other hosts.
+// links.peers is by input, in sender order.
+func (g *gate[T]) listen(l *edgeLinks, d int, ep exchange.Epoch) error {
+	if l == nil {
+		return nil
+	}
+	codec, _ := l.codec.(exchange.Codec[T])
+	var c exchange.Codec[elem[T]]
+	if codec != nil {
+		c = elemCodec[T]{codec}
+	}
+	g.net = l.rt.net
+	g.remote = make([]*exchange.Receiver[elem[T]], len(g.chans))
+	g.dead = make([]bool, len(g.chans))
+	srcs := l.srcs
+	for i, addr := range l.peers {
+		if addr == "" {
+			continue
+		}
+		r, err := exchange.Listen(l.rt.net.Server, l.channel(srcs[i], d), ep, c, exchange.WithReady(g.notify))
+		if err != nil {
+			g.close()
+			return fmt.Errorf("%w: %w", ErrEdgeBroken, err)
+		}
+		g.remote[i] = r
+	}
+	return nil
+}
+
+// close unregisters the gate's receivers (their senders fail).
+func (g *gate[T]) close() {
+	for i, r := range g.remote {
+		if r != nil {
+			_ = r.Close()
+			g.remote[i] = nil
+		}
+	}
+}
+
+// fromExchange converts a received message to the gate's form.
+func fromExchange[T any](m exchange.Message[elem[T]]) netMsg[T] {
+	switch m.Kind {
+	case exchange.KindRecords:
+		recs := m.Records
+		return netMsg[T]{kind: msgData, recs: &recs}
+	case exchange.KindWatermark:
+		return netMsg[T]{kind: msgWatermark, value: m.Value}
+	case exchange.KindIdle:
+		return netMsg[T]{kind: msgIdle}
+	case exchange.KindBarrier:
+		return netMsg[T]{kind: msgBarrier, value: m.Value}
+	}
+	return netMsg[T]{kind: msgEnd}
 }
 
 // gateEvents is what a gate asks of its task.
@@ -293,6 +432,26 @@ func (g *gate[T]) poll(t gateEvents) (bool, error) {
 		}
 		// Ended inputs are still read: their senders stay alive after the
 		// end of input and forward the barriers of later checkpoints.
+		if g.remote != nil && g.remote[i] != nil {
+			if g.dead[i] {
+				continue
+			}
+			m, ok, err := g.remote[i].Poll()
+			if err != nil {
+				if g.ended[i] {
+					// Its sender ended after its end of input (the
+					// job is finishing): nothing more can come.
+					g.dead[i] = true
+					continue
+				}
+				return false, fmt.Errorf("%w: input %d: %w", ErrEdgeBroken, i, err)
+			}
+			if !ok {
+				continue
+			}
+			g.net.received.Add(int64(len(m.Records)))
+			return true, g.handle(t, i, fromExchange(m))
+		}
 		select {
 		case m := <-g.chans[i]:
 			return true, g.handle(t, i, m)

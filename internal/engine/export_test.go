@@ -14,3 +14,5 @@ func SetPlacement(j *Job, p Placement, remoteErrors ...error) {
 // Plan describes j's vertices (tasks), one line each: the head's name, the
 // chained operators' uids and the parallelism.
 func Plan(j *Job) []string { return j.plan() }
+
+var HashKey = hashKey

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sluice-io/sluice/internal/cluster/exchange"
 )
 
 // ErrInvalidJob is wrapped by every error that rejects a job definition
@@ -78,6 +80,7 @@ type edge struct {
 	part     Partitioning
 	explicit bool // set by the user: never chain across it
 	hash     any  // func(T) uint64 for Hash
+	codec    any  // exchange.Codec[T] for channels between task hosts, or nil
 }
 
 // Graph is a job under construction. It is not safe for concurrent use.
@@ -109,6 +112,25 @@ func (g *Graph) Connect(from, to *Node, part Partitioning, explicit bool, hash a
 	e := &edge{from: from, to: to, part: part, explicit: explicit, hash: hash}
 	from.outputs = append(from.outputs, e)
 	to.inputs = append(to.inputs, e)
+}
+
+// SetEdgeCodec sets the record codec (an exchange.Codec[T] of the edge's
+// record type) of the edge from one node to another, needed when the job
+// places the edge's subtasks on different task hosts (Config.Network). It
+// returns an error wrapping ErrInvalidJob if there is no such edge or the
+// codec is of another type.
+func (g *Graph) SetEdgeCodec(from, to *Node, codec any) error {
+	for _, e := range from.outputs {
+		if e.to != to {
+			continue
+		}
+		if codec != nil && !from.out.codecFits(codec) {
+			return fmt.Errorf("%w: the codec %T of edge %s -> %s does not encode its record type", ErrInvalidJob, codec, from.name, to.name)
+		}
+		e.codec = codec
+		return nil
+	}
+	return fmt.Errorf("%w: no edge %s -> %s", ErrInvalidJob, from.name, to.name)
 }
 
 // vertex is a chain of nodes that runs in one task per subtask.
@@ -216,9 +238,10 @@ func (g *Graph) plan(defaultParallelism int, chaining bool) ([]*vertex, error) {
 // port creates the typed plumbing for values of one type.
 type port interface {
 	newChannels(srcPar, dstPar int, forward bool, capacity int) any
-	newOutput(ctx context.Context, ch any, src int, part Partitioning, hash any, batch int, fail func(error)) (Collector any, out outputTail)
-	newGate(ch any, d int) (g inputGate, setNext func(next any) error)
+	newOutput(ctx context.Context, ch any, src int, part Partitioning, hash any, batch int, fail func(error), links *edgeLinks, ep exchange.Epoch) (Collector any, out outputTail)
+	newGate(ch any, d int, links *edgeLinks, ep exchange.Epoch) (g inputGate, setNext func(next any) error, err error)
 	fanout(cs []any) any
+	codecFits(codec any) bool
 }
 
 // outputTail is the erased side of a netOutput.
@@ -226,6 +249,8 @@ type outputTail interface {
 	flush()
 	broadcast(kind msgKind, value int64)
 	recordsOut() int64
+	open(ctx context.Context) error
+	close()
 }
 
 // inputGate is the erased side of a gate.
@@ -234,6 +259,7 @@ type inputGate interface {
 	ready() <-chan struct{}
 	abort(id int64)
 	recordsIn() int64
+	close()
 }
 
 func (o *netOutput[T]) recordsOut() int64 { return o.out }
@@ -247,18 +273,30 @@ func (typedPort[T]) newChannels(srcPar, dstPar int, forward bool, capacity int) 
 	return newEdgeChannels[T](srcPar, dstPar, forward, capacity)
 }
 
-func (typedPort[T]) newOutput(ctx context.Context, ch any, src int, part Partitioning, hash any, batch int, fail func(error)) (any, outputTail) {
+func (typedPort[T]) newOutput(ctx context.Context, ch any, src int, part Partitioning, hash any, batch int, fail func(error), links *edgeLinks, ep exchange.Epoch) (any, outputTail) {
 	var h func(T) uint64
 	if hash != nil {
 		h = hash.(func(T) uint64)
 	}
 	o := newNetOutput(ctx, ch.(*edgeChannels[T]), src, part, h, batch, fail)
+	if links != nil {
+		o.links, o.epoch = links, ep
+		o.senders = make([]*exchange.Sender[elem[T]], len(o.chans))
+	}
 	return Collector[T](o), o
 }
 
-func (typedPort[T]) newGate(ch any, d int) (inputGate, func(any) error) {
+func (typedPort[T]) newGate(ch any, d int, links *edgeLinks, ep exchange.Epoch) (inputGate, func(any) error, error) {
 	g := newGate(ch.(*edgeChannels[T]), d)
-	return g, g.setNext
+	if err := g.listen(links, d, ep); err != nil {
+		return nil, nil, err
+	}
+	return g, g.setNext, nil
+}
+
+func (typedPort[T]) codecFits(codec any) bool {
+	_, ok := codec.(exchange.Codec[T])
+	return ok
 }
 
 func (typedPort[T]) fanout(cs []any) any {

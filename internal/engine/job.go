@@ -83,8 +83,15 @@ type Config struct {
 	JobID string
 	// Placement lists the task hosts the job's subtasks may run on
 	// (default: all in this process). The engine places each failover
-	// region on one host (see Placement and docs/cluster.md).
+	// region on one host (see Placement and docs/cluster.md), or with a
+	// Network each forward chain.
 	Placement Placement
+	// Network carries records between subtasks on different task hosts
+	// (default: none, and no edge crosses hosts). With a Network and a
+	// Placement, a job with a rebalance or hash edge spreads over its
+	// hosts: such an edge then needs a record codec (Graph.SetEdgeCodec).
+	// The task hosts' jobs (ServeTasks) need one too.
+	Network *Network
 	// RemoteErrors are sentinel errors that keep their identity (errors.Is)
 	// when a subtask on another task host fails with them, besides the
 	// engine's own (see RemoteError). They are matched by their text.
@@ -193,8 +200,10 @@ type Job struct {
 	failures         []error
 	regions          [][]taskKey     // failover regions
 	regionOf         map[taskKey]int // region of each subtask
-	attempts         int             // attempt numbers handed out (global and regional)
-	failureCount     int             // failures so far, for the restart strategy
+	chains           [][]taskKey     // forward chains: the placement units with a Network
+	chainOf          map[taskKey]int
+	attempts         int // attempt numbers handed out (global and regional)
+	failureCount     int // failures so far, for the restart strategy
 	state            State
 	stoppedBy        bool // finished because Stop was called
 
@@ -227,7 +236,7 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 	j := &Job{name: name, cfg: cfg, vertices: vs, storage: cfg.Storage, nextCheckpointID: 1, stopC: make(chan struct{}), spC: make(chan *savepointReq),
 		log: cfg.Logger.With("job", name), metricRoot: cfg.Metrics.Root().With("job", name)}
 	j.stats = newCheckpointStats(j.metricRoot)
-	j.regions, j.regionOf = computeRegions(vs)
+	j.regions, j.regionOf, j.chains, j.chainOf = planUnits(vs)
 	j.id = cfg.JobID
 	if cfg.RestoreFrom != nil {
 		j.latest = cfg.RestoreFrom
@@ -291,6 +300,13 @@ func NewJob(name string, g *Graph, cfg Config) (*Job, error) {
 			"restoring", fmt.Sprintf("%s %d", r.Kind, r.ID), "newest_completed", newest)
 	}
 	return j, nil
+}
+
+// planUnits returns the job's failover regions and its forward chains.
+func planUnits(vs []*vertex) (regions [][]taskKey, regionOf map[taskKey]int, chains [][]taskKey, chainOf map[taskKey]int) {
+	regions, regionOf = computeRegions(vs, false)
+	chains, chainOf = computeRegions(vs, true)
+	return regions, regionOf, chains, chainOf
 }
 
 // matchState checks that every operator state in snap belongs to an

@@ -33,6 +33,15 @@ func NewLoopback(id string, log *slog.Logger) *Loopback {
 	return l
 }
 
+// exchangeAddr is the coordinator's own: the host side shares its
+// process and its Network, unless SetExchangeAddr set another.
+func (l *Loopback) exchangeAddr(j *Job) string {
+	if a := l.Remote.exchangeAddr(j); a != "" {
+		return a
+	}
+	return Local.exchangeAddr(j)
+}
+
 // serve runs the host side for j (the coordinator's job itself: the same
 // graph).
 func (l *Loopback) serve(j *Job) {

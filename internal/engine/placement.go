@@ -19,6 +19,9 @@ type TaskHost interface {
 	session(a *attempt) (*remoteSession, error)
 	// live reports whether subtasks may be placed on the host now.
 	live() bool
+	// exchangeAddr is where the host's record exchange server is
+	// reached (Network.Addr of its process), or "".
+	exchangeAddr(j *Job) string
 }
 
 // Local is the coordinator's own process as a task host.
@@ -29,6 +32,12 @@ type localHost struct{}
 func (localHost) ID() string                               { return "local" }
 func (localHost) session(*attempt) (*remoteSession, error) { return nil, nil }
 func (localHost) live() bool                               { return true }
+func (localHost) exchangeAddr(j *Job) string {
+	if j.cfg.Network == nil {
+		return ""
+	}
+	return j.cfg.Network.Addr
+}
 
 // Placement says which task hosts a job may use. The engine places each
 // failover region (the subtasks that forward edges connect) on one of them
@@ -52,11 +61,35 @@ func (h Hosts) Hosts() []TaskHost { return h }
 // errNoHost fails the placement of a region when no host is live.
 var errNoHost = errors.New("no live task host to place subtasks on")
 
-// placement is an attempt's record of where its regions run.
+// placement is an attempt's record of where its placement units run: its
+// failover regions, or with a Network its forward chains (see
+// Job.placementUnits).
 type placement struct {
-	hostOf []TaskHost // by region; nil before the region was placed
+	units  [][]taskKey
+	unitOf map[taskKey]int
+	chains bool       // the units are forward chains
+	hostOf []TaskHost // by unit; nil before the unit was placed
 	// single says why the whole job runs on one host, or "".
 	single string
+}
+
+// hostOfTask is the host of subtask k (Local before placement).
+func (p *placement) hostOfTask(k taskKey) TaskHost {
+	if p.unitOf == nil {
+		return Local
+	}
+	return p.hostOf[p.unitOf[k]]
+}
+
+// placementUnits returns what the job places on one host each: with a
+// Network and a Placement, the forward chains (subtasks that forward
+// edges connect; a rebalance or hash edge between them may cross hosts);
+// otherwise the failover regions, so that no edge crosses hosts.
+func (j *Job) placementUnits() (units [][]taskKey, of map[taskKey]int, chains bool) {
+	if j.cfg.Network != nil && j.cfg.Placement != nil {
+		return j.chains, j.chainOf, true
+	}
+	return j.regions, j.regionOf, false
 }
 
 // liveHosts returns the live hosts of the job's Placement (Local without
@@ -66,20 +99,27 @@ func (a *attempt) liveHosts() []TaskHost {
 	if p == nil {
 		return []TaskHost{Local}
 	}
+	_, _, chains := a.job.placementUnits()
 	var out []TaskHost
 	for _, h := range p.Hosts() {
-		if h != nil && h.live() {
-			out = append(out, h)
+		if h == nil || !h.live() {
+			continue
 		}
+		if chains && h.exchangeAddr(a.job) == "" {
+			// Edges may cross hosts: a host others cannot send to
+			// takes no subtask.
+			continue
+		}
+		out = append(out, h)
 	}
 	return out
 }
 
 // singleHostReason says why a job runs on one host whatever the hosts, or
 // "".
-func singleHostReason(vs []*vertex, regions int) string {
-	if regions == 1 {
-		return "the job is one failover region (it has a rebalance or hash edge, and edges do not cross hosts yet)"
+func singleHostReason(vs []*vertex, units int, chains bool) string {
+	if units == 1 && !chains {
+		return "the job is one failover region (it has a rebalance or hash edge, and such edges cross task hosts only with a record exchange: engine.Config.Network)"
 	}
 	for _, v := range vs {
 		if h := v.head(); h.kind == kindSource {
@@ -91,15 +131,17 @@ func singleHostReason(vs []*vertex, regions int) string {
 	return ""
 }
 
-// placeAttempt places every region for a new attempt: region r on
-// hosts[r mod n] of the live hosts, or every region on hosts[0] when the
-// job cannot spread (see singleHostReason).
+// placeAttempt places every unit (region, or forward chain with a
+// Network) for a new attempt: unit u on hosts[u mod n] of the live hosts,
+// or every unit on hosts[0] when the job cannot spread (see
+// singleHostReason).
 func (a *attempt) placeAttempt() error {
 	j := a.job
-	a.pl.hostOf = make([]TaskHost, len(j.regions))
+	a.pl.units, a.pl.unitOf, a.pl.chains = j.placementUnits()
+	a.pl.hostOf = make([]TaskHost, len(a.pl.units))
 	if j.cfg.Placement == nil {
-		for r := range a.pl.hostOf {
-			a.pl.hostOf[r] = Local
+		for u := range a.pl.hostOf {
+			a.pl.hostOf[u] = Local
 		}
 		return nil
 	}
@@ -107,27 +149,45 @@ func (a *attempt) placeAttempt() error {
 	if len(hosts) == 0 {
 		return errNoHost
 	}
-	a.pl.single = singleHostReason(j.vertices, len(j.regions))
-	a.pl.hostOf = spread(len(j.regions), hosts, a.pl.single != "")
-	j.log.Info("subtasks placed", "attempt", a.number, "placement", a.pl.describe(j.regions))
+	a.pl.single = singleHostReason(j.vertices, len(a.pl.units), a.pl.chains)
+	a.pl.hostOf = spread(len(a.pl.units), hosts, a.pl.single != "")
+	j.log.Info("subtasks placed", "attempt", a.number, "placement", a.pl.describe())
 	if a.pl.single != "" && len(hosts) > 1 {
 		j.log.Info("the job runs on one task host", "host", hosts[0].ID(), "reason", a.pl.single)
+	}
+	if a.pl.chains {
+		return a.checkCodecs()
 	}
 	return nil
 }
 
-// placeRestart places region r for a regional restart: on its host if that
-// is still live, else on the live host that runs the fewest regions (the
-// first in order on ties).
-func (a *attempt) placeRestart(r int) (TaskHost, error) {
+// placeRestart places the units of region r for a regional restart: each
+// on its host if that is still live, else on the live host that runs the
+// fewest units (the first in order on ties). It records and returns the
+// units' hosts and the units that moved.
+func (a *attempt) placeRestart(r int) (moved []int, err error) {
 	if a.job.cfg.Placement == nil {
-		return Local, nil
+		return nil, nil
 	}
 	hosts := a.liveHosts()
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("region %d: %w", r, errNoHost)
 	}
-	return pickRestart(r, a.pl.hostOf, hosts, a.pl.single != ""), nil
+	for u, keys := range a.pl.units {
+		if a.job.regionOf[keys[0]] != r {
+			continue
+		}
+		h := pickRestart(u, a.pl.hostOf, hosts, a.pl.single != "")
+		if h != a.pl.hostOf[u] {
+			moved = append(moved, u)
+			a.job.log.Info("region placed on another task host", "region", r, "unit", u, "from", a.pl.hostOf[u].ID(), "to", h.ID())
+		}
+		a.pl.hostOf[u] = h
+	}
+	if a.pl.chains {
+		return moved, a.checkCodecs()
+	}
+	return moved, nil
 }
 
 // spread is the placement of an attempt's regions: region r on hosts[r mod
@@ -173,14 +233,18 @@ func pickRestart(r int, hostOf []TaskHost, hosts []TaskHost, single bool) TaskHo
 	return hosts[best]
 }
 
-// describe lists the regions of each host, for the log.
-func (p *placement) describe(regions [][]taskKey) string {
+// describe lists the units of each host, for the log.
+func (p *placement) describe() string {
 	var b strings.Builder
-	for r, h := range p.hostOf {
-		if r > 0 {
+	word := "region"
+	if p.chains {
+		word = "chain"
+	}
+	for u, h := range p.hostOf {
+		if u > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "region %d (%d subtasks) on %s", r, len(regions[r]), h.ID())
+		fmt.Fprintf(&b, "%s %d (%d subtasks) on %s", word, u, len(p.units[u]), h.ID())
 	}
 	return b.String()
 }
@@ -191,15 +255,15 @@ func (a *attempt) placeTasks() error {
 	if err := a.placeAttempt(); err != nil {
 		return err
 	}
-	for r, h := range a.pl.hostOf {
+	for u, h := range a.pl.hostOf {
 		s, err := h.session(a)
 		if err != nil {
-			return fmt.Errorf("place region %d on task host %s: %w", r, h.ID(), err)
+			return fmt.Errorf("place unit %d on task host %s: %w", u, h.ID(), err)
 		}
 		if s == nil {
 			continue
 		}
-		for _, k := range a.job.regions[r] {
+		for _, k := range a.pl.units[u] {
 			a.tasks[a.vertexByID[k.vertex]][k.subtask].remote = s
 		}
 	}
@@ -208,7 +272,7 @@ func (a *attempt) placeTasks() error {
 
 // deployRemote builds tasks placed on other hosts there, one deployment per
 // host.
-func deployRemote(tasks []*task, states map[taskKey]map[string]*checkpoint.TaskState) error {
+func (a *attempt) deployRemote(tasks []*task, states map[taskKey]map[string]*checkpoint.TaskState) error {
 	var order []*remoteSession
 	by := map[*remoteSession][]*task{}
 	for _, t := range tasks {
@@ -218,7 +282,11 @@ func deployRemote(tasks []*task, states map[taskKey]map[string]*checkpoint.TaskS
 		by[t.remote] = append(by[t.remote], t)
 	}
 	for _, s := range order {
-		if err := s.deploy(by[s], states); err != nil {
+		rt, err := a.routesFor(s.r.id)
+		if err != nil {
+			return err
+		}
+		if err := s.deploy(by[s], states, rt); err != nil {
 			return err
 		}
 	}

@@ -58,8 +58,9 @@ func (f Failover) String() string {
 // exit before the failure escalates to a global failover.
 const regionWaitBound = time.Minute
 
-// computeRegions groups the job's subtasks into failover regions.
-func computeRegions(vs []*vertex) (regions [][]taskKey, of map[taskKey]int) {
+// computeRegions groups the job's subtasks into failover regions, or with
+// forwardOnly into forward chains (only forward edges join subtasks).
+func computeRegions(vs []*vertex, forwardOnly bool) (regions [][]taskKey, of map[taskKey]int) {
 	parent := map[taskKey]taskKey{}
 	find := func(k taskKey) taskKey {
 		for parent[k] != k {
@@ -86,6 +87,9 @@ func computeRegions(vs []*vertex) (regions [][]taskKey, of map[taskKey]int) {
 				for i := range v.parallelism {
 					union(taskKey{v.id, i}, taskKey{w.id, i})
 				}
+				continue
+			}
+			if forwardOnly {
 				continue
 			}
 			for i := range v.parallelism {
@@ -224,37 +228,41 @@ func (a *attempt) restartRegion(r int) error {
 	attemptNo := j.attempts
 	j.attempts++
 	j.mu.Unlock()
-	host, err := a.placeRestart(r)
+	if _, err := a.placeRestart(r); err != nil {
+		return err
+	}
+	rt, err := a.routesFor(Local.ID())
 	if err != nil {
 		return err
 	}
-	sess, err := host.session(a)
-	if err != nil {
-		return fmt.Errorf("place region %d on task host %s: %w", r, host.ID(), err)
+	var built, remote []*task
+	fail := func(err error) error {
+		for _, b := range built {
+			if b.remote == nil {
+				_ = b.close()
+			}
+		}
+		return err
 	}
-	var built []*task
 	for _, k := range keys {
 		v := a.vertexByID[k.vertex]
 		t := a.newTask(v, k.subtask, rs.ctx, a.fo.gen(k), attemptNo, restoredID)
+		host := a.pl.hostOfTask(k)
+		sess, err := host.session(a)
+		if err != nil {
+			return fail(fmt.Errorf("place region %d on task host %s: %w", r, host.ID(), err))
+		}
 		if sess != nil {
 			t.remote = sess // built on its host below
-		} else if err := t.build(channels, states[k]); err != nil {
-			for _, b := range built {
-				_ = b.close()
-			}
-			return &TaskError{Operator: v.describe(), Subtask: k.subtask, Err: fmt.Errorf("regional restart: %w", err)}
+			remote = append(remote, t)
+		} else if err := t.build(channels, states[k], rt); err != nil {
+			return fail(&TaskError{Operator: v.describe(), Subtask: k.subtask, Err: fmt.Errorf("regional restart: %w", err)})
 		}
 		built = append(built, t)
 	}
-	if sess != nil {
-		if err := sess.deploy(built, states); err != nil {
-			return fmt.Errorf("regional restart of region %d: %w", r, err)
-		}
+	if err := a.deployRemote(remote, states); err != nil {
+		return fail(fmt.Errorf("regional restart of region %d: %w", r, err))
 	}
-	if old := a.pl.hostOf[r]; old != host {
-		j.log.Info("region placed on another task host", "region", r, "from", old.ID(), "to", host.ID())
-	}
-	a.pl.hostOf[r] = host
 	for _, t := range built {
 		a.tasks[t.env.v][t.env.subtask] = t
 		if t.env.v.tail().kind == kindSink {

@@ -68,6 +68,23 @@ type Remote struct {
 	// starts serving it there).
 	onHello  func(j *Job)
 	deployed atomic.Int64
+	xaddr    string // the host's record exchange address
+}
+
+// SetExchangeAddr sets the address of the host's record exchange server
+// (its process's Network.Addr), which the subtasks of other hosts dial
+// when the host runs a consumer of an edge that crosses hosts. Call it
+// before the host is placed on.
+func (r *Remote) SetExchangeAddr(addr string) {
+	r.mu.Lock()
+	r.xaddr = addr
+	r.mu.Unlock()
+}
+
+func (r *Remote) exchangeAddr(*Job) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.xaddr
 }
 
 // NewRemote returns the task host at the other end of conn, named id
@@ -335,11 +352,14 @@ type remoteRun struct {
 // deploy builds tasks (stubs of this attempt placed on the host) there,
 // from their restored states. It blocks the coordinator goroutine like a
 // local build does.
-func (s *remoteSession) deploy(tasks []*task, states map[taskKey]map[string]*checkpoint.TaskState) error {
+func (s *remoteSession) deploy(tasks []*task, states map[taskKey]map[string]*checkpoint.TaskState, rt *routes) error {
 	if len(tasks) == 0 {
 		return nil
 	}
 	f := &frame{kind: fDeploy, session: s.number}
+	if rt != nil {
+		f.routes = &wireRoutes{self: rt.self, addrs: rt.addrs, hostOf: rt.hostOf}
+	}
 	for _, t := range tasks {
 		e := t.env
 		d := deployItem{key: wireKey{s.number, e.v.id, e.subtask, e.gen}, attemptNo: e.attemptNo, restoredID: e.restoredID}

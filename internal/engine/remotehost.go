@@ -242,7 +242,7 @@ func (h *taskHost) hello(f *frame) error {
 	}
 	j := h.job
 	h.view = &Job{name: j.name, id: f.jobID, runID: f.runID, cfg: j.cfg, vertices: j.vertices, storage: j.storage, log: j.log, metricRoot: j.metricRoot,
-		regions: j.regions, regionOf: j.regionOf, stopC: make(chan struct{}), spC: make(chan *savepointReq)}
+		regions: j.regions, regionOf: j.regionOf, chains: j.chains, chainOf: j.chainOf, stopC: make(chan struct{}), spC: make(chan *savepointReq)}
 	j.log.Info("task host serving a coordinator", "job_id", f.jobID, "run_id", f.runID)
 	return nil
 }
@@ -262,6 +262,11 @@ func (h *taskHost) deploy(f *frame) *frame {
 			channels[e] = e.from.out.newChannels(v.parallelism, e.to.parallelism, e.part == Forward, a.job.cfg.ChannelCapacity)
 		}
 	}
+	rt, err := h.routes(f.routes, a)
+	if err != nil {
+		reply.err = err
+		return reply
+	}
 	var built []*hostTask
 	for _, d := range f.deploy {
 		v := a.vertexByID[d.key.vertex]
@@ -275,7 +280,7 @@ func (h *taskHost) deploy(f *frame) *frame {
 		}
 		ctx, cancel := context.WithCancelCause(a.ctx)
 		t := a.newTask(v, d.key.subtask, ctx, d.key.gen, d.attemptNo, d.restoredID)
-		if err := t.build(channels, states); err != nil {
+		if err := t.build(channels, states, rt); err != nil {
 			cancel(nil)
 			reply.err = &TaskError{Operator: v.describe(), Subtask: d.key.subtask, Err: err}
 			break
@@ -309,6 +314,35 @@ func (h *taskHost) deploy(f *frame) *frame {
 		s.tasks[k] = ht
 	}
 	return reply
+}
+
+// routes checks a deployment's routes against the job and this host's
+// Network; nil when every channel is in process.
+func (h *taskHost) routes(w *wireRoutes, a *attempt) (*routes, error) {
+	if w == nil {
+		return nil, nil
+	}
+	j := a.job
+	if len(w.hostOf) != len(j.vertices) {
+		return nil, fmt.Errorf("task host: routes for %d operators, the job has %d", len(w.hostOf), len(j.vertices))
+	}
+	for i, v := range j.vertices {
+		if len(w.hostOf[i]) != v.parallelism {
+			return nil, fmt.Errorf("task host: routes for %d subtasks of %s, it has %d", len(w.hostOf[i]), v.id, v.parallelism)
+		}
+	}
+	rt := &routes{self: w.self, addrs: w.addrs, hostOf: w.hostOf, net: j.cfg.Network, job: channelJob(j)}
+	if rt.net == nil {
+		for vi := range w.hostOf {
+			for i := range w.hostOf[vi] {
+				if rt.peer(vi, i) != "" {
+					return nil, fmt.Errorf("%w: task host: the coordinator places subtasks here whose edges cross task hosts, but this host has no record exchange (engine.Config.Network)", ErrInvalidJob)
+				}
+			}
+		}
+		return nil, nil
+	}
+	return rt, nil
 }
 
 // newSession sets up the host-side attempt of a coordinator attempt and

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
+	"github.com/sluice-io/sluice/internal/cluster/exchange"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/sink"
 	"github.com/sluice-io/sluice/source"
@@ -52,6 +53,12 @@ type taskEnv struct {
 	gen        int
 	attemptNo  int   // what Attempt() reports
 	restoredID int64 // the checkpoint this task was restored from, or 0
+}
+
+// epoch is the epoch of the task's channels to other hosts: its attempt
+// and generation (see exchange.Epoch).
+func (e *taskEnv) epoch() exchange.Epoch {
+	return exchange.Epoch{Attempt: uint64(e.att.number), Generation: uint64(e.gen)}
 }
 
 func (e *taskEnv) fail(err error) {
@@ -148,7 +155,7 @@ type task struct {
 // build instantiates the chain of v for one subtask, tail first. It runs
 // connector code (CreateReader, CreateWriter, …) on the coordinator
 // goroutine: a panic there fails the job naming this subtask.
-func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.TaskState) (err error) {
+func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.TaskState, rt *routes) (err error) {
 	defer recoverTo(&err, t.env.log(), "")
 	env, v := t.env, t.env.v
 	// Tail: network outputs or a sink.
@@ -171,7 +178,8 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 	default:
 		var cs []any
 		for _, e := range v.outputs {
-			c, out := tail.out.newOutput(env.ctx, channels[e], env.subtask, e.part, e.hash, env.att.job.cfg.BatchSize, env.fail)
+			links := rt.links(env.att.job.vertices, e, env.subtask, false)
+			c, out := tail.out.newOutput(env.ctx, channels[e], env.subtask, e.part, e.hash, env.att.job.cfg.BatchSize, env.fail, links, env.epoch())
 			cs = append(cs, c)
 			t.outs = append(t.outs, out)
 		}
@@ -205,8 +213,12 @@ func (t *task) build(channels map[*edge]any, restored map[string]*checkpoint.Tas
 	}
 	{
 		e := v.inputs[0]
-		g, setNext := e.from.out.newGate(channels[e], env.subtask)
+		g, setNext, err := e.from.out.newGate(channels[e], env.subtask, rt.links(env.att.job.vertices, e, env.subtask, true), env.epoch())
+		if err != nil {
+			return err
+		}
 		if err := setNext(next); err != nil {
+			g.close()
 			return err
 		}
 		t.gate = g
@@ -239,6 +251,11 @@ func (t *task) run() (err error) {
 	}
 	if t.sinkOp != nil {
 		t.sinkOp.open(ctx)
+	}
+	for _, o := range t.outs {
+		if err := o.open(ctx); err != nil {
+			return err
+		}
 	}
 	tm := t.newTimers()
 	defer tm.stop()
@@ -560,6 +577,12 @@ func (t *task) endOfInput() error {
 }
 
 func (t *task) close() error {
+	for _, o := range t.outs {
+		o.close()
+	}
+	if t.gate != nil {
+		t.gate.close()
+	}
 	var errs []error
 	if t.src != nil {
 		if err := callSafely(t.env.log(), "Reader.Close", t.src.close); err != nil {

@@ -20,7 +20,7 @@ import (
 )
 
 // wireVersion is the version of the frame format, sent in the hello.
-const wireVersion = 2
+const wireVersion = 3
 
 // frameKind is the first byte of a frame.
 type frameKind byte
@@ -251,7 +251,7 @@ var ErrHostLost = errors.New("task host lost")
 // task failure's trip from a remote host, matched by their text.
 func builtinSentinels() []error {
 	return []error{restart.ErrUnrecoverable, ErrPanic, context.Canceled, context.DeadlineExceeded,
-		sink.ErrCommitFailed, ErrHostLost, ErrInvalidJob, errors.ErrUnsupported}
+		sink.ErrCommitFailed, ErrHostLost, ErrInvalidJob, errors.ErrUnsupported, ErrEdgeBroken}
 }
 
 // RemoteError is the cause of a failure that happened on another task host:
@@ -351,7 +351,17 @@ type frame struct {
 	err       error // fHelloAck (refused), fDeployed (a build failed), fExited
 	upTo      int64 // fCommitted
 	committed []pendingCommittable
-	upTos     []int64 // fDeployed: per deployed subtask, how far its sink counts as committed
+	upTos     []int64     // fDeployed: per deployed subtask, how far its sink counts as committed
+	routes    *wireRoutes // fDeploy: where every subtask runs, when edges cross hosts
+}
+
+// wireRoutes is a deployment's routes (see routes): the hosts' record
+// exchange addresses, the host of each subtask by vertex, and which host
+// the receiver is.
+type wireRoutes struct {
+	self   int
+	addrs  []string
+	hostOf [][]int
 }
 
 // deployItem is one subtask to build on a host.
@@ -360,6 +370,49 @@ type deployItem struct {
 	attemptNo  int
 	restoredID int64
 	states     []checkpoint.TaskState
+}
+
+// routes writes a deployment's routes (a flag, then self, the addresses
+// and the host of each subtask by vertex).
+func (w *wbuf) routes(rt *wireRoutes) {
+	w.bool(rt != nil)
+	if rt == nil {
+		return
+	}
+	w.uint(uint64(rt.self))
+	w.strings(rt.addrs)
+	w.uint(uint64(len(rt.hostOf)))
+	for _, hs := range rt.hostOf {
+		w.uint(uint64(len(hs)))
+		for _, h := range hs {
+			w.uint(uint64(h))
+		}
+	}
+}
+
+// routes reads what wbuf.routes wrote; host indexes must name an address.
+func (r *rbuf) routes() *wireRoutes {
+	if !r.bool() {
+		return nil
+	}
+	rt := &wireRoutes{self: int(min(r.uint(), 1<<20)), addrs: r.strings()}
+	n := r.count()
+	for i := 0; i < n && r.err == nil; i++ {
+		m := r.count()
+		hs := make([]int, 0, min(m, 1024))
+		for k := 0; k < m && r.err == nil; k++ {
+			h := int(min(r.uint(), 1<<20))
+			if h >= len(rt.addrs) {
+				r.fail(fmt.Sprintf("route to host %d of %d", h, len(rt.addrs)))
+			}
+			hs = append(hs, h)
+		}
+		rt.hostOf = append(rt.hostOf, hs)
+	}
+	if rt.self >= len(rt.addrs) {
+		r.fail(fmt.Sprintf("routes: self is host %d of %d", rt.self, len(rt.addrs)))
+	}
+	return rt
 }
 
 // encodeFrame returns the wire form of f.
@@ -386,6 +439,7 @@ func encodeFrame(f *frame, sentinels []error) []byte {
 				w.taskState(st)
 			}
 		}
+		w.routes(f.routes)
 	case fStart:
 		w.uint(uint64(f.session))
 		w.uint(uint64(len(f.keys)))
@@ -457,6 +511,7 @@ func decodeFrame(b []byte, host string, sentinels []error) (*frame, error) {
 			}
 			f.deploy = append(f.deploy, d)
 		}
+		f.routes = r.routes()
 	case fStart:
 		f.session = int(r.uint())
 		n := r.count()

@@ -23,6 +23,7 @@ func sampleFrames() []*frame {
 	return []*frame{
 		{kind: fHello, version: wireVersion, job: "j", jobID: "abc", runID: "r1", plan: []string{"src [src] p=4", "sink [sink] p=2"}},
 		{kind: fDeploy, req: 9, session: 3, deploy: []deployItem{{key: k, attemptNo: 7, restoredID: 12, states: []checkpoint.TaskState{st}}, {key: k}}},
+		{kind: fDeploy, req: 10, session: 4, deploy: []deployItem{{key: k}}, routes: &wireRoutes{self: 1, addrs: []string{"10.0.0.1:7071", "10.0.0.2:7071"}, hostOf: [][]int{{0, 1, 0}, {1, 0, 1}}}},
 		{kind: fStart, session: 3, keys: []wireKey{k, {session: 3, vertex: "x"}}},
 		{kind: fMail, key: k, mail: mailAddSplits, splits: [][]byte{[]byte("s1"), []byte("s2")}},
 		{kind: fMail, key: k, mail: mailTrigger, id: 4, stop: true},
@@ -183,6 +184,7 @@ type testHost string
 func (h testHost) ID() string                             { return string(h) }
 func (testHost) session(*attempt) (*remoteSession, error) { return nil, nil }
 func (testHost) live() bool                               { return true }
+func (testHost) exchangeAddr(*Job) string                 { return "" }
 
 // TestPlacementRule: regions spread round-robin over the hosts (all on
 // the first when the job cannot spread); a restarting region keeps its

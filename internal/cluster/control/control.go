@@ -34,6 +34,9 @@ const (
 	fullMethod  = "/" + serviceName + "/" + methodName
 	codecName   = "sluice-control"
 	nodeKey     = "sluice-node"
+	// exchangeKey carries the worker's record exchange address (see
+	// WithExchangeAddr).
+	exchangeKey = "sluice-exchange"
 )
 
 // service is the handler type gRPC checks the server against.
@@ -198,6 +201,9 @@ func (s *Server) link(stream grpc.ServerStream) error {
 	}
 	c := &serverConn{stream: stream, done: make(chan struct{})}
 	w := &worker{remote: engine.NewRemote(id, c, s.cfg.logger), conn: c}
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(exchangeKey)) == 1 {
+		w.remote.SetExchangeAddr(md.Get(exchangeKey)[0])
+	}
 	s.mu.Lock()
 	old := s.workers[id]
 	s.workers[id] = w
@@ -289,7 +295,11 @@ func Dial(ctx context.Context, target, nodeID string, opts ...Option) (engine.Co
 	if err != nil {
 		return nil, fmt.Errorf("control: dial %s: %w", target, err)
 	}
-	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), nodeKey, nodeID))
+	md := []string{nodeKey, nodeID}
+	if cfg.exchangeAddr != "" {
+		md = append(md, exchangeKey, cfg.exchangeAddr)
+	}
+	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), md...))
 	stop := context.AfterFunc(ctx, cancel) // dialling ends with ctx; the link outlives it
 	stream, err := cc.NewStream(sctx, &streamDesc, fullMethod, grpc.WaitForReady(true))
 	stop()
@@ -397,6 +407,8 @@ type config struct {
 	keyFile   string
 	caFile    string
 	logger    *slog.Logger
+	// exchangeAddr: Dial's WithExchangeAddr.
+	exchangeAddr string
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -414,6 +426,15 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("control: max frame size %d: must be at least 1 MiB", c.maxFrame)
 	}
 	return c, nil
+}
+
+// WithExchangeAddr tells the coordinator, on Dial, where this worker's
+// record exchange server is reached (its engine.Network's Addr), so that
+// subtasks on other nodes can send to the consumers placed here. Without
+// it a coordinator whose job has a record exchange (engine.Config.Network)
+// places none of that job's subtasks on this worker.
+func WithExchangeAddr(addr string) Option {
+	return optionFunc(func(c *config) { c.exchangeAddr = addr })
 }
 
 // WithKeepalive sets how often both ends ping an idle connection and how
