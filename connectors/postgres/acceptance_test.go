@@ -139,12 +139,13 @@ func TestAcceptanceChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Four faults per run, at records and checkpoints relative to where
-	// the run starts. The checkpoint faults fire on whichever subtask gets
-	// there first: a subtask fires them only while it still has input
-	// (committables to prepare and commit), and with pulled splits one
-	// subtask may run out of splits early, more so under load; a fault
-	// tied to that subtask then never fired and the run ended with 3
-	// (seen at load 26: "run 1 ended ... (300000 rows, 3 faults)").
+	// the run starts. A fault of one subtask fires only while that subtask
+	// still has input (records to write, committables to prepare and
+	// commit). With pulled splits one subtask could run out of splits long
+	// before the others, more so under load, and a run ended with 3
+	// faults (seen at load 26-46: "run 1 ended ... (300000 rows, 3
+	// faults)"). So the splits are pushed, two to each subtask, and the
+	// checkpoint faults fire on whichever subtask gets there first.
 	plan := faultinject.NewPlan(
 		faultinject.Fault{Kind: faultinject.WriterAfterRecords, Subtask: int(seed % 3), Records: 3000},
 		faultinject.Fault{Kind: faultinject.AfterRecords, Subtask: int((seed + 1) % 3), Records: 5000},
@@ -175,7 +176,8 @@ func TestAcceptanceChild(t *testing.T) {
 			}
 		}
 	}()
-	src := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(6), datagen.RatePerSecond(20_000))
+	src := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(6), datagen.RatePerSecond(20_000),
+		datagen.PushAssignment())
 	sk, err := NewSink(os.Getenv("ACC_URL"), "accept", func(i int64) ([]any, error) { return []any{i, strconv.FormatInt(i*7, 10)}, nil },
 		Columns("k", "v"))
 	if err != nil {
