@@ -13,6 +13,10 @@
 // one task and call each other directly, a batch at a time. [Rebalance] and
 // [KeyBy] put an exchange between tasks: records travel in batches over
 // bounded channels, so a slow consumer slows its producers (backpressure).
+// A job spread over several processes ([Placement] with a [Network])
+// places its forward chains on them, and the channels of a KeyBy or
+// Rebalance between processes go over gRPC with credit-based flow
+// control; such an edge needs a codec ([EdgeCodec], [EdgeCodecFuncs]).
 //
 // With checkpointing on, the runtime takes aligned checkpoints: sources
 // snapshot their splits, two-phase sinks prepare, and committers commit

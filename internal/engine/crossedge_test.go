@@ -222,3 +222,14 @@ func TestHashOfStable(t *testing.T) {
 		t.Error(`"a" and "b" hash alike`)
 	}
 }
+
+// TestForwardChains: the keyed job at parallelism 4 is one failover region
+// but eight forward chains (gen → before, after → sink, per subtask): the
+// units a job with a Network spreads over its hosts.
+func TestForwardChains(t *testing.T) {
+	plan := faultinject.RandomPlan(1, 0, faultinject.Kinds(), 4, 1, 1)
+	j, _, _, _ := crossEdgeJob(t, "crossedge-units", 10, plan, 0, newTestNetwork(t), true)
+	if regions, chains := engine.Units(j); regions != 1 || chains != 8 {
+		t.Errorf("%d regions and %d chains, want 1 and 8", regions, chains)
+	}
+}

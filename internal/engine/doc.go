@@ -112,6 +112,15 @@
 // link breaks is lost and its subtasks fail with [ErrHostLost]. [Loopback]
 // runs a host in process through the wire form, for tests.
 //
+// With a record exchange ([Config.Network], network.go) the unit of
+// placement is the forward chain instead of the region, so a job with a
+// rebalance or hash edge spreads over its hosts: a channel of such an edge
+// between two hosts is an internal/cluster/exchange stream (credit flow
+// control, events in line), one in a process stays a Go channel. Such an
+// edge needs a record codec (Graph.SetEdgeCodec); a broken channel fails
+// its task with [ErrEdgeBroken], and the job, one failover region,
+// restarts from its latest checkpoint.
+//
 // # Savepoints
 //
 // [Handle.TriggerSavepoint] and [Handle.StopWithSavepoint] write

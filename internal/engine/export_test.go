@@ -16,3 +16,6 @@ func SetPlacement(j *Job, p Placement, remoteErrors ...error) {
 func Plan(j *Job) []string { return j.plan() }
 
 var HashKey = hashKey
+
+// Units returns how many failover regions and forward chains j has.
+func Units(j *Job) (regions, chains int) { return len(j.regions), len(j.chains) }
