@@ -154,15 +154,7 @@ func TestWorkerLost(t *testing.T) {
 	job := buildJob(t, gen, store, engine.Config{CheckpointInterval: 50 * time.Millisecond, Restart: restart.FixedDelay(4, 0), Placement: srv})
 	h := job.Start(ctx)
 	waitCheckpoints(t, h, 3)
-	px.Cut()
-	select {
-	case err := <-workerDone:
-		if err == nil {
-			t.Error("ServeTasks returned nil after its link was cut")
-		}
-	case <-ctx.Done():
-		t.Fatal("ServeTasks did not return after its link was cut")
-	}
+	cutAndWaitWorker(ctx, t, px, workerDone)
 	// The worker's two regions restart on the coordinator's process.
 	waitRestarts(t, h, 2)
 	waitCheckpoints(t, h, h.Status().Checkpoints.Completed+3)
@@ -206,6 +198,21 @@ func checkPrefixes(t *testing.T, got []int64) {
 		}
 	}
 	t.Logf("%d records committed exactly once", len(got))
+}
+
+// cutAndWaitWorker cuts the worker's link and waits until its ServeTasks
+// returned, which it must do with an error.
+func cutAndWaitWorker(ctx context.Context, t *testing.T, px *proxy, workerDone <-chan error) {
+	t.Helper()
+	px.Cut()
+	select {
+	case err := <-workerDone:
+		if err == nil {
+			t.Error("ServeTasks returned nil after its link was cut")
+		}
+	case <-ctx.Done():
+		t.Fatal("ServeTasks did not return after its link was cut")
+	}
 }
 
 // waitCheckpoints waits, bounded (30 s), until the job completed n

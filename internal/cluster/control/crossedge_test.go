@@ -95,15 +95,7 @@ func TestWorkerLostCrossEdge(t *testing.T) {
 	if coordNet.RecordsReceived() == 0 && workerNet.RecordsReceived() == 0 {
 		t.Error("no record crossed between the coordinator and the worker")
 	}
-	px.Cut()
-	select {
-	case err := <-workerDone:
-		if err == nil {
-			t.Error("ServeTasks returned nil after its link was cut")
-		}
-	case <-ctx.Done():
-		t.Fatal("ServeTasks did not return after its link was cut")
-	}
+	cutAndWaitWorker(ctx, t, px, workerDone)
 	res, err := h.Wait()
 	if err != nil {
 		t.Fatal(err)
