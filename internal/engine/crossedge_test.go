@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -220,6 +221,17 @@ func TestHashOfStable(t *testing.T) {
 	h := engine.HashOf(func(s string) string { return s })
 	if h("a") == h("b") {
 		t.Error(`"a" and "b" hash alike`)
+	}
+	// Keys that compare equal are one key: they must go to one subtask.
+	negZero := math.Copysign(0, -1)
+	if engine.HashKey(0.0) != engine.HashKey(negZero) || engine.HashKey(float32(0)) != engine.HashKey(float32(negZero)) {
+		t.Error("+0 and -0 hash differently")
+	}
+	// A named type hashes as its kind does, not through fmt.
+	type customer string
+	type count int32
+	if engine.HashKey(customer("customer-1")) != engine.HashKey("customer-1") || engine.HashKey(count(-7)) != engine.HashKey(int32(-7)) {
+		t.Error("a named string or integer hashes unlike its kind")
 	}
 }
 
