@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -93,6 +94,26 @@ type Client struct {
 	api      *s3.Client
 	partSize int
 	endpoint string
+	// parts recycles the part buffers of finished uploads (*[]byte of
+	// capacity partSize): a new buffer per upload would cost partSize
+	// bytes of fresh memory, zeroed, for every part file.
+	parts sync.Pool
+}
+
+// partBuf returns an empty buffer of capacity partSize for an upload.
+func (c *Client) partBuf() []byte {
+	if b, ok := c.parts.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, c.partSize)
+}
+
+// recyclePart returns a buffer of partBuf that nothing reads any more.
+func (c *Client) recyclePart(b []byte) {
+	if cap(b) == c.partSize {
+		b = b[:0]
+		c.parts.Put(&b)
+	}
 }
 
 // New returns a client. It does no I/O: a wrong endpoint or credentials

@@ -59,7 +59,7 @@ func (s *Store) Create(ctx context.Context, key string) (file.ObjectUpload, erro
 			return nil, err
 		}
 	}
-	return &upload{s: s, ctx: ctx, key: key, id: id, buf: make([]byte, 0, s.c.partSize)}, nil
+	return &upload{s: s, ctx: ctx, key: key, id: id}, nil
 }
 
 // abortOthers aborts the unfinished uploads of key other than keep.
@@ -150,20 +150,27 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 }
 
 // upload is a multipart upload in progress: it buffers one part and
-// uploads it when full.
+// uploads it when full. The buffer comes from the client's pool at the
+// first write and goes back when the upload is prepared or aborted,
+// unless a part upload failed (the HTTP transport may still read a
+// failed request's body).
 type upload struct {
-	s     *Store
-	ctx   context.Context
-	key   string
-	id    string
-	buf   []byte
-	parts []part
-	done  bool
+	s      *Store
+	ctx    context.Context
+	key    string
+	id     string
+	buf    []byte
+	parts  []part
+	done   bool
+	failed bool // a part upload failed: buf is not recycled
 }
 
 func (u *upload) Write(p []byte) (int, error) {
 	if u.done {
 		return 0, fmt.Errorf("s3: write to %s after its upload was prepared or aborted", u.s.where(u.key))
+	}
+	if u.buf == nil && len(p) > 0 {
+		u.buf = u.s.c.partBuf()
 	}
 	n := 0
 	for len(p) > 0 {
@@ -185,11 +192,24 @@ func (u *upload) flush(ctx context.Context) error {
 	out, err := u.s.c.api.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(u.s.bucket), Key: aws.String(u.key), UploadId: aws.String(u.id),
 		PartNumber: aws.Int32(num), Body: bytes.NewReader(u.buf), ContentLength: aws.Int64(int64(len(u.buf)))})
 	if err != nil {
+		u.failed = true
 		return fmt.Errorf("s3: upload part %d of %s: %w", num, u.s.where(u.key), err)
 	}
 	u.parts = append(u.parts, part{N: num, ETag: strings.Clone(aws.ToString(out.ETag))})
 	u.buf = u.buf[:0]
 	return nil
+}
+
+// release gives the buffer back to the client's pool (or, after a failed
+// part upload, to the garbage collector) and reports whether it went to
+// the pool.
+func (u *upload) release() (recycled bool) {
+	recycled = u.buf != nil && !u.failed
+	if recycled {
+		u.s.c.recyclePart(u.buf)
+	}
+	u.buf = nil
+	return recycled
 }
 
 // Prepare uploads the rest as the last part and returns the handle.
@@ -203,13 +223,13 @@ func (u *upload) Prepare(ctx context.Context) ([]byte, error) {
 		}
 	}
 	u.done = true
-	u.buf = nil
+	u.release()
 	return json.Marshal(handle{ID: u.id, Parts: u.parts})
 }
 
 // Abort aborts the upload.
 func (u *upload) Abort(ctx context.Context) error {
 	u.done = true
-	u.buf = nil
+	u.release()
 	return u.s.Abort(ctx, u.key, u.id)
 }

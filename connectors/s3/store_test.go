@@ -3,6 +3,10 @@ package s3
 import (
 	"bytes"
 	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/sluice-io/sluice/connectors/file"
@@ -103,5 +107,113 @@ func TestFSReads(t *testing.T) {
 	n, err = f.ReadAt(buf[:5], 0)
 	if err != nil || string(buf[:n]) != "hello" {
 		t.Errorf("ReadAt = %q, %v", buf[:n], err)
+	}
+}
+
+// failParts is an HTTP transport that answers every part upload of a key
+// under "fail/" with 403 AccessDenied (which the SDK does not retry)
+// without sending it, and passes every other request to the server.
+type failParts struct{}
+
+func (failParts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") && strings.Contains(r.URL.Path, "/fail/") {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>injected</Message></Error>`
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: r}, nil
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestStorePartBuffers: uploads take their part buffers from the client's
+// pool at their first write and give them back when prepared or aborted.
+// Two uploads open at once, over several parts, and a third one after
+// them (on a recycled buffer) store exactly their own bytes; an upload
+// whose part upload failed does not recycle its buffer (the HTTP
+// transport may still read a failed request's body).
+func TestStorePartBuffers(t *testing.T) {
+	if os.Getenv("SLUICE_S3_ENDPOINT") == "" {
+		t.Skip("SLUICE_S3_ENDPOINT is not set: start an S3-compatible server with scripts/s3.sh (scripts/test.sh does)")
+	}
+	c, err := New(Endpoint(os.Getenv("SLUICE_S3_ENDPOINT")), Credentials(os.Getenv("SLUICE_S3_ACCESS_KEY"), os.Getenv("SLUICE_S3_SECRET_KEY")),
+		PartSize(minPartSize), HTTPClient(&http.Client{Transport: failParts{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := "t-parts-" + randSuffix()
+	if err := c.CreateBucket(t.Context(), bucket); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	st := c.Store(bucket)
+	fill := func(n int, seed byte) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = seed + byte(i%251)
+		}
+		return b
+	}
+	want := map[string][]byte{"out/a": fill(minPartSize+12345, 1), "out/b": fill(2*minPartSize+7, 2)}
+	ups := map[string]file.ObjectUpload{}
+	for k := range want {
+		if ups[k], err = st.Create(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for off := 0; off < 2*minPartSize+7; off += 64 << 10 {
+		for k, data := range want {
+			if off < len(data) {
+				if _, err := ups[k].Write(data[off:min(off+64<<10, len(data))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	complete := func(k string, up file.ObjectUpload) {
+		h, err := up.Prepare(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Complete(ctx, k, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, up := range ups {
+		complete(k, up)
+	}
+	want["out/c"] = fill(1000, 3)
+	upc, err := st.Create(ctx, "out/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := upc.Write(want["out/c"]); err != nil {
+		t.Fatal(err)
+	}
+	complete("out/c", upc)
+	got := listObjects(t, c, bucket, "out/")
+	for k, data := range want {
+		if !bytes.Equal(got[k], data) {
+			t.Errorf("%s: %d bytes stored, want its own %d bytes", k, len(got[k]), len(data))
+		}
+	}
+
+	upf, err := st.Create(ctx, "fail/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := upf.Write(fill(minPartSize+1, 4)); err == nil {
+		t.Fatal("a part upload answered with 403: no error")
+	}
+	if upf.(*upload).release() {
+		t.Fatal("the buffer of a failed part upload was recycled")
+	}
+	if err := upf.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := uploads(t, c, bucket); len(got) != 0 {
+		t.Fatalf("uploads left: %v", got)
 	}
 }
