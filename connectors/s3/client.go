@@ -73,7 +73,7 @@ func SessionToken(tok string) Option { return func(c *config) { c.session = tok 
 
 // PartSize sets the part size of multipart uploads (default
 // [DefaultPartSize]; at least 5 MiB). A writer holds one part in memory
-// per open object.
+// per open object; a client reuses the buffers of finished uploads.
 func PartSize(n int) Option { return func(c *config) { c.partSize = n } }
 
 // HTTPClient sets the HTTP client (default: the SDK's).

@@ -7,7 +7,8 @@
 // [Client.Store] is a file.ObjectStore: with file.WithObjectStore a file
 // sink ([file.NewRowSink], [file.NewBulkSink]) writes each part file as a
 // multipart upload. Parts are uploaded as the writer's part buffer fills
-// ([PartSize], default 8 MiB); at every checkpoint the writer uploads the
+// ([PartSize], default 8 MiB; the client reuses the buffers of prepared
+// and aborted uploads); at every checkpoint the writer uploads the
 // rest as the last part and hands the prepared upload — its id and part
 // ETags — to the checkpoint as the committable. When the checkpoint
 // completes, the committer completes the upload, which makes the object
