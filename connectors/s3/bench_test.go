@@ -58,10 +58,10 @@ func cpuTime() time.Duration {
 // BenchmarkParquetWrite writes one Parquet file of 1M records (200k with
 // -short), snappy, 128 MiB row groups: with the file sink (a bounded job
 // at parallelism 1 from an in-memory generator of map records) to a local
-// directory and to s3:// (multipart uploads of 5 MiB parts, the test client's PartSize), and with a
-// hand-written parquet-go GenericWriter of structs of the same file to a
-// local file (fsync and rename) and to S3 (the file built in memory,
-// one PutObject) — from structs made beforehand, and (parquet-go-maps)
+// directory and to s3:// (multipart uploads of 5 MiB parts, the test
+// client's PartSize), and with a hand-written parquet-go GenericWriter of
+// structs of the same file to a local file (fsync and rename) and to S3
+// (the file built in memory, one PutObject) — from structs made beforehand, and (parquet-go-maps)
 // from the same map records as the sink's, converted by a type switch per
 // field — and, as a further reference, a hand-written parquet-go writer
 // of the map records (converted to parquet.Row by hand) into memory. It
