@@ -61,16 +61,17 @@ func cpuTime() time.Duration {
 // directory and to s3:// (multipart uploads of 5 MiB parts, the test
 // client's PartSize), and with a hand-written parquet-go GenericWriter of
 // structs of the same file to a local file (fsync and rename) and to S3
-// (the file built in memory, one PutObject) — from structs made beforehand, and (parquet-go-maps)
-// from the same map records as the sink's, converted by a type switch per
-// field — and, as a further reference, a hand-written parquet-go writer
-// of the map records (converted to parquet.Row by hand) into memory. It
-// reports rows/s and this process's CPU time per file and per million
-// rows (the S3 server's is not counted). local/iceberg writes the same
-// records with the Iceberg sink (connectors/iceberg: Arrow columns,
-// written by iceberg-go and arrow-go's Parquet writer) into a new table of
-// a SQLite catalog with a local warehouse, one snapshot at the end.
-// memory/sluice-writer (ParquetBulk's writer alone) against
+// (the file built in memory, one PutObject) — from structs made
+// beforehand, and (parquet-go-maps) from the same map records as the
+// sink's, converted by a type switch per field — and, as a further
+// reference, a hand-written parquet-go writer of the map records
+// (converted to parquet.Row by hand) into memory. It reports rows/s and
+// this process's CPU time per file and per million rows (the S3 server's
+// is not counted). local/iceberg writes the same records with the Iceberg
+// sink (connectors/iceberg: Arrow columns, written by iceberg-go and
+// arrow-go's Parquet writer) into a new table of a SQLite catalog with a
+// local warehouse, one snapshot at the end. memory/sluice-writer
+// (ParquetBulk's writer alone) against
 // memory/parquet-go-structs-from-maps, and local/sluice-discard (the job
 // into a bulk format that drops the records), split the pipeline's cost.
 // Interleave rounds with -count.
