@@ -66,11 +66,14 @@ type Server struct {
 	gs   *grpc.Server
 	stop chan struct{}
 	once sync.Once
-	// closers are the goroutines that close a lost link's Remote once its
-	// handler returned (its receive ends only then).
+	// closers counts the link handlers and the goroutines that close a
+	// lost link's Remote once its handler returned (its receive ends only
+	// then). A handler joins it under mu unless stopped is set, so that no
+	// Add races Stop's Wait (gRPC's Stop does not wait for handlers).
 	closers sync.WaitGroup
 
 	mu      sync.Mutex
+	stopped bool
 	workers map[string]*worker
 	changed chan struct{} // closed and replaced when workers change
 }
@@ -117,6 +120,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // waits for them.
 func (s *Server) Stop() {
 	s.once.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
 		close(s.stop)
 		s.gs.Stop()
 	})
@@ -199,6 +205,13 @@ func (s *Server) link(stream grpc.ServerStream) error {
 		s.cfg.logger.Warn("control: refused a link without a node id", "peer", peerAddr(ctx))
 		return status.Error(codes.InvalidArgument, "control: the link needs a node id (metadata "+nodeKey+")")
 	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "control: the server is stopping")
+	}
+	s.closers.Add(1) // Done once the Remote is closed, below
+	s.mu.Unlock()
 	c := &serverConn{stream: stream, done: make(chan struct{})}
 	w := &worker{remote: engine.NewRemote(id, c, s.cfg.logger), conn: c}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(exchangeKey)) == 1 {
@@ -220,7 +233,6 @@ func (s *Server) link(stream grpc.ServerStream) error {
 	case <-s.stop:
 	}
 	// The Remote's receive returns once this handler did.
-	s.closers.Add(1)
 	go func() {
 		defer s.closers.Done()
 		_ = w.remote.Close()
