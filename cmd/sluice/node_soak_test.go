@@ -422,13 +422,14 @@ func TestNodeSoak(t *testing.T) {
 		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
 	}
 	// Figures.
-	restored, finished, lost := 0, 0, 0
+	restored, finished, lost, moves := 0, 0, 0, 0
 	var cpu time.Duration
 	for _, p := range c.all {
 		s := p.stderr()
 		restored += strings.Count(s, "restoring from the published checkpoint")
 		finished += strings.Count(s, `msg="job finished"`)
 		lost += strings.Count(s, "lost leadership")
+		moves += strings.Count(s, "moving a region to a task host with fewer regions")
 		if ps := p.cmd.ProcessState; ps != nil {
 			cpu += ps.UserTime() + ps.SystemTime()
 		}
@@ -444,9 +445,9 @@ func TestNodeSoak(t *testing.T) {
 		t.Errorf("%d of %d worker kills hit a worker running subtasks, want at least %d", workerHits, count["worker"], wantHits)
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("SOAK: %d records in %v (%.0f records/s end to end, disruptions included); %d node processes; kill -9 of workers %d (%d running subtasks), of leaders %d (failover to a new leader: %v), SIGSTOP of leaders %d (takeover: %v), etcd member kills 1; terms restored from the pointer %d, terms lost %d; output: %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job, %d open; node CPU %.1fs (%.1f CPU-s per million records, standbys included); load average %s",
+	t.Logf("SOAK: %d records in %v (%.0f records/s end to end, disruptions included); %d node processes; kill -9 of workers %d (%d running subtasks), of leaders %d (failover to a new leader: %v), SIGSTOP of leaders %d (takeover: %v), etcd member kills 1; terms restored from the pointer %d, terms lost %d; regions moved to a host with fewer %d; output: %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job, %d open; node CPU %.1fs (%.1f CPU-s per million records, standbys included); load average %s",
 		total, elapsed.Round(time.Second), float64(total)/elapsed.Seconds(), len(c.all), count["worker"], workerHits, count["leader"], roundAll(failovers), count["stop"], roundAll(stopTakeovers),
-		restored, lost, r.n, missing, dup, r.disorder, ours, open, cpu.Seconds(), cpu.Seconds()/(float64(total)/1e6), strings.TrimSpace(string(load)))
+		restored, lost, moves, r.n, missing, dup, r.disorder, ours, open, cpu.Seconds(), cpu.Seconds()/(float64(total)/1e6), strings.TrimSpace(string(load)))
 }
 
 func roundAll(ds []time.Duration) []time.Duration {
