@@ -8,7 +8,10 @@ package main
 // the module, and the real broker run a Kafka → map → Kafka exactly-once
 // job over 1M records (SLUICE_NODE_SOAK_RECORDS to change it), its three
 // regions placed on the three nodes (--node-addr), while the test kills
-// non-leader nodes (workers) with SIGKILL 20 times, the leader 5 times,
+// workers running subtasks with SIGKILL 20 times (each waits, bounded, for
+// a worker whose current link deployed subtasks; at full size all 20 must
+// hit one, at a smaller SLUICE_NODE_SOAK_RECORDS at least
+// soakWorkerHitsSmall), the leader 5 times,
 // stops the leader with SIGSTOP past its lease 3 times and kills one etcd
 // member. The input is bounded (its end offsets are known in advance), so
 // the job finishes, every node exits 0, and an independent read_committed
@@ -193,12 +196,12 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// soakPlan is the order of the disruptions: 20 kills of a non-leader
-// node, 5 of the leader, 3 stops of the leader, 1 etcd member kill.
+// soakPlan is the order of the disruptions: 20 kills of a worker running
+// subtasks, 5 of the leader, 3 stops of the leader, 1 etcd member kill.
 func soakPlan() []string {
 	p := make([]string, 29)
 	for i := range p {
-		p[i] = "standby"
+		p[i] = "worker"
 	}
 	for _, i := range []int{2, 8, 14, 20, 26} {
 		p[i] = "leader"
@@ -209,6 +212,12 @@ func soakPlan() []string {
 	p[11] = "etcd"
 	return p
 }
+
+// soakWorkerHitsSmall is how many of the 20 worker kills must hit a worker
+// running subtasks below the full size (all 20 at 1M records): the short
+// rounds of a small run leave less time for a restarted worker to link
+// and be given work before the next kill.
+const soakWorkerHitsSmall = 15
 
 var soakJobIDRE = regexp.MustCompile(`job_id=([0-9a-f]+)`)
 
@@ -231,7 +240,7 @@ func TestNodeSoak(t *testing.T) {
 	for _, a := range plan {
 		count[a]++
 	}
-	if count["standby"] != 20 || count["leader"] != 5 || count["stop"] != 3 || count["etcd"] != 1 {
+	if count["worker"] != 20 || count["leader"] != 5 || count["stop"] != 3 || count["etcd"] != 1 {
 		t.Fatalf("plan %v", count)
 	}
 	began := time.Now()
@@ -265,7 +274,7 @@ func TestNodeSoak(t *testing.T) {
 	rounds := len(plan) + 1
 	produced := 0
 	var failovers, stopTakeovers []time.Duration
-	workerHits := 0 // non-leader kills of a worker running subtasks
+	workerHits := 0 // kills of a worker whose current link deployed subtasks
 	lostLines := func(p *proc) int { return strings.Count(p.stderr(), "lost leadership") }
 	for k := range rounds {
 		hi := total * (k + 1) / rounds
@@ -277,35 +286,33 @@ func TestNodeSoak(t *testing.T) {
 		}
 		if k < len(plan) {
 			switch plan[k] {
-			case "standby":
-				var victim string
-				for j := range ids {
-					id := ids[(k+j)%len(ids)] // rotate over the nodes
-					if id != leader && c.procs[id] != nil {
-						select {
-						case <-c.procs[id].done:
-						default:
-							victim = id
-						}
-					}
-					if victim != "" {
-						break
-					}
-				}
-				if victim == "" {
-					t.Fatalf("round %d: no live standby to kill", k)
-				}
-				p := c.procs[victim]
-				ran := hostsSubtasks(p)
+			case "worker":
+				// Kill a worker whose current link deployed subtasks:
+				// wait (bounded: 60s) until one runs them.
+				victim, lead := c.awaitWorkerHost(job, ids, leader, k, 600)
+				leader = lead
+				ran := victim != ""
 				if ran {
 					workerHits++
+				} else {
+					for j := range ids {
+						if id := ids[(k+j)%len(ids)]; id != leader && c.procs[id] != nil && alive(c.procs[id]) {
+							victim = id
+							break
+						}
+					}
+					if victim == "" {
+						t.Fatalf("round %d: no live non-leader node to kill", k)
+					}
+					t.Logf("round %d: no worker ran subtasks within 60s; killing %s anyway", k, victim)
 				}
+				p := c.procs[victim]
 				if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 				p.wait(t)
 				c.start(victim)
-				t.Logf("round %d: kill -9 of non-leader %s (running subtasks: %v; %d records read)", k, victim, ran, r.n)
+				t.Logf("round %d: kill -9 of worker %s (running subtasks: %v; %d records read)", k, victim, ran, r.n)
 			case "leader":
 				p := c.procs[leader]
 				t0 := time.Now()
@@ -415,13 +422,14 @@ func TestNodeSoak(t *testing.T) {
 		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
 	}
 	// Figures.
-	restored, finished, lost := 0, 0, 0
+	restored, finished, lost, moves := 0, 0, 0, 0
 	var cpu time.Duration
 	for _, p := range c.all {
 		s := p.stderr()
 		restored += strings.Count(s, "restoring from the published checkpoint")
 		finished += strings.Count(s, `msg="job finished"`)
 		lost += strings.Count(s, "lost leadership")
+		moves += strings.Count(s, "moving a region to a task host with fewer regions")
 		if ps := p.cmd.ProcessState; ps != nil {
 			cpu += ps.UserTime() + ps.SystemTime()
 		}
@@ -429,10 +437,17 @@ func TestNodeSoak(t *testing.T) {
 	if finished != 1 {
 		t.Errorf("%d nodes logged that the job finished, want 1", finished)
 	}
+	wantHits := count["worker"]
+	if total < 1_000_000 {
+		wantHits = soakWorkerHitsSmall
+	}
+	if workerHits < wantHits {
+		t.Errorf("%d of %d worker kills hit a worker running subtasks, want at least %d", workerHits, count["worker"], wantHits)
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("SOAK: %d records in %v (%.0f records/s end to end, disruptions included); %d node processes; kill -9 of non-leaders %d (%d running subtasks), of leaders %d (failover to a new leader: %v), SIGSTOP of leaders %d (takeover: %v), etcd member kills 1; terms restored from the pointer %d, terms lost %d; output: %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job, %d open; node CPU %.1fs (%.1f CPU-s per million records, standbys included); load average %s",
-		total, elapsed.Round(time.Second), float64(total)/elapsed.Seconds(), len(c.all), count["standby"], workerHits, count["leader"], roundAll(failovers), count["stop"], roundAll(stopTakeovers),
-		restored, lost, r.n, missing, dup, r.disorder, ours, open, cpu.Seconds(), cpu.Seconds()/(float64(total)/1e6), strings.TrimSpace(string(load)))
+	t.Logf("SOAK: %d records in %v (%.0f records/s end to end, disruptions included); %d node processes; kill -9 of workers %d (%d running subtasks), of leaders %d (failover to a new leader: %v), SIGSTOP of leaders %d (takeover: %v), etcd member kills 1; terms restored from the pointer %d, terms lost %d; regions moved to a host with fewer %d; output: %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job, %d open; node CPU %.1fs (%.1f CPU-s per million records, standbys included); load average %s",
+		total, elapsed.Round(time.Second), float64(total)/elapsed.Seconds(), len(c.all), count["worker"], workerHits, count["leader"], roundAll(failovers), count["stop"], roundAll(stopTakeovers),
+		restored, lost, moves, r.n, missing, dup, r.disorder, ours, open, cpu.Seconds(), cpu.Seconds()/(float64(total)/1e6), strings.TrimSpace(string(load)))
 }
 
 func roundAll(ds []time.Duration) []time.Duration {

@@ -76,6 +76,42 @@ func alive(p *proc) bool {
 	}
 }
 
+// awaitWorkerHost waits (bounded: polls × 100ms plus the polls' own time)
+// until every live node of ids but the leader is linked to the leader and
+// one of them runs subtasks on its current link, and returns that one ("" if
+// none does by then) and the leader. With a job name it asks etcd for the
+// leader at every poll (a failover the test did not cause is possible at
+// load). It tries the nodes from ids[from mod len(ids)] on, so that a caller
+// can rotate over them.
+func (c *nodeCluster) awaitWorkerHost(job string, ids []string, leader string, from, polls int) (host, lead string) {
+	for range polls {
+		if job != "" {
+			if id := c.etcdLeader(job); id != "" {
+				leader = id
+			}
+		}
+		all := true
+		host = ""
+		for j := range ids {
+			id := ids[(from+j)%len(ids)]
+			p := c.procs[id]
+			if id == leader || p == nil || !alive(p) {
+				continue
+			}
+			if !linked(p, leader) {
+				all = false
+			} else if host == "" && hostsSubtasks(p) {
+				host = id
+			}
+		}
+		if all && host != "" {
+			return host, leader
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "", leader
+}
+
 // TestNodeWorkersKafka: three nodes, a 1-member etcd, the real broker. The
 // first leader waits for the two others to link (--expect-nodes 3) and
 // places the job's three regions on itself and both workers. Input is
@@ -122,28 +158,6 @@ func TestNodeWorkersKafka(t *testing.T) {
 	leader := c.awaitLeader(job, "")
 	rounds := len(plan) + 1
 	produced, hits := 0, 0
-	// awaitWorker waits (bounded: 30s) until every live worker is linked
-	// to the leader and one of them runs subtasks, and returns that one
-	// ("" if none does by then).
-	awaitWorker := func() string {
-		for range 300 {
-			all, host := true, ""
-			for _, id := range ids {
-				if p := c.procs[id]; id != leader && p != nil && alive(p) {
-					if !linked(p, leader) {
-						all = false
-					} else if host == "" && hostsSubtasks(p) {
-						host = id
-					}
-				}
-			}
-			if all && host != "" {
-				return host
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		return ""
-	}
 	for k := range rounds {
 		hi := total * (k + 1) / rounds
 		soakProduce(t, prod, produced, hi)
@@ -158,7 +172,7 @@ func TestNodeWorkersKafka(t *testing.T) {
 		}
 		switch plan[k] {
 		case "worker":
-			victim := awaitWorker()
+			victim, _ := c.awaitWorkerHost("", ids, leader, 0, 300)
 			if victim == "" {
 				for _, id := range ids {
 					if id != leader && alive(c.procs[id]) {

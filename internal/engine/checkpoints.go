@@ -149,6 +149,9 @@ func (a *attempt) checkpointComplete(p *pendingCheckpoint, size int64) error {
 	}
 	a.lastCompleted = max(a.lastCompleted, p.id)
 	a.notifyCommitted() // a job whose sinks commit nothing
+	if !p.final && p.kind == checkpoint.Checkpoint {
+		return a.maybeMove(p.id, now)
+	}
 	return nil
 }
 

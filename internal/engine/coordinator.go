@@ -68,6 +68,8 @@ type attempt struct {
 	// coordinator (remotehost.go).
 	pl     placement
 	hosted bool
+	// lastMove is when maybeMove last moved a region (zero: never).
+	lastMove time.Time
 }
 
 // sinkTrack follows the commits of one sink's subtasks (see sinkCommits in

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/sluice-io/sluice/internal/cluster/exchange"
@@ -258,16 +259,30 @@ func (o *netOutput[T]) sendRemote(i int, m netMsg[T]) {
 	}
 }
 
+// edgeCodec returns the codec of l's channels for records of type T: nil
+// when the edge has none, an error naming the edge when its codec encodes
+// another type (Graph.SetEdgeCodec refuses one; this keeps a wrong one
+// from turning into a channel without a codec).
+func edgeCodec[T any](l *edgeLinks) (exchange.Codec[elem[T]], error) {
+	if l.codec == nil {
+		return nil, nil
+	}
+	codec, ok := l.codec.(exchange.Codec[T])
+	if !ok {
+		return nil, fmt.Errorf("%w: edge %s: its codec %T does not encode its records (%v)", ErrInvalidJob, l.name, l.codec, reflect.TypeFor[T]())
+	}
+	return elemCodec[T]{codec}, nil
+}
+
 // open opens the channels to receivers on other hosts (it waits for each
 // to accept).
 func (o *netOutput[T]) open(ctx context.Context) error {
 	if o.links == nil {
 		return nil
 	}
-	codec, _ := o.links.codec.(exchange.Codec[T])
-	var c exchange.Codec[elem[T]]
-	if codec != nil {
-		c = elemCodec[T]{codec}
+	c, err := edgeCodec[T](o.links)
+	if err != nil {
+		return err
 	}
 	for i, addr := range o.links.peers {
 		if addr == "" || o.senders[i] != nil {
@@ -360,10 +375,9 @@ func (g *gate[T]) listen(l *edgeLinks, d int, ep exchange.Epoch) error {
 	if l == nil {
 		return nil
 	}
-	codec, _ := l.codec.(exchange.Codec[T])
-	var c exchange.Codec[elem[T]]
-	if codec != nil {
-		c = elemCodec[T]{codec}
+	c, err := edgeCodec[T](l)
+	if err != nil {
+		return err
 	}
 	g.net = l.rt.net
 	g.remote = make([]*exchange.Receiver[elem[T]], len(g.chans))

@@ -358,13 +358,14 @@ func (r *blockedReader) SnapshotState(id int64) ([]rangeSplit, error) {
 	return r.Reader.SnapshotState(id)
 }
 
-// waitCheckpoints waits, bounded (10 s), until the job completed n
+// waitCheckpoints waits, bounded (a hang guard of about 60s: at a load of
+// 40 on two cores 10s was too short), until the job completed n
 // checkpoints.
 func waitCheckpoints(t *testing.T, h *engine.Handle, n int) {
 	t.Helper()
 	for i := 0; h.Status().Checkpoints.Completed < n; i++ {
-		if i > 5000 {
-			t.Fatalf("only %d of %d checkpoints completed within 10s", h.Status().Checkpoints.Completed, n)
+		if i > 30000 {
+			t.Fatalf("only %d of %d checkpoints completed within 60s", h.Status().Checkpoints.Completed, n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

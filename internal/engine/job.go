@@ -86,6 +86,14 @@ type Config struct {
 	// region on one host (see Placement and docs/cluster.md), or with a
 	// Network each forward chain.
 	Placement Placement
+	// MoveInterval is the least time between two moves of a running
+	// region onto a task host with fewer (default 30s; negative: no
+	// moves). When a checkpoint completes and a live host of the
+	// Placement runs more than ceil(regions/live hosts) regions, the
+	// engine restarts one of them from that checkpoint on the live host
+	// that runs the fewest: a host that linked after the attempt started
+	// gets work (see planMove and docs/cluster.md).
+	MoveInterval time.Duration
 	// Network carries records between subtasks on different task hosts
 	// (default: none, and no edge crosses hosts). With a Network and a
 	// Placement, a job with a rebalance or hash edge spreads over its
@@ -151,6 +159,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BufferTimeout == 0 {
 		c.BufferTimeout = 100 * time.Millisecond
+	}
+	if c.MoveInterval == 0 {
+		c.MoveInterval = 30 * time.Second
 	}
 	if c.WatermarkInterval == 0 {
 		c.WatermarkInterval = 200 * time.Millisecond

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluice-io/sluice/checkpoint"
@@ -69,6 +70,9 @@ type placement struct {
 	unitOf map[taskKey]int
 	chains bool       // the units are forward chains
 	hostOf []TaskHost // by unit; nil before the unit was placed
+	// moveTo is where a unit that is being moved (planMove) restarts, by
+	// unit; nil for the others.
+	moveTo []TaskHost
 	// single says why the whole job runs on one host, or "".
 	single string
 }
@@ -139,6 +143,7 @@ func (a *attempt) placeAttempt() error {
 	j := a.job
 	a.pl.units, a.pl.unitOf, a.pl.chains = j.placementUnits()
 	a.pl.hostOf = make([]TaskHost, len(a.pl.units))
+	a.pl.moveTo = make([]TaskHost, len(a.pl.units))
 	if j.cfg.Placement == nil {
 		for u := range a.pl.hostOf {
 			a.pl.hostOf[u] = Local
@@ -178,6 +183,12 @@ func (a *attempt) placeRestart(r int) (moved []int, err error) {
 			continue
 		}
 		h := pickRestart(u, a.pl.hostOf, hosts, a.pl.single != "")
+		if to := a.pl.moveTo[u]; to != nil {
+			a.pl.moveTo[u] = nil
+			if slices.Contains(hosts, to) {
+				h = to
+			}
+		}
 		if h != a.pl.hostOf[u] {
 			moved = append(moved, u)
 			a.job.log.Info("region placed on another task host", "region", r, "unit", u, "from", a.pl.hostOf[u].ID(), "to", h.ID())
@@ -231,6 +242,45 @@ func pickRestart(r int, hostOf []TaskHost, hosts []TaskHost, single bool) TaskHo
 		}
 	}
 	return hosts[best]
+}
+
+// planMove is the rule that gives work to a host that linked after the
+// attempt started: given where the units run (hostOf), the live hosts in
+// placement order and which units may move, with n units on h live hosts,
+// the first host in order that runs more than ceil(n/h) units gives its
+// last movable unit to the live host that runs the fewest (the first in
+// order on ties). It returns that unit and host, or ok false when no host
+// runs more than its share, or when a unit runs on a host that is not live
+// (its failover comes first).
+func planMove(hostOf, hosts []TaskHost, movable func(u int) bool) (unit int, to TaskHost, ok bool) {
+	if len(hosts) < 2 {
+		return 0, nil, false
+	}
+	load := make([]int, len(hosts))
+	for _, h := range hostOf {
+		i := slices.Index(hosts, h)
+		if i < 0 {
+			return 0, nil, false
+		}
+		load[i]++
+	}
+	share := (len(hostOf) + len(hosts) - 1) / len(hosts)
+	from := slices.IndexFunc(load, func(n int) bool { return n > share })
+	if from < 0 {
+		return 0, nil, false
+	}
+	least := 0
+	for i := range hosts {
+		if load[i] < load[least] {
+			least = i
+		}
+	}
+	for u := len(hostOf) - 1; u >= 0; u-- {
+		if hostOf[u] == hosts[from] && movable(u) {
+			return u, hosts[least], true
+		}
+	}
+	return 0, nil, false
 }
 
 // describe lists the units of each host, for the log.

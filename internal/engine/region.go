@@ -137,7 +137,14 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 	}
 	j.log.Warn("task failed; restarting its region from the latest completed checkpoint",
 		"region", r, "tasks", len(j.regions[r]), "delay", delay, "error", cause)
+	return a.takeDown(r, delay, cause)
+}
 
+// takeDown cancels region r's tasks for a restart, aborts a pending
+// checkpoint that is not being stored, and once the tasks exited and delay
+// passed posts that the region may restart (restartRegion).
+func (a *attempt) takeDown(r int, delay time.Duration, cause error) error {
+	j := a.job
 	rs := a.regions[r]
 	for _, key := range a.fo.regionDown(r) { // everything the old tasks still send is stale
 		v := a.vertexByID[key.vertex]
@@ -192,6 +199,42 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 		a.inbox.Put(regionReadyMsg{region: r})
 	}()
 	return nil
+}
+
+// maybeMove moves a running region onto a task host with fewer, by
+// planMove's rule, right after checkpoint id completed (the restore point
+// of the move): at most once per Config.MoveInterval, only with regional
+// failover, several regions and no edge between hosts (the units are the
+// regions), and only when no region is down, no checkpoint is pending, no
+// stop or savepoint is under way and the job is not finishing. A region
+// with a subtask that finished its input stays. The region restarts from
+// checkpoint id like a failed one, but without counting against the
+// restart strategy and without a delay.
+func (a *attempt) maybeMove(id int64, now time.Time) error {
+	j := a.job
+	if j.cfg.Placement == nil || j.cfg.MoveInterval < 0 || a.fo.mode != FailoverRegion || len(j.regions) < 2 ||
+		a.pl.chains || a.pl.single != "" || a.done || a.finishing.Load() || a.fo.anyDown() || a.tr.pending != nil ||
+		a.sps.stopping || a.sps.stopReq != nil || a.sps.cur != nil || len(a.sps.queue) > 0 ||
+		(!a.lastMove.IsZero() && now.Sub(a.lastMove) < j.cfg.MoveInterval) {
+		return nil
+	}
+	u, to, ok := planMove(a.pl.hostOf, a.liveHosts(), func(u int) bool {
+		for _, k := range a.pl.units[u] {
+			if a.fo.finished[k] {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		return nil
+	}
+	a.lastMove = now
+	r := j.regionOf[a.pl.units[u][0]]
+	j.log.Info("moving a region to a task host with fewer regions; it restarts there from the checkpoint",
+		"region", r, "from", a.pl.hostOf[u].ID(), "to", to.ID(), "checkpoint", id)
+	a.pl.moveTo[u] = to
+	return a.takeDown(r, 0, fmt.Errorf("region %d moved from task host %s to %s", r, a.pl.hostOf[u].ID(), to.ID()))
 }
 
 // maybeRestartRegions restarts regions whose tasks exited and whose delay

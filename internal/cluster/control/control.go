@@ -3,12 +3,10 @@ package control
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -18,13 +16,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/cluster/grpcframe"
 	"github.com/sluice-io/sluice/internal/engine"
 )
 
@@ -66,11 +62,14 @@ type Server struct {
 	gs   *grpc.Server
 	stop chan struct{}
 	once sync.Once
-	// closers are the goroutines that close a lost link's Remote once its
-	// handler returned (its receive ends only then).
+	// closers counts the link handlers and the goroutines that close a
+	// lost link's Remote once its handler returned (its receive ends only
+	// then). A handler joins it under mu unless stopped is set, so that no
+	// Add races Stop's Wait (gRPC's Stop does not wait for handlers).
 	closers sync.WaitGroup
 
 	mu      sync.Mutex
+	stopped bool
 	workers map[string]*worker
 	changed chan struct{} // closed and replaced when workers change
 }
@@ -91,14 +90,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	gopts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.maxFrame),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.keepalive, Timeout: cfg.keepaliveTimeout()}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
-	}
-	if tc != nil {
-		gopts = append(gopts, grpc.Creds(&loggingCreds{TransportCredentials: credentials.NewTLS(tc), log: cfg.logger}))
-	}
+	gopts := grpcframe.ServerOptions("control", cfg.maxFrame, cfg.keepalive, tc, cfg.logger)
 	s := &Server{cfg: cfg, gs: grpc.NewServer(gopts...), stop: make(chan struct{}), workers: map[string]*worker{}, changed: make(chan struct{})}
 	s.gs.RegisterService(&serviceDesc, s)
 	return s, nil
@@ -117,6 +109,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // waits for them.
 func (s *Server) Stop() {
 	s.once.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
 		close(s.stop)
 		s.gs.Stop()
 	})
@@ -196,9 +191,16 @@ func (s *Server) link(stream grpc.ServerStream) error {
 		id = md.Get(nodeKey)[0]
 	}
 	if id == "" {
-		s.cfg.logger.Warn("control: refused a link without a node id", "peer", peerAddr(ctx))
+		s.cfg.logger.Warn("control: refused a link without a node id", "peer", grpcframe.PeerAddr(ctx))
 		return status.Error(codes.InvalidArgument, "control: the link needs a node id (metadata "+nodeKey+")")
 	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "control: the server is stopping")
+	}
+	s.closers.Add(1) // Done once the Remote is closed, below
+	s.mu.Unlock()
 	c := &serverConn{stream: stream, done: make(chan struct{})}
 	w := &worker{remote: engine.NewRemote(id, c, s.cfg.logger), conn: c}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(exchangeKey)) == 1 {
@@ -213,14 +215,13 @@ func (s *Server) link(stream grpc.ServerStream) error {
 		s.cfg.logger.Warn("control: a worker linked again; its previous link is lost", "node", id)
 		_ = old.conn.Close() // its handler returns
 	}
-	s.cfg.logger.Info("control: worker linked", "node", id, "peer", peerAddr(ctx))
+	s.cfg.logger.Info("control: worker linked", "node", id, "peer", grpcframe.PeerAddr(ctx))
 	select {
 	case <-w.remote.Lost():
 	case <-c.done:
 	case <-s.stop:
 	}
 	// The Remote's receive returns once this handler did.
-	s.closers.Add(1)
 	go func() {
 		defer s.closers.Done()
 		_ = w.remote.Close()
@@ -249,15 +250,15 @@ func (c *serverConn) Send(b []byte) error {
 		return errors.New("control: link closed")
 	default:
 	}
-	return c.stream.SendMsg(&wireMsg{b: b})
+	return c.stream.SendMsg(&grpcframe.Msg{B: b})
 }
 
 func (c *serverConn) Recv() ([]byte, error) {
-	var m wireMsg
+	var m grpcframe.Msg
 	if err := c.stream.RecvMsg(&m); err != nil {
 		return nil, err
 	}
-	return m.b, nil
+	return m.B, nil
 }
 
 func (c *serverConn) Close() error {
@@ -319,14 +320,14 @@ type clientConn struct {
 	once   sync.Once
 }
 
-func (c *clientConn) Send(b []byte) error { return c.stream.SendMsg(&wireMsg{b: b}) }
+func (c *clientConn) Send(b []byte) error { return c.stream.SendMsg(&grpcframe.Msg{B: b}) }
 
 func (c *clientConn) Recv() ([]byte, error) {
-	var m wireMsg
+	var m grpcframe.Msg
 	if err := c.stream.RecvMsg(&m); err != nil {
 		return nil, err
 	}
-	return m.b, nil
+	return m.B, nil
 }
 
 func (c *clientConn) Close() error {
@@ -337,61 +338,7 @@ func (c *clientConn) Close() error {
 	return nil
 }
 
-// wireMsg is one gRPC message: a frame's bytes.
-type wireMsg struct{ b []byte }
-
-// wireCodec moves frames as raw bytes. Marshal copies into a buffer of
-// gRPC's pool; Unmarshal into a fresh slice.
-type wireCodec struct{}
-
-func init() { encoding.RegisterCodecV2(wireCodec{}) }
-
-func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(*wireMsg)
-	if !ok {
-		return nil, fmt.Errorf("control: wire codec cannot marshal %T", v)
-	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(len(m.b))
-	copy(*buf, m.b)
-	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
-}
-
-func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*wireMsg)
-	if !ok {
-		return fmt.Errorf("control: wire codec cannot unmarshal into %T", v)
-	}
-	m.b = data.Materialize()
-	return nil
-}
-
-func (wireCodec) Name() string { return codecName }
-
-// loggingCreds logs every peer refused during the TLS handshake.
-type loggingCreds struct {
-	credentials.TransportCredentials
-	log *slog.Logger
-}
-
-func (c *loggingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	out, info, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
-		c.log.Warn("control: refused a peer: TLS handshake failed", "peer", conn.RemoteAddr().String(), "err", err)
-	}
-	return out, info, err
-}
-
-func (c *loggingCreds) Clone() credentials.TransportCredentials {
-	return &loggingCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
-}
-
-func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return "?"
-}
+func init() { grpcframe.RegisterCodec(codecName) }
 
 // Option configures a Server or Dial.
 type Option interface{ apply(*config) }
@@ -444,7 +391,7 @@ func WithExchangeAddr(addr string) Option {
 // default is 10s.
 func WithKeepalive(d time.Duration) Option { return optionFunc(func(c *config) { c.keepalive = d }) }
 
-func (c *config) keepaliveTimeout() time.Duration { return max(time.Second, c.keepalive/2) }
+func (c *config) keepaliveTimeout() time.Duration { return grpcframe.KeepaliveTimeout(c.keepalive) }
 
 // WithMaxFrameSize bounds one frame (a deployment with its restored state
 // is the largest). The default is 256 MiB.
@@ -463,29 +410,9 @@ func WithTLSFiles(certFile, keyFile, caFile string) Option {
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
 
 func (c *config) tlsConfig(server bool) (*tls.Config, error) {
-	if c.certFile == "" && c.keyFile == "" && c.caFile == "" {
-		return nil, nil
-	}
-	if c.certFile == "" || c.keyFile == "" || c.caFile == "" {
-		return nil, fmt.Errorf("control: TLS needs a certificate, a key and a CA file (got cert %q, key %q, CA %q)", c.certFile, c.keyFile, c.caFile)
-	}
-	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	t, err := grpcframe.TLSConfig(c.certFile, c.keyFile, c.caFile, server)
 	if err != nil {
-		return nil, fmt.Errorf("control: TLS certificate %s and key %s: %w", c.certFile, c.keyFile, err)
-	}
-	pem, err := os.ReadFile(c.caFile)
-	if err != nil {
-		return nil, fmt.Errorf("control: TLS CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("control: TLS CA %s: no PEM certificate in it", c.caFile)
-	}
-	t := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	if server {
-		t.ClientCAs, t.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	} else {
-		t.RootCAs = pool
+		return nil, fmt.Errorf("control: %w", err)
 	}
 	return t, nil
 }

@@ -3,9 +3,7 @@ package exchange
 import (
 	"fmt"
 
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
-
+	"github.com/sluice-io/sluice/internal/cluster/grpcframe"
 	"github.com/sluice-io/sluice/serde"
 )
 
@@ -71,41 +69,8 @@ func checkCodec[T any](c Codec[T], ch ChannelID) error {
 }
 
 // wireCodecName is the gRPC content-subtype of the exchange's frames
-// ("application/grpc+sluice-exchange"). The codec is registered with gRPC
-// in init, the way gRPC wants codecs registered, so that the service can
-// share a gRPC server with others without forcing its codec on them.
+// ("application/grpc+sluice-exchange"), registered with gRPC in init
+// (grpcframe.RegisterCodec: frames as raw bytes).
 const wireCodecName = "sluice-exchange"
 
-func init() { encoding.RegisterCodecV2(wireCodec{}) }
-
-// wireMsg is one gRPC message of the exchange: a frame's bytes.
-type wireMsg struct{ b []byte }
-
-// wireCodec moves frames as raw bytes: no protobuf, no code generation.
-// Marshal copies the frame into a buffer of gRPC's pool (which gRPC frees
-// when written), so the sender may reuse its frame buffer at once;
-// Unmarshal copies the received bytes into a fresh slice the receiver
-// owns (decoded records may refer to it).
-type wireCodec struct{}
-
-func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(*wireMsg)
-	if !ok {
-		return nil, fmt.Errorf("exchange: wire codec cannot marshal %T", v)
-	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(len(m.b))
-	copy(*buf, m.b)
-	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
-}
-
-func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*wireMsg)
-	if !ok {
-		return fmt.Errorf("exchange: wire codec cannot unmarshal into %T", v)
-	}
-	m.b = data.Materialize()
-	return nil
-}
-
-func (wireCodec) Name() string { return wireCodecName }
+func init() { grpcframe.RegisterCodec(wireCodecName) }

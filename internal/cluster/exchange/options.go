@@ -2,11 +2,11 @@ package exchange
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/cluster/grpcframe"
 )
 
 // Option configures a [Server], a [Client], a [Receiver] or a [Sender];
@@ -105,7 +105,7 @@ func WithAcceptTimeout(d time.Duration) Option {
 func WithKeepalive(d time.Duration) Option { return optionFunc(func(c *config) { c.keepalive = d }) }
 
 // keepaliveTimeout is the wait for a ping's answer.
-func (c *config) keepaliveTimeout() time.Duration { return max(time.Second, c.keepalive/2) }
+func (c *config) keepaliveTimeout() time.Duration { return grpcframe.KeepaliveTimeout(c.keepalive) }
 
 // WithTLSFiles enables mutual TLS (TLS 1.3) for a [Server] or a [Client]:
 // this node's certificate and key and the CA bundle that signed every
@@ -130,30 +130,9 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 
 // tlsConfig loads the TLS files; nil when TLS is off.
 func (c *config) tlsConfig(server bool) (*tls.Config, error) {
-	if c.certFile == "" && c.keyFile == "" && c.caFile == "" {
-		return nil, nil
-	}
-	if c.certFile == "" || c.keyFile == "" || c.caFile == "" {
-		return nil, fmt.Errorf("exchange: TLS needs a certificate, a key and a CA file (got cert %q, key %q, CA %q)", c.certFile, c.keyFile, c.caFile)
-	}
-	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	t, err := grpcframe.TLSConfig(c.certFile, c.keyFile, c.caFile, server)
 	if err != nil {
-		return nil, fmt.Errorf("exchange: TLS certificate %s and key %s: %w", c.certFile, c.keyFile, err)
-	}
-	pem, err := os.ReadFile(c.caFile)
-	if err != nil {
-		return nil, fmt.Errorf("exchange: TLS CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("exchange: TLS CA %s: no PEM certificate in it", c.caFile)
-	}
-	t := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	if server {
-		t.ClientCAs = pool
-		t.ClientAuth = tls.RequireAndVerifyClientCert
-	} else {
-		t.RootCAs = pool
+		return nil, fmt.Errorf("exchange: %w", err)
 	}
 	return t, nil
 }

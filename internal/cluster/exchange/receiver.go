@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/internal/cluster/grpcframe"
 )
 
 // Receiver is the consumer end of one channel. Its sender's frames are
@@ -226,7 +228,7 @@ func (r *Receiver[T]) serve(stream grpc.ServerStream, h hello) error {
 		}
 	}()
 	initial := int64(r.cfg.credits)
-	if err := stream.SendMsg(&wireMsg{b: appendCredits(nil, frameAccept, int(initial))}); err != nil {
+	if err := stream.SendMsg(&grpcframe.Msg{B: appendCredits(nil, frameAccept, int(initial))}); err != nil {
 		r.end(fmt.Errorf("%w: %v: accept: %w", ErrBroken, r.ch, err))
 		return err
 	}
@@ -242,7 +244,7 @@ func (r *Receiver[T]) serve(stream grpc.ServerStream, h hello) error {
 				continue
 			}
 			buf = appendCredits(buf[:0], frameCredit, int(n))
-			if err := stream.SendMsg(&wireMsg{b: buf}); err != nil {
+			if err := stream.SendMsg(&grpcframe.Msg{B: buf}); err != nil {
 				r.end(fmt.Errorf("%w: %v: announce credits: %w", ErrBroken, r.ch, err))
 				return err
 			}
@@ -269,7 +271,7 @@ func (r *Receiver[T]) recvLoop(stream grpc.ServerStream, done chan<- struct{}) {
 	defer r.wg.Done()
 	defer close(done)
 	for {
-		var m wireMsg
+		var m grpcframe.Msg
 		if err := stream.RecvMsg(&m); err != nil {
 			if errors.Is(err, io.EOF) {
 				r.end(fmt.Errorf("%w: %v", ErrEndOfStream, r.ch))
@@ -278,7 +280,7 @@ func (r *Receiver[T]) recvLoop(stream grpc.ServerStream, done chan<- struct{}) {
 			}
 			return
 		}
-		msgs, nrec, err := parseData(m.b, r.codec)
+		msgs, nrec, err := parseData(m.B, r.codec)
 		if err != nil {
 			r.end(fmt.Errorf("%w: %v: frame %d: %w", ErrBroken, r.ch, r.framesIn.Load()+1, err))
 			return

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/internal/cluster/grpcframe"
 )
 
 // Client is a node's connection to one other node's [Server]: one gRPC
@@ -142,14 +144,14 @@ func Open[T any](ctx context.Context, c *Client, ch ChannelID, ep Epoch, codec C
 	if err != nil {
 		return fail(err)
 	}
-	if err := stream.SendMsg(&wireMsg{b: hello{ch: ch, epoch: ep}.append(nil)}); err != nil && !errors.Is(err, io.EOF) {
+	if err := stream.SendMsg(&grpcframe.Msg{B: hello{ch: ch, epoch: ep}.append(nil)}); err != nil && !errors.Is(err, io.EOF) {
 		return fail(err)
 	}
-	var m wireMsg
+	var m grpcframe.Msg
 	if err := stream.RecvMsg(&m); err != nil {
 		return fail(err)
 	}
-	credits, err := parseCredits(m.b, frameAccept)
+	credits, err := parseCredits(m.B, frameAccept)
 	if err != nil {
 		return fail(err)
 	}
@@ -363,7 +365,7 @@ func (s *Sender[T]) Stats() SenderStats {
 // half-closes the stream after the last one.
 func (s *Sender[T]) writeLoop() {
 	defer s.wg.Done()
-	var m wireMsg
+	var m grpcframe.Msg
 	s.mu.Lock()
 	for {
 		for s.err == nil && !(len(s.queue) > 0 && s.credits > 0) && !(s.closing && len(s.queue) == 0) {
@@ -397,9 +399,9 @@ func (s *Sender[T]) writeLoop() {
 		s.recordsSent += int64(f.records)
 		s.signal()
 		s.mu.Unlock()
-		m.b = f.buf
+		m.B = f.buf
 		err := s.stream.SendMsg(&m)
-		m.b = nil
+		m.B = nil
 		s.mu.Lock()
 		s.recycleLocked(f)
 		if err != nil {
@@ -417,11 +419,11 @@ func (s *Sender[T]) writeLoop() {
 func (s *Sender[T]) readLoop() {
 	defer s.wg.Done()
 	for {
-		var m wireMsg
+		var m grpcframe.Msg
 		err := s.stream.RecvMsg(&m)
 		if err == nil {
 			var n int
-			if n, err = parseCredits(m.b, frameCredit); err == nil {
+			if n, err = parseCredits(m.B, frameCredit); err == nil {
 				s.mu.Lock()
 				s.credits += n
 				s.creditsReceived += int64(n)

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/internal/cluster/grpcframe"
 )
 
 // serviceName and methodName make the gRPC method
@@ -80,15 +78,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	gopts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.maxFrame + 64),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.keepalive, Timeout: cfg.keepaliveTimeout()}),
-		// Clients ping as often as every keepalive/2 (theirs may be shorter).
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
-	}
-	if tc != nil {
-		gopts = append(gopts, grpc.Creds(&loggingCreds{TransportCredentials: credentials.NewTLS(tc), log: cfg.logger}))
-	}
+	gopts := grpcframe.ServerOptions("exchange", cfg.maxFrame+64, cfg.keepalive, tc, cfg.logger)
 	s := &Server{
 		cfg: cfg, gs: grpc.NewServer(gopts...), stop: make(chan struct{}),
 		regs: map[ChannelID]attachable{}, changed: make(chan struct{}),
@@ -179,44 +169,18 @@ func (s *Server) await(ctx context.Context, h hello) (attachable, error) {
 
 // channel is the gRPC handler of one stream.
 func (s *Server) channel(stream grpc.ServerStream) error {
-	var m wireMsg
+	var m grpcframe.Msg
 	if err := stream.RecvMsg(&m); err != nil {
 		return err
 	}
-	h, err := parseHello(m.b)
+	h, err := parseHello(m.B)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	r, err := s.await(stream.Context(), h)
 	if err != nil {
-		s.cfg.logger.Warn("exchange: refused a sender", "peer", peerAddr(stream.Context()), "channel", h.ch.String(), "epoch", h.epoch.String(), "err", err)
+		s.cfg.logger.Warn("exchange: refused a sender", "peer", grpcframe.PeerAddr(stream.Context()), "channel", h.ch.String(), "epoch", h.epoch.String(), "err", err)
 		return err
 	}
 	return r.serve(stream, h)
-}
-
-func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return "unknown"
-}
-
-// loggingCreds logs every peer refused during the TLS handshake (a bad
-// or missing client certificate): gRPC itself only drops the connection.
-type loggingCreds struct {
-	credentials.TransportCredentials
-	log *slog.Logger
-}
-
-func (c *loggingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	out, info, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
-		c.log.Warn("exchange: refused a peer: TLS handshake failed", "peer", conn.RemoteAddr().String(), "err", err)
-	}
-	return out, info, err
-}
-
-func (c *loggingCreds) Clone() credentials.TransportCredentials {
-	return &loggingCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
 }
