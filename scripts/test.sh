@@ -251,8 +251,11 @@ STATICCHECK_VERSION=v0.6.1
 go run "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}" ./...
 phase_done staticcheck
 
+# -vet=off in both go test commands: go test would otherwise run its own
+# subset of vet's checks on every package again (a separately cached
+# result); `go vet ./...` above already ran all of them, on the tests too.
 echo "== compiling the tests (go test -race -run '^\$' -exec true)"
-go test -race -count=1 $short -run '^$' -exec true ./... >/dev/null 2>&1 || true
+go test -race -vet=off -count=1 $short -run '^$' -exec true ./... >/dev/null 2>&1 || true
 # Binaries that tests build when they run: cmd/sluice's TestMain builds
 # sluice (CGO_ENABLED=0), its cluster tests and internal/cluster/etcdcoord
 # etcd from the module. Compiled here, their builds in the tests only link
@@ -276,8 +279,19 @@ set +e
 # them at once): the longest packages first, so that none of them starts
 # last and runs alone at the end; then the rest (./... adds each package
 # once).
+#
+# -p and -parallel: most tests wait (on sluice processes, servers,
+# checkpoints, restarts), not compute; with go test's default of
+# GOMAXPROCS (2) packages and parallel tests at a time the two cores were
+# mostly idle (user+sys about 57 % of 2 cores over the whole run,
+# compile phases included). SLUICE_TEST_P and SLUICE_TEST_PARALLEL
+# override the defaults (4 and 4).
+test_p=${SLUICE_TEST_P:-4}
+test_parallel=${SLUICE_TEST_PARALLEL:-4}
+[[ "$test_p" =~ ^[1-9][0-9]*$ ]] || { echo "SLUICE_TEST_P=$test_p: want a positive integer" >&2; exit 2; }
+[[ "$test_parallel" =~ ^[1-9][0-9]*$ ]] || { echo "SLUICE_TEST_PARALLEL=$test_parallel: want a positive integer" >&2; exit 2; }
 slowest=(./cmd/sluice ./connectors/kafka ./connectors/postgres ./connectors/opensearch ./connectors/iceberg ./connectors/file)
-go test -race -count=1 $short -timeout 45m "${slowest[@]}" ./... 2>&1 | tee "$log"
+go test -race -vet=off -count=1 $short -p "$test_p" -parallel "$test_parallel" -timeout 45m "${slowest[@]}" ./... 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 phase_done "go test -race"
