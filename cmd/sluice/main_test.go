@@ -364,6 +364,7 @@ func tryGetURL(t *testing.T, url, token string) (string, bool) {
 // resumes it with --from, and checks that the committed output holds
 // every expected record exactly once.
 func TestStopResumeExactlyOnce(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	defer http.DefaultClient.CloseIdleConnections()
 	out := t.TempDir()
 	const count = 40000
@@ -450,6 +451,7 @@ func TestStopResumeExactlyOnce(t *testing.T) {
 }
 
 func TestFileToFile(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	in, out := t.TempDir(), t.TempDir()
 	var b strings.Builder
 	for i := range 300 {
@@ -500,6 +502,7 @@ func TestDemoPipelineIsTheExample(t *testing.T) {
 }
 
 func TestTransformFailure(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	file := filepath.Join(t.TempDir(), "bad.yaml")
 	yaml := "restart: {strategy: none}\nsource:\n  type: datagen\n  options: {count: 10}\ntransforms:\n  - map: id + 1\nsink:\n  type: print\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
@@ -523,6 +526,7 @@ func TestValidate(t *testing.T) {
 // and a run resumed --from that savepoint (moved elsewhere first) commits
 // every remaining record, so the output holds each expected record once.
 func TestSavepointsThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	defer http.DefaultClient.CloseIdleConnections()
 	out, spDir := t.TempDir(), t.TempDir()
 	const count = 30000

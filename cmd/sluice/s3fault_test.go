@@ -166,6 +166,7 @@ func s3faultObjectBytes(t *testing.T, c *awss3.Client, bucket, prefix string) in
 // independent reader (the AWS SDK, straight to the server) then finds
 // every record exactly once and no unfinished multipart upload.
 func TestS3Faults(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	c, bucket, env := s3Server(t)
 	ep := env[0][len("S3E="):]
 	proxy := s3faultStart(t, ep)
