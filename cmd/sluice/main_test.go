@@ -147,6 +147,27 @@ func (p *proc) waitLine(t *testing.T, re *regexp.Regexp) string {
 	}
 }
 
+// hasLine reads stderr lines until one matches re (true) or the process
+// ended without printing one (false).
+func (p *proc) hasLine(t *testing.T, re *regexp.Regexp) bool {
+	t.Helper()
+	guard := time.NewTimer(2 * time.Minute) // a hang guard, not a timing assertion
+	defer guard.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return false
+			}
+			if re.MatchString(line) {
+				return true
+			}
+		case <-guard.C:
+			t.Fatalf("sluice printed no %v and did not end in 2 minutes; stderr:\n%s", re, p.stderr())
+		}
+	}
+}
+
 func (p *proc) wait(t *testing.T) int {
 	t.Helper()
 	<-p.done
