@@ -12,7 +12,9 @@
 # `go test` starts with the servers up and its packages compiled. A server
 # that does not start fails the run after all of them were waited for,
 # naming it and showing its script's output. Each phase prints its
-# elapsed seconds.
+# elapsed seconds. `go test` runs $SLUICE_TEST_P packages and up to
+# $SLUICE_TEST_PARALLEL parallel tests of a package at a time (default 4
+# and 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -78,6 +80,11 @@ export SLUICE_ICEBERG_REST_START_TIMEOUT="${SLUICE_ICEBERG_REST_START_TIMEOUT:-3
 
 max_jobs=${SLUICE_TEST_START_JOBS:-3}
 [[ "$max_jobs" =~ ^[1-9][0-9]*$ ]] || { echo "SLUICE_TEST_START_JOBS=$max_jobs: want a positive integer" >&2; exit 2; }
+# go test's -p and -parallel (see "go test -race" below).
+test_p=${SLUICE_TEST_P:-4}
+test_parallel=${SLUICE_TEST_PARALLEL:-4}
+[[ "$test_p" =~ ^[1-9][0-9]*$ ]] || { echo "SLUICE_TEST_P=$test_p: want a positive integer" >&2; exit 2; }
+[[ "$test_parallel" =~ ^[1-9][0-9]*$ ]] || { echo "SLUICE_TEST_PARALLEL=$test_parallel: want a positive integer" >&2; exit 2; }
 started=() # the NAMEs of the start jobs, in start order
 declare -A title script_of vars_of runvar_of
 # start_server TITLE RUNVAR NAME SCRIPT START STOP VARS: start the server
@@ -251,8 +258,11 @@ STATICCHECK_VERSION=v0.6.1
 go run "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}" ./...
 phase_done staticcheck
 
+# -vet=off in both go test commands: go test would otherwise run its own
+# subset of vet's checks on every package again (a separately cached
+# result); `go vet ./...` above already ran all of them, on the tests too.
 echo "== compiling the tests (go test -race -run '^\$' -exec true)"
-go test -race -count=1 $short -run '^$' -exec true ./... >/dev/null 2>&1 || true
+go test -race -vet=off -count=1 $short -run '^$' -exec true ./... >/dev/null 2>&1 || true
 # Binaries that tests build when they run: cmd/sluice's TestMain builds
 # sluice (CGO_ENABLED=0), its cluster tests and internal/cluster/etcdcoord
 # etcd from the module. Compiled here, their builds in the tests only link
@@ -276,8 +286,15 @@ set +e
 # them at once): the longest packages first, so that none of them starts
 # last and runs alone at the end; then the rest (./... adds each package
 # once).
+#
+# -p and -parallel: most tests wait (on sluice processes, servers,
+# checkpoints, restarts), not compute; with go test's default of
+# GOMAXPROCS (2) packages and parallel tests at a time the two cores were
+# mostly idle (user+sys about 57 % of 2 cores over the whole run,
+# compile phases included). SLUICE_TEST_P and SLUICE_TEST_PARALLEL
+# override the defaults (4 and 4; checked at the start).
 slowest=(./cmd/sluice ./connectors/kafka ./connectors/postgres ./connectors/opensearch ./connectors/iceberg ./connectors/file)
-go test -race -count=1 $short -timeout 45m "${slowest[@]}" ./... 2>&1 | tee "$log"
+go test -race -vet=off -count=1 $short -p "$test_p" -parallel "$test_parallel" -timeout 45m "${slowest[@]}" ./... 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 phase_done "go test -race"

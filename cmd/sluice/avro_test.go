@@ -320,6 +320,7 @@ func runWriter(t *testing.T, brokers, topic, reg string, lines []string, extra .
 // the schema cannot hold (on-error fail and dead-letter), and bytes that
 // are not in the wire format read with format: avro.
 func TestAvroErrorsThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers, reg, _ := schemaRegistry(t)
 
 	t.Run("unreachable registry", func(t *testing.T) {
@@ -505,6 +506,7 @@ func checkSameRecords(t *testing.T, got, want []string) {
 // (the .proto auto-registered, protobuf.message choosing the second
 // message of the file) → JSON lines equal to the input.
 func TestProtobufRoundTripThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers, reg, _ := schemaRegistry(t)
 	proto := `syntax = "proto3"; package shop; message Other { string x = 1; } message Order { int64 id = 1; string name = 2; double amount = 3; bool paid = 4; }`
 	var lines []string
@@ -520,6 +522,7 @@ func TestProtobufRoundTripThroughTheBinary(t *testing.T) {
 // Kafka (the schema auto-registered from a file) → JSON lines equal to the
 // input.
 func TestJSONSchemaRoundTripThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers, reg, _ := schemaRegistry(t)
 	schema := filepath.Join(t.TempDir(), "order.json")
 	if err := os.WriteFile(schema, []byte(`{"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
@@ -570,6 +573,7 @@ func TestAvroExamplesValidate(t *testing.T) {
 // keys and values carry their own subject's id) and in the reader's
 // output (meta.key equals the key the writer made).
 func TestAvroKeysThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers, reg, srcl := schemaRegistry(t)
 	topic := kafkaTopic(t, brokers, nil)
 	work := t.TempDir()

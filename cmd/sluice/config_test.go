@@ -57,6 +57,7 @@ func writeConfigPipeline(t *testing.T, dir, name, yaml string) string {
 // job failed, 2 bad arguments or an invalid pipeline — a missing pipeline
 // file included.
 func TestConfigExitCodes(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	good := writeConfigPipeline(t, dir, "good.yaml", "source:\n  type: datagen\n  options: {count: 5}\nsink:\n  type: print\n")
 	failing := writeConfigPipeline(t, dir, "failing.yaml", "restart: {strategy: none}\nsource:\n  type: datagen\n  options: {count: 5}\n"+
@@ -155,6 +156,7 @@ func secretsIn(s string, secrets map[string]string) []string {
 // stdout, stderr (text and JSON logs, errors, the summary), /status,
 // /metrics and every file of the checkpoint directory.
 func TestSecretsNeverShown(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	defer http.DefaultClient.CloseIdleConnections()
 	base := t.TempDir()
 	// A failing run: the sink's directory is built from a secret and

@@ -38,6 +38,7 @@ sink:
 // committed more, and checks that each split's committed ids are its
 // sequence from the start (id k belongs to split k%4), each id once.
 func TestDatagenMoreSplitsThanParallelism(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const splits = 4
 	dir := t.TempDir()
 	file := filepath.Join(dir, "splits.yaml")

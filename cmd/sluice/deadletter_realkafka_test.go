@@ -121,6 +121,7 @@ dead-letter:
 // fail the job at once although its restart strategy allows restarts:
 // exit 1, the failure names the operator and the position, no restart.
 func TestErrorPolicyFailFastRealKafka(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	cases := []struct {
 		name, bad string

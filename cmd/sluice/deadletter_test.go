@@ -225,6 +225,7 @@ dead-letter:
 // 1, an error naming the operator, the position where known and an
 // excerpt of the record, and no restart.
 func TestErrorPolicyFailFast(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	cases := []struct {
 		name, input string
 		want        []string
@@ -265,6 +266,7 @@ sink:
 // both outputs together hold every record once, and the summary counts
 // the dead letters.
 func TestDeadLetterExample(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	in, out := t.TempDir(), t.TempDir()
 	total := writeDeadLetterInput(t, in, 0, 3, 1000)
 	r := run(t, []string{"IN=" + in, "OUT=" + out}, "run", "--progress", "off", pipelines+"file-dead-letters.yaml")

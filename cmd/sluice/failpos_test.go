@@ -25,6 +25,7 @@ const failPosInput = "{\"id\": 1, \"amount\": 500}\n{\"id\": 2, \"amount\": 600}
 // record gets from ${VAR}s, the line names them as ${IN} and ${APIKEY}
 // and no output of the run holds their values.
 func TestFailNamesPositionThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	for _, secret := range []bool{false, true} {
 		t.Run(fmt.Sprintf("secret=%v", secret), func(t *testing.T) {
 			work := t.TempDir()
@@ -76,6 +77,7 @@ sink:
 // ${TOPIC}: the failure line names topic (as ${TOPIC}), partition and
 // offset, and no output holds the topic's name.
 func TestFailNamesKafkaPositionThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const topic = "orders-sekrit-topic"
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic))
 	if err != nil {

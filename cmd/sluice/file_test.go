@@ -47,6 +47,7 @@ func writeNamedPipeline(t *testing.T, dir, name, yaml string) string {
 // directory) removes the first run's in-progress files, and the output
 // holds every record exactly once.
 func TestFileKill9BeforeFirstCheckpoint(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	work := t.TempDir()
 	out := filepath.Join(work, "out")
 	const count = 20000
@@ -111,6 +112,7 @@ sink:
 // paths once, before any output exists: validate and run warn, and the
 // run copies the input exactly once.
 func TestFileSourceOverSinkOutput(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	work := t.TempDir()
 	in := filepath.Join(work, "in")
 	if err := os.MkdirAll(in, 0o755); err != nil {

@@ -187,6 +187,7 @@ func waitParquetRows(t *testing.T, p *proc, dir string, want int) {
 // exactly once, with its values, in the directory its partition values
 // name (a missing country under __HIVE_DEFAULT_PARTITION__).
 func TestKafkaToParquetExampleKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const half = 3000
 	topic := kafkaTopic(t, brokers, nil)
@@ -279,6 +280,7 @@ const roundTripSchema = `{"type": "record", "name": "Event", "fields": [
 // parquet) → file source of the same format → JSON lines: the output
 // lines equal the input lines (each once).
 func TestFileAvroParquetRoundTrip(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	lines := roundTripLines(3000)
 	for _, c := range []struct{ name, format, extra string }{
 		{"avro", "avro", "avro.codec: deflate"},
@@ -387,6 +389,7 @@ sink:
 // letters under on-error: dead-letter; a corrupt Avro or Parquet input
 // file fails the job naming the file and the offset.
 func TestFileFormatErrors(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const sinkPipeline = `name: errors
 restart: {strategy: none}
 checkpoint:
@@ -647,6 +650,7 @@ func runIn(t *testing.T, wd string, env []string, args ...string) result {
 // too: JSON lines go under country=…/ (a missing country under
 // __HIVE_DEFAULT_PARTITION__) with their input bytes unchanged.
 func TestFilePartitionByJSONLines(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
 	if err := os.MkdirAll(in, 0o755); err != nil {

@@ -74,6 +74,7 @@ func fwCommittedIDs(t *testing.T, dir string) (ids map[int64]int, success, newes
 // of its partition (it was written after the partition's last files became
 // visible).
 func TestFwPartitionCommitKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const n = 6000
 	dir := t.TempDir()
 	out, ckpt := filepath.Join(dir, "out"), filepath.Join(dir, "checkpoints")

@@ -21,6 +21,7 @@ import (
 // --from on a fresh checkpoint directory until the output holds every
 // input id: none is missing (duplicates are allowed: at-least-once).
 func TestKafkaGroupOffsetsKill9RerunLosesNothing(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	in := kafkaTopic(t, brokers, nil)
 	group := "g-" + in

@@ -357,6 +357,7 @@ sink:
 // errors name the option, and a table partitioned otherwise than
 // partition-by fails the run at start, naming both.
 func TestHiveMetastorePolicyErrors(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	for _, tc := range []struct{ opts, want string }{
 		{"hive-table: db.t", "hive-metastore"},

@@ -42,6 +42,7 @@ sink:
 // first 200. Then, without add-columns, a record whose id is a string and
 // one with another new field fail the job with errors naming the column.
 func TestIcebergSchemaFromRecords(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	py := icebergPython(t)
 	work := t.TempDir()
 	pipe := filepath.Join(work, "pipeline.yaml")

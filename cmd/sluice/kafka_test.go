@@ -218,6 +218,7 @@ sink:
 // exactly once. Before, both used transactional ids sluice-kafka-<s>-<k>
 // and fenced each other; one exited 0 with records missing for good.
 func TestKafkaDefaultPrefixTwoPipelines(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 20000
 	file := writePipeline(t, t.TempDir(), genToKafka)
@@ -313,6 +314,7 @@ func TestKafkaKill9Resume(t *testing.T) {
 // timestamp. Before, it failed within milliseconds ("records have timed
 // out before they were able to be produced").
 func TestKafkaOldAndFutureTimestamps(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 2000
 	week := "604800000" // the broker refuses timestamps over an hour ahead by default

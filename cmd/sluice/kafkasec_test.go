@@ -221,6 +221,7 @@ func (sb *secBroker) read(t *testing.T, topic string, want int) []*kgo.Record {
 // the output topic holds every input record exactly once, and the
 // password is in no output.
 func TestKafkaSecuredKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	sb := secureKafka(t)
 	user, pass := sb.scramUser(t)
 	in, out := sb.topic(t, 2), sb.topic(t, 2)
@@ -322,6 +323,7 @@ sink:
 // strategy allows a hundred), with an error that names the broker and the
 // cause, and the password appears in no output.
 func TestKafkaSecuredFailures(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	sb := secureKafka(t)
 	user, pass := sb.scramUser(t)
 	topic := sb.topic(t, 1)

@@ -126,6 +126,7 @@ func TestKafkaSinkTopicCreateKill9Resume(t *testing.T) {
 // records back with an independent consumer: every record's batch has the
 // codec (lz4 by default) or, where the codec would not shrink it, none.
 func TestKafkaSinkCompression(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 3000
 	for _, tc := range []struct {
@@ -177,6 +178,7 @@ func TestKafkaSinkCompression(t *testing.T) {
 // TestKafkaSinkOptionErrors: bad Kafka sink options exit 2 with the
 // file, the line of the key and what is allowed, without a broker.
 func TestKafkaSinkOptionErrors(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	head := "source:\n  type: datagen\nsink:\n  type: kafka\n  options:\n    brokers: [127.0.0.1:1]\n    topic: t\n"
 	tests := []struct{ name, yaml, want string }{
@@ -222,6 +224,7 @@ func TestKafkaSinkOptionErrors(t *testing.T) {
 // pipeline's delivery when the pipeline sets none (then acks 1 is
 // allowed), and agrees with it otherwise.
 func TestKafkaSinkDeliveryGuarantee(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	head := "source:\n  type: datagen\nsink:\n  type: kafka\n  options:\n    brokers: [127.0.0.1:1]\n    topic: t\n"
 	for i, tc := range []struct{ yaml, want string }{

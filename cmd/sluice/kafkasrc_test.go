@@ -172,6 +172,7 @@ sink:
 // stop is committed (output and group offsets) only by the final
 // checkpoint.
 func TestKafkaGroupOffsetsRerun(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	in := kafkaTopic(t, brokers, nil)
 	group := "g-" + in
@@ -276,6 +277,7 @@ source:
 // with the timestamp base + i s, each start and bounded mode reads exactly
 // the records it names, and the bounded modes end the job (exit 0).
 func TestKafkaStartAndBoundedModes(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	in := kafkaTopic(t, brokers, nil)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -323,6 +325,7 @@ func TestKafkaStartAndBoundedModes(t *testing.T) {
 // job at once, naming the group and the partitions, without restarting
 // (a restart would meet the same missing offsets).
 func TestKafkaAutoOffsetResetNone(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	in := kafkaTopic(t, brokers, nil)
 	file := writePipeline(t, t.TempDir(), `parallelism: 1
@@ -355,6 +358,8 @@ sink:
 // configuration errors (exit 2) at the line of the key (a missing key: at
 // the options).
 func TestKafkaSourceConfigErrors(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
+
 	head := "source:\n  type: kafka\n  options:\n    brokers: 127.0.0.1:1\n" // the options start at line 4
 	tail := "sink:\n  type: print\n"
 	for _, c := range []struct{ opts, want string }{
@@ -381,6 +386,7 @@ func TestKafkaSourceConfigErrors(t *testing.T) {
 // matches (two topics) and not one whose name only contains a match;
 // read_uncommitted and a discovery interval of 0 are accepted alongside.
 func TestKafkaTopicPattern(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	stem := fmt.Sprintf("pat-%d", time.Now().UnixNano())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))

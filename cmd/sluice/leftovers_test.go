@@ -39,6 +39,7 @@ sink:
 // none of an old subtask whose writer state went to the other writer of
 // the resumed run (issue 13: they stayed behind for good).
 func TestFileSinkScaleDownAfterKill9(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const count = 8000
 	dir := t.TempDir()
 	file := filepath.Join(dir, "scale-down.yaml")

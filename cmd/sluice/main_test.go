@@ -147,6 +147,27 @@ func (p *proc) waitLine(t *testing.T, re *regexp.Regexp) string {
 	}
 }
 
+// hasLine reads stderr lines until one matches re (true) or the process
+// ended without printing one (false).
+func (p *proc) hasLine(t *testing.T, re *regexp.Regexp) bool {
+	t.Helper()
+	guard := time.NewTimer(2 * time.Minute) // a hang guard, not a timing assertion
+	defer guard.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return false
+			}
+			if re.MatchString(line) {
+				return true
+			}
+		case <-guard.C:
+			t.Fatalf("sluice printed no %v and did not end in 2 minutes; stderr:\n%s", re, p.stderr())
+		}
+	}
+}
+
 func (p *proc) wait(t *testing.T) int {
 	t.Helper()
 	<-p.done
@@ -364,6 +385,7 @@ func tryGetURL(t *testing.T, url, token string) (string, bool) {
 // resumes it with --from, and checks that the committed output holds
 // every expected record exactly once.
 func TestStopResumeExactlyOnce(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	defer http.DefaultClient.CloseIdleConnections()
 	out := t.TempDir()
 	const count = 40000
@@ -450,6 +472,7 @@ func TestStopResumeExactlyOnce(t *testing.T) {
 }
 
 func TestFileToFile(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	in, out := t.TempDir(), t.TempDir()
 	var b strings.Builder
 	for i := range 300 {
@@ -500,6 +523,7 @@ func TestDemoPipelineIsTheExample(t *testing.T) {
 }
 
 func TestTransformFailure(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	file := filepath.Join(t.TempDir(), "bad.yaml")
 	yaml := "restart: {strategy: none}\nsource:\n  type: datagen\n  options: {count: 10}\ntransforms:\n  - map: id + 1\nsink:\n  type: print\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
@@ -523,6 +547,7 @@ func TestValidate(t *testing.T) {
 // and a run resumed --from that savepoint (moved elsewhere first) commits
 // every remaining record, so the output holds each expected record once.
 func TestSavepointsThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	defer http.DefaultClient.CloseIdleConnections()
 	out, spDir := t.TempDir(), t.TempDir()
 	const count = 30000

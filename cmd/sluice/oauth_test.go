@@ -34,6 +34,7 @@ func unsecuredJWT(sub string, exp time.Time) string {
 // copies it all. An expired token ends the run at once (exit 1, no
 // restarts) with an error naming the broker and the SASL failure.
 func TestKafkaOAuthBearer(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	sb := secureKafka(t)
 	principal := fmt.Sprintf("oauth-%d", time.Now().UnixNano())
 	sb.grantAll(t, "User:"+principal, nil)

@@ -249,6 +249,7 @@ func osOrders(t *testing.T, brokers string, count int) (topic string, ids int) {
 // fields of its last version. SLUICE_OS_E2E_RECORDS sets the count
 // (default 30000; the issue's is 300000).
 func TestOpenSearchEndToEndFailuresKill9(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	node := osNode(t)
 	brokers := kafkaBrokers(t)
 	count := 30_000
@@ -377,6 +378,7 @@ func osInput(t *testing.T, dir string, n int) string {
 // rejects (fail and drop), an index expression that fails, exactly-once
 // without an id.
 func TestOpenSearchBadInput(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	in := osInput(t, dir, 20)
 
@@ -496,6 +498,7 @@ dead-letter:
 // start-secure refuses a wrong password; the error names the node, not
 // the password.
 func TestOpenSearchWrongCredentials(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	cf := os.Getenv("SLUICE_OPENSEARCH_SECURE")
 	if cf == "" {
 		t.Skip("SLUICE_OPENSEARCH_SECURE is not set: start a node with `eval \"$(scripts/opensearch.sh start-secure)\"; export SLUICE_OPENSEARCH_SECURE`")
@@ -546,6 +549,7 @@ func TestOpenSearchWrongCredentials(t *testing.T) {
 // (two slices) into the print sink: every document once, its id as
 // meta.key.
 func TestOpenSearchSourceToPrint(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	node := osNode(t)
 	index := osIndexName("cli-src")
 	var bulk strings.Builder

@@ -64,6 +64,7 @@ const perfjsonTransforms = `transforms:
 // other member equal (x null where the input lacks it), exactly once,
 // with the input's key and timestamp; the pad's bytes are the input's.
 func TestPerfjsonDoubleKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const half = 6000
 	in, out := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)

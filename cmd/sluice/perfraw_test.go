@@ -93,6 +93,7 @@ func perfrawProduce(t *testing.T, brokers, topic string, from, to int, base time
 // headers (order, repeated keys and nil values included) and timestamp
 // unchanged.
 func TestPerfRawKafkaKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 40_000
 	in, topic := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)

@@ -507,6 +507,7 @@ sink:
 // record failed the job with "cannot find encode plan".) A string that is
 // no such value fails the job naming the column and the record.
 func TestPostgresTextValues(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	u := pgURL(t)
 	in := writeLines(t,
 		`{"id": 1, "tz": "2026-12-01T06:30:00Z", "ts": "2026-12-01T06:30:00.5Z", "d": "2026-12-01", "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "n": "12.50"}`,
@@ -564,6 +565,7 @@ sink:
 // TestPostgresRejectedKafkaRecord: a Kafka record the table rejects fails
 // the job naming its topic, partition and offset.
 func TestPostgresRejectedKafkaRecord(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	u := pgURL(t)
 	brokers := kafkaBrokers(t)
 	topic := kafkaTopic(t, brokers, nil)

@@ -35,6 +35,7 @@ sink:
 // reading, resumed with --from, given more input and stopped: the output
 // holds every input record exactly once.
 func TestKafkaPropertiesExactlyOnce(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	in := kafkaTopic(t, brokers, nil)
 	out, ck := t.TempDir(), t.TempDir()
@@ -59,6 +60,7 @@ func TestKafkaPropertiesExactlyOnce(t *testing.T) {
 // TestKafkaSinkPropertiesExactlyOnce: an exactly-once Kafka sink with
 // producer properties set writes every record once.
 func TestKafkaSinkPropertiesExactlyOnce(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 3000
 	topic := kafkaTopic(t, brokers, nil)

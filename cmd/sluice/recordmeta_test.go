@@ -97,6 +97,7 @@ SINKOPTS
 // --from resume. Before, keys and headers were dropped and values
 // re-encoded.
 func TestKafkaToKafkaKeepsMetadataKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const half = 6000
 	in, out := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
@@ -146,6 +147,7 @@ func TestKafkaToKafkaKeepsMetadataKill9Resume(t *testing.T) {
 // TestKafkaSinkMetaExpressions: the Kafka sink's key, headers, partition
 // and timestamp expressions set them on every record written.
 func TestKafkaSinkMetaExpressions(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 400
 	out := kafkaTopic(t, brokers, nil)
@@ -201,6 +203,7 @@ sink:
 // TestKafkaFilterOnMeta: a filter reading meta.key and meta.headers keeps
 // exactly the records it selects, unchanged.
 func TestKafkaFilterOnMeta(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 900
 	in, out := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
@@ -245,6 +248,7 @@ func TestKafkaFilterOnMeta(t *testing.T) {
 // TestKafkaRawPassThrough: with format: raw, arbitrary bytes (not JSON,
 // not UTF-8, empty) pass Kafka → Kafka unchanged, each exactly once.
 func TestKafkaRawPassThrough(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 1000
 	in, out := kafkaTopic(t, brokers, nil), kafkaTopic(t, brokers, nil)
@@ -284,6 +288,7 @@ func TestKafkaRawPassThrough(t *testing.T) {
 // format: raw sink unchanged (not JSON), and a json sink writes the
 // input lines byte for byte when no transform changes them.
 func TestFileMetaAndLineFormats(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	in := t.TempDir()
 	a := "{\"id\": 1}\n{\"id\":  2}\n"
 	b := "{\"id\": 3}\n"
@@ -345,6 +350,7 @@ source:
 // dead-letter sends the record to the dead-letter sink and writes every
 // other one, each exactly once.
 func TestKafkaSinkExpressionFailures(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	brokers := kafkaBrokers(t)
 	const count = 200
 	in := kafkaTopic(t, brokers, nil)

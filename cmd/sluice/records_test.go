@@ -68,6 +68,7 @@ func numbersLine(i int) string {
 // TestRecordsNumbersPassThrough: a file → file pipeline writes every number
 // back byte for byte, and transforms compare big numbers exactly.
 func TestRecordsNumbersPassThrough(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const n = 500
 	var in []string
 	for i := range n {
@@ -130,6 +131,7 @@ func first(s []string) string {
 // bare null fails the job by default, naming the file, the line and the
 // problem; with on-malformed: skip the other lines are written.
 func TestRecordsMalformedLines(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	for _, c := range []struct{ name, line, problem string }{
 		{"invalid-utf8", "{\"id\":3,\"s\":\"caf\xe9\"}", "invalid UTF-8"},
 		{"duplicate-key", `{"id":3,"n":{"k":1,"k":2}}`, `duplicate key at byte 19: key "k" appears twice`},
@@ -164,6 +166,7 @@ func TestRecordsMalformedLines(t *testing.T) {
 // field fails the job naming the transform and the field unless the
 // rename says overwrite: true.
 func TestRecordsRename(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	const pipeline = `restart: {strategy: none}
 source:
   type: datagen

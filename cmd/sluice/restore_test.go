@@ -92,6 +92,7 @@ func refusedLocked(t *testing.T, what string, r result, dir string, pid int) {
 // --from, for each of the two); after kill -9 of the holder the next start
 // runs, and the output holds every record once.
 func TestOneProcessPerCheckpointDir(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	out := t.TempDir()
 	const count = 200000
 	slow := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=3000"}
@@ -137,6 +138,7 @@ func checkLargeOrdersOnce(t *testing.T, out string, count int64) {
 // next run on the dir starts (it is not told to use --from) and keeps the
 // id, which its checkpoints carry.
 func TestJobIDKeptAfterKillBeforeFirstCheckpoint(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	out := t.TempDir()
 	const count = 20000
 	file := restorePipeline(t, "orders", "", "order-files", "", "1h")
@@ -176,6 +178,7 @@ var resumeRE = regexp.MustCompile(`resume with: sluice run --from (\S+) `)
 // and the output holds every record once; --allow-non-restored-state runs
 // and logs the dropped state.
 func TestUnmatchedStateThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	out, spDir := t.TempDir(), t.TempDir()
 	const count = 30000
 	env := []string{"OUT=" + out, fmt.Sprint("COUNT=", count), "RATE=6000", "SLUICE_TEST_TOKEN=t0ken"}
@@ -233,6 +236,7 @@ func TestUnmatchedStateThroughTheBinary(t *testing.T) {
 // sluice checkpoints shows it DAMAGED; --from DIR/chk-N of the older one
 // runs with a warning that it may duplicate output.
 func TestDamagedNewestCheckpointThroughTheBinary(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	out := t.TempDir()
 	const count = 30000
 	file := restorePipeline(t, "orders", "", "order-files", "", "200ms")
@@ -302,6 +306,7 @@ func TestDamagedNewestCheckpointThroughTheBinary(t *testing.T) {
 // checkpoint dir that belongs to job B (B was killed before its first
 // checkpoint, so the dir holds only B's id) is refused, naming both ids.
 func TestFromIntoDirOfAnotherJob(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	outA, outB := t.TempDir(), t.TempDir()
 	file := restorePipeline(t, "orders", "", "order-files", "", "100ms")
 	a := start(t, []string{"OUT=" + outA, "COUNT=1000000", "RATE=2000"}, "run", "--progress", "off", file)

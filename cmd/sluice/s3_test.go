@@ -127,6 +127,7 @@ func s3CountIDs(t *testing.T, objs map[string][]byte) map[int64]int {
 // and reads every object: every record exactly once, and no multipart
 // upload left unfinished.
 func TestS3FileSinkKill9(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	c, bucket, env := s3Server(t)
 	work := t.TempDir()
 	const count = 30000
@@ -210,6 +211,7 @@ sink:
 // through the binary, into local part files: every record once, and
 // meta.path names the object.
 func TestS3FileSourceToLocal(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	c, bucket, env := s3Server(t)
 	work := t.TempDir()
 	const perObject, objects = 2000, 4
@@ -281,6 +283,7 @@ sink:
 // settings carry the right ones (the environment alone is refused), never
 // printing the secret key.
 func TestS3ExampleAndCheckpointsSettings(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	c, bucket, env := s3Server(t)
 	ep, access, secret := env[0][len("S3E="):], env[1][len("S3A="):], env[2][len("S3S="):]
 	const count = 20000

@@ -166,6 +166,7 @@ func s3faultObjectBytes(t *testing.T, c *awss3.Client, bucket, prefix string) in
 // independent reader (the AWS SDK, straight to the server) then finds
 // every record exactly once and no unfinished multipart upload.
 func TestS3Faults(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	c, bucket, env := s3Server(t)
 	ep := env[0][len("S3E="):]
 	proxy := s3faultStart(t, ep)
@@ -205,8 +206,12 @@ sink:
 `, chk, count, bucket, pad))
 	env = append(append(env, "PROXY="+proxy.addr()), s3lockNoEnv...)
 	locked := regexp.MustCompile(`is in use by another run`)
+	starting := regexp.MustCompile(`msg="job starting"`) // logged once the run holds the lock
 	// resume starts a run with --from (the first without), retrying
-	// (bounded) while the killed holder's lock is not yet stale.
+	// (bounded) while the killed holder's lock is not yet stale. A run
+	// holds the lock once it logs that its job starts (before, a run that
+	// had not been refused within 2 s was taken to hold it; under load a
+	// refusal came later).
 	resume := func(rate string, first bool) *proc {
 		args := []string{"run", "--progress", "off", "--from", chk, file}
 		if first {
@@ -214,18 +219,14 @@ sink:
 		}
 		for range 40 {
 			p := start(t, append([]string{"RATE=" + rate}, env...), args...)
-			select {
-			case <-p.done:
-				if locked.MatchString(p.stderr()) {
-					p.wait(t)
-					time.Sleep(500 * time.Millisecond)
-					continue
-				}
-			case <-time.After(2 * time.Second):
+			if !p.hasLine(t, starting) && locked.MatchString(p.stderr()) {
+				p.wait(t)
+				time.Sleep(500 * time.Millisecond)
+				continue
 			}
 			return p
 		}
-		t.Fatal("the lock of the killed run was not taken over in 20 s")
+		t.Fatal("the lock of the killed run was not taken over in 40 attempts")
 		return nil
 	}
 	restarts := 0 // of the job within the runs, after a fault the SDK's retries did not absorb

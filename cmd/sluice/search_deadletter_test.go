@@ -61,6 +61,7 @@ var searchNodes = []struct{ name, env string }{
 // should, each document once (the dead letters' ids are derived from the
 // rejected documents', so the replay rewrote them).
 func TestSearchDeadLetterKill9(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	for _, n := range searchNodes {
 		t.Run(n.name, func(t *testing.T) {
 			node := strings.TrimSuffix(os.Getenv(n.env), "/")

@@ -20,6 +20,7 @@ import (
 // context, gives up at once: the process exits 0 (cancelled by a signal,
 // docs/cli.md) after one signal instead of after the sink's setup timeout.
 func TestSignalDuringKafkaWriterStart(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	dir := t.TempDir()
 	addr := closedLoopbackPort(t)
 	file := writeNamedPipeline(t, dir, "p.yaml", fmt.Sprintf(`name: start-blocked

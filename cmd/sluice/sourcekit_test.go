@@ -61,6 +61,7 @@ func waitOutput(t *testing.T, p *proc, out string, want int) map[int64]int {
 // the second batch's unread files and the third batch, and no file twice:
 // every id exactly once.
 func TestDiscoveredFilesKill9Resume(t *testing.T) {
+	t.Parallel() // waits on its own sluice processes; its dirs, topics, tables, buckets and indexes are its own
 	work := t.TempDir()
 	in, out := filepath.Join(work, "in"), filepath.Join(work, "out")
 	if err := os.MkdirAll(in, 0o755); err != nil {

@@ -22,25 +22,30 @@ import (
 	"github.com/sluice-io/sluice/watermark"
 )
 
-// watchSink wraps a sink at the runtime's erased level and reports when
-// its writer start begins and when a Flush begins after Writes that came
-// after arm was called (records the broker cannot have acknowledged when
-// it swallows every produce request from then on).
+// watchSink wraps a sink at the runtime's erased level: it reports when
+// its first writer start begins, and which subtasks have a Flush in
+// flight, with each Flush's result.
 type watchSink[T any] struct {
 	sinkerase.Sink[T]
 	starting chan struct{} // closed when the first NewWriter begins
 	start    sync.Once
 
-	armed    atomic.Bool
-	wrote    atomic.Bool   // a Write after arm
-	flushing chan struct{} // closed when a Flush after such a Write begins
-	flushed  chan error    // that Flush's result
-	flushOne sync.Once
+	mu       sync.Mutex
+	inFlight map[int]int        // subtask -> its Flush calls not yet returned
+	results  map[int]chan error // subtask -> results of its Flush calls, in order
 }
 
 func newWatchSink[T any](s sink.Sink[T]) *watchSink[T] {
 	return &watchSink[T]{Sink: sinkerase.Erase(s), starting: make(chan struct{}),
-		flushing: make(chan struct{}), flushed: make(chan error, 1)}
+		inFlight: map[int]int{}, results: map[int]chan error{}}
+}
+
+// flushing reports whether subtask has a Flush in flight, and the channel
+// that Flush's result (and those of its later Flush calls) will go to.
+func (s *watchSink[T]) flushing(subtask int) (bool, <-chan error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight[subtask] > 0, s.results[subtask]
 }
 
 func (s *watchSink[T]) CreateWriter(ctx context.Context, ic sink.InitContext) (sink.Writer[T], error) {
@@ -54,32 +59,38 @@ func (s *watchSink[T]) NewWriter(ctx context.Context, ic sink.InitContext, resto
 	if err != nil {
 		return nil, nil, err
 	}
-	ww := &watchWriter[T]{Writer: w, front: front, s: s}
+	s.mu.Lock()
+	if s.results[ic.SubtaskIndex()] == nil {
+		s.results[ic.SubtaskIndex()] = make(chan error, 1024)
+	}
+	s.mu.Unlock()
+	ww := &watchWriter[T]{Writer: w, front: front, s: s, subtask: ic.SubtaskIndex()}
 	return ww, ww, nil
 }
 
 type watchWriter[T any] struct {
 	sinkrt.Writer
-	front sink.Writer[T]
-	s     *watchSink[T]
+	front   sink.Writer[T]
+	s       *watchSink[T]
+	subtask int
 }
 
 func (w *watchWriter[T]) Write(ctx context.Context, v T, m sink.Meta) error {
-	if w.s.armed.Load() {
-		w.s.wrote.Store(true)
-	}
 	return w.front.Write(ctx, v, m)
 }
 
 func (w *watchWriter[T]) Flush(ctx context.Context, endOfInput bool) error {
-	if !w.s.wrote.Load() {
-		return w.Writer.Flush(ctx, endOfInput)
-	}
-	watched := false
-	w.s.flushOne.Do(func() { watched = true; close(w.s.flushing) })
+	w.s.mu.Lock()
+	w.s.inFlight[w.subtask]++
+	results := w.s.results[w.subtask]
+	w.s.mu.Unlock()
 	err := w.Writer.Flush(ctx, endOfInput)
-	if watched {
-		w.s.flushed <- err
+	w.s.mu.Lock()
+	w.s.inFlight[w.subtask]--
+	w.s.mu.Unlock()
+	select {
+	case results <- err:
+	default: // nobody reads this many results; the test has failed already
 	}
 	return err
 }
@@ -92,23 +103,45 @@ func (w *watchWriter[T]) Flush(ctx context.Context, endOfInput bool) error {
 // and the job waited for it). The broker then answers again and the job,
 // restored from its last completed checkpoint, writes every record exactly
 // once.
+//
+// The cancel waits for a Flush that is blocked for certain: one in flight
+// on a subtask whose producer has a produce request the broker swallowed.
+// Writes and Flush calls of a subtask do not overlap, so that request's
+// records were written before the Flush began, and the Flush waits for
+// them for an hour. (Before, the test cancelled during the first Flush
+// that followed a Write after the broker stopped answering; under load a
+// Flush that began before then blocked instead, and none followed it.)
 func TestCancelDuringBlockedFlush(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	var swallow atomic.Bool
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+	prefix := uniqueName("cancel")
+	var (
+		swallow atomic.Bool
+		mu      sync.Mutex
+		blocked = map[int]bool{} // subtasks with a swallowed produce request
+	)
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		if !swallow.Load() {
+			return nil, nil, false
+		}
 		// Handled without a response: the produce request is never
 		// answered (the client times it out and retries, forever).
-		return nil, nil, swallow.Load()
+		if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.TransactionID != nil {
+			if s, _, ok := parseTxnID(prefix, *pr.TransactionID); ok {
+				mu.Lock()
+				blocked[s] = true
+				mu.Unlock()
+			}
+		}
+		return nil, nil, true
 	})
 	brokers := c.ListenAddrs()
 	const count = 3000
 	topic := createTopic(t, brokers, 2)
-	prefix := uniqueName("cancel")
 	store := checkpoint.NewMemory()
 	run := func(ctx context.Context, wrap func(sink.Sink[int64]) sink.Sink[int64], restore *checkpoint.Snapshot) error {
 		gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(2), datagen.RatePerSecond(count))
@@ -154,17 +187,40 @@ func TestCancelDuringBlockedFlush(t *testing.T) {
 		}
 	}
 	swallow.Store(true)
-	ws.armed.Store(true)
-	select {
-	case <-ws.flushing:
-	case err := <-done:
-		t.Fatalf("the job ended before a flush blocked: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("no flush after the broker stopped answering within a minute")
+	// Wait (bounded) for a blocked Flush: the source is paced by completed
+	// checkpoints, none completes from now on, so the job writes at most
+	// another 100 records and a checkpoint's Flush waits for them.
+	// blockedFlush returns the results channel of a subtask with a
+	// swallowed produce request and a Flush in flight (nil if none), its
+	// earlier Flush calls' results dropped: the blocked one's comes next.
+	blockedFlush := func() <-chan error {
+		mu.Lock()
+		defer mu.Unlock()
+		for s := range blocked {
+			if in, r := ws.flushing(s); in {
+				for len(r) > 0 {
+					<-r
+				}
+				return r
+			}
+		}
+		return nil
+	}
+	var results <-chan error
+	deadline = time.Now().Add(time.Minute)
+	for results = blockedFlush(); results == nil; results = blockedFlush() {
+		if time.Now().After(deadline) {
+			t.Fatal("no Flush blocked on a swallowed produce request within a minute")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended before a flush blocked: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	cancel()
 	awaitCancelled(t, done, "its blocked flush")
-	if err := <-ws.flushed; !errors.Is(err, context.Canceled) {
+	if err := <-results; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the blocked flush returned %v, want the cancellation", err)
 	}
 	swallow.Store(false)
