@@ -37,7 +37,11 @@ func TestCancelAndResumeFromCheckpointDir(t *testing.T) {
 					opts = append(opts, stream.RestoreFrom(restore))
 				}
 				env := stream.New(opts...)
-				gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(4), datagen.RatePerSecond(20_000))
+				// 5,000 records/s: the first run lasts 4 s, so that under a
+				// heavy load (CI runs four packages at once) it still sees
+				// its 4 checkpoints before the input ends (at 20,000/s it
+				// once finished first).
+				gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(n), datagen.Splits(4), datagen.RatePerSecond(5_000))
 				stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), testsink.NewTwoPhase(store), "sink")
 				return env
 			}
