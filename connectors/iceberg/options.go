@@ -74,6 +74,9 @@ type config struct {
 	// "after-commit": the snapshot is committed, CommitGlobal has not
 	// returned); an error it returns is CommitGlobal's.
 	hook func(ctx context.Context, stage string, checkpointID int64) error
+	// arrowWriter, set by tests and benchmarks in this package only,
+	// makes the writers use iceberg-go's Arrow writer for every table.
+	arrowWriter bool
 }
 
 type createSpec struct {
