@@ -511,7 +511,7 @@ func (w *pqWriter) newPart(tuple []any) *pqPart {
 			}
 			sb.WriteString(f.escaped)
 			sb.WriteByte('=')
-			sb.WriteString(url.QueryEscape(f.field.Transform.ToHumanStrType(f.result, tuple[i])))
+			sb.WriteString(pathValue(f.field.Transform.ToHumanStrType(f.result, tuple[i])))
 		}
 		part.path = sb.String()
 	}
@@ -520,6 +520,16 @@ func (w *pqWriter) newPart(tuple []any) *pqPart {
 	}
 	w.order = append(w.order, part)
 	return part
+}
+
+// pathValue is a partition value in a data file's directory name: as
+// Java's and iceberg-go's writers URL-encode it, but with '_' for '%'.
+// The directory name carries no meaning (readers take the partition from
+// the manifest), and a '%' escape would name two files: iceberg-go's
+// file IO decodes the URL (file://…/s=%C3%BC/ writes the directory
+// "s=ü"), PyIceberg and Java take it as it is (they read "s=%C3%BC").
+func pathValue(human string) string {
+	return strings.ReplaceAll(url.QueryEscape(human), "%", "_")
 }
 
 func tupleEqual(a, b []any) bool {
