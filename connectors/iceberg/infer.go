@@ -109,7 +109,7 @@ func (w *writer[T]) useTable(ctx context.Context, tbl *table.Table) error {
 		if err != nil {
 			return fmt.Errorf("table %s: %w", strings.Join(w.s.ident, "."), err)
 		}
-		dw = newPQWriter(p)
+		dw = newPQWriter(p, w.subtask)
 	} else {
 		a, err := newArrowWriter(tbl, w.s.cfg.eventTimeColumn, w.s.cfg.targetFileSize)
 		if err != nil {

@@ -317,29 +317,40 @@ func newPQPlan(ctx context.Context, tbl *table.Table, eventTimeColumn string, ta
 	return p, nil
 }
 
-// pqWriter is the parquet-go dataWriter of one subtask.
+// pqWriter is the parquet-go dataWriter of one subtask. Each partition's
+// file is opened at its first row and written as the rows come, pqBatch
+// rows per column at a time (parquet-go keeps a row group's compressed
+// pages until it ends); write ends the files.
 type pqWriter struct {
-	p     *pqPlan
-	parts map[string]*pqPart
-	order []*pqPart // in the order of their first row
-	last  *pqPart
-	rows  int
-	bytes int64
-	row   []parquet.Value // the row being added, by column
-	tuple []any
-	key   []byte
-	files int // files written, for names
+	p       *pqPlan
+	subtask int
+	parts   map[string]*pqPart
+	order   []*pqPart // in the order of their first row
+	last    *pqPart
+	rows    int
+	bytes   int64
+	row     []parquet.Value // the row being added, by column
+	tuple   []any
+	key     []byte
+	id      uuid.UUID // of the files since the last write
+	files   int       // files opened, for names
 }
 
-// pqPart buffers the rows of one partition.
+// pqPart is the open data file of one partition.
 type pqPart struct {
-	tuple  []any       // partition values, in spec order
-	values map[int]any // by partition field id
-	path   string      // partition path (field=value/…)
-	vals   [][]parquet.Value
-	stats  []pqStats // by column
-	rows   int
-	bytes  int64 // estimated size of the rows
+	tuple      []any       // partition values, in spec order
+	values     map[int]any // by partition field id
+	dir        string      // partition path (field=value/…)
+	path       string      // the file's location
+	f          icebergio.FileWriter
+	cw         *countWriter
+	pw         *parquet.GenericWriter[any]
+	vals       [][]parquet.Value // staged rows by leaf column, up to pqBatch
+	staged     int
+	stats      []pqStats // by column
+	rows       int
+	bytes      int64 // estimated size of the rows
+	groupBytes int64 // of the rows in the open row group
 }
 
 // pqStats are a column's statistics over a file's values.
@@ -351,25 +362,35 @@ type pqStats struct {
 	loB, hiB    []byte
 }
 
-func newPQWriter(p *pqPlan) *pqWriter {
-	return &pqWriter{p: p, parts: map[string]*pqPart{}, row: make([]parquet.Value, len(p.cols)), tuple: make([]any, len(p.parts))}
+func newPQWriter(p *pqPlan, subtask int) *pqWriter {
+	return &pqWriter{p: p, subtask: subtask, parts: map[string]*pqPart{}, row: make([]parquet.Value, len(p.cols)), tuple: make([]any, len(p.parts))}
 }
 
 func (w *pqWriter) buffered() int64          { return w.bytes }
 func (w *pqWriter) newFields(r Row) []string { return newFieldsOf(r, w.p.byName) }
-func (w *pqWriter) release()                 { w.parts, w.order, w.last = nil, nil, nil }
+
+// release aborts the open files: closed and removed (best effort; else
+// they stay as orphans, as files of a failed attempt do).
+func (w *pqWriter) release() {
+	for _, part := range w.order {
+		if part.f != nil {
+			_ = part.f.Close()
+			_ = w.p.fs.Remove(part.path)
+		}
+	}
+	w.parts, w.order, w.last = map[string]*pqPart{}, nil, nil
+	w.rows, w.bytes = 0, 0
+}
 
 func (w *pqWriter) add(r Row, eventTime int64, hasEventTime bool) error {
 	p := w.p
-	for k, v := range r {
-		if _, ok := p.byName[k]; !ok && v != nil { // null is the same as missing
-			return fmt.Errorf("%w: field %q is not a column of the table (AddColumns adds such fields as columns)", ErrBadRecord, k)
-		}
-	}
-	size := 0
+	size, found := 0, 0
 	for i := range p.cols {
 		c := &p.cols[i]
-		v := r[c.name]
+		v, ok := r[c.name]
+		if ok {
+			found++
+		}
 		if v == nil && i == p.evField && hasEventTime {
 			v = time.UnixMilli(eventTime).UTC()
 		}
@@ -392,16 +413,30 @@ func (w *pqWriter) add(r Row, eventTime int64, hasEventTime bool) error {
 		w.row[i] = pv.Level(0, def, c.leaf)
 		size += n
 	}
-	part := w.partition()
+	if found < len(r) { // r has keys that are not columns
+		for k, v := range r {
+			if _, ok := p.byName[k]; !ok && v != nil { // null is the same as missing
+				return fmt.Errorf("%w: field %q is not a column of the table (AddColumns adds such fields as columns)", ErrBadRecord, k)
+			}
+		}
+	}
+	part, err := w.partition()
+	if err != nil {
+		return err
+	}
 	for i := range p.cols {
 		v := w.row[i]
 		part.vals[p.cols[i].leaf] = append(part.vals[p.cols[i].leaf], v)
 		part.stats[i].update(p.cols[i].kind, v)
 	}
+	part.staged++
 	part.rows++
 	part.bytes += int64(size)
 	w.rows++
 	w.bytes += int64(size)
+	if part.staged == pqBatch {
+		return w.p.writeBatch(part)
+	}
 	return nil
 }
 
@@ -470,20 +505,25 @@ func (c *pqCol) sourceValue(v parquet.Value) any {
 	}
 }
 
-// partition returns the buffer of the row in w.row's partition.
-func (w *pqWriter) partition() *pqPart {
+// partition returns the open file of w.row's partition, opening it for
+// the partition's first row.
+func (w *pqWriter) partition() (*pqPart, error) {
 	p := w.p
 	if len(p.parts) == 0 {
 		if w.last == nil {
-			w.last = w.newPart(nil)
+			part, err := w.newPart(nil, "")
+			if err != nil {
+				return nil, err
+			}
+			w.last = part
 		}
-		return w.last
+		return w.last, nil
 	}
 	for i, f := range p.parts {
 		w.tuple[i] = f.apply(p.cols[f.col].sourceValue(w.row[f.col]))
 	}
 	if w.last != nil && tupleEqual(w.last.tuple, w.tuple) {
-		return w.last
+		return w.last, nil
 	}
 	w.key = w.key[:0]
 	for _, v := range w.tuple {
@@ -491,14 +531,19 @@ func (w *pqWriter) partition() *pqPart {
 	}
 	part, ok := w.parts[string(w.key)]
 	if !ok {
-		part = w.newPart(append([]any(nil), w.tuple...))
-		w.parts[string(w.key)] = part
+		var err error
+		if part, err = w.newPart(append([]any(nil), w.tuple...), string(w.key)); err != nil {
+			return nil, err
+		}
 	}
 	w.last = part
-	return part
+	return part, nil
 }
 
-func (w *pqWriter) newPart(tuple []any) *pqPart {
+// newPart opens the data file of a partition: under the table's data
+// location (the partition path, then a name with a fresh UUID: a retried
+// attempt never overwrites nor reuses a file).
+func (w *pqWriter) newPart(tuple []any, key string) (*pqPart, error) {
 	p := w.p
 	part := &pqPart{tuple: tuple, vals: make([][]parquet.Value, len(p.cols)), stats: make([]pqStats, len(p.cols))}
 	if len(tuple) > 0 {
@@ -513,13 +558,30 @@ func (w *pqWriter) newPart(tuple []any) *pqPart {
 			sb.WriteByte('=')
 			sb.WriteString(pathValue(f.field.Transform.ToHumanStrType(f.result, tuple[i])))
 		}
-		part.path = sb.String()
+		part.dir = sb.String()
 	}
-	if len(p.parts) == 0 {
-		w.parts[""] = part
+	if len(w.order) == 0 {
+		w.id = uuid.New()
 	}
+	name := fmt.Sprintf("%05d-%d-%s-%05d.parquet", len(w.order), w.subtask, w.id, w.files)
+	if part.dir != "" {
+		name = part.dir + "/" + name
+	}
+	part.path = p.loc.NewDataLocation(name)
+	f, err := p.fs.Create(part.path)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg sink: create data file %s: %w", part.path, err)
+	}
+	w.files++
+	part.f, part.cw = f, &countWriter{w: f}
+	part.pw = parquet.NewGenericWriter[any](part.cw, p.schema, parquet.Compression(p.codec), parquet.PageBufferSize(p.pageBytes),
+		parquet.CreatedBy("sluice", "", ""))
+	for i := range part.vals {
+		part.vals[i] = make([]parquet.Value, 0, pqBatch)
+	}
+	w.parts[key] = part
 	w.order = append(w.order, part)
-	return part
+	return part, nil
 }
 
 // pathValue is a partition value in a data file's directory name: as
@@ -752,38 +814,26 @@ func upperBinary(b []byte, n int) []byte {
 	return nil
 }
 
-// write writes every partition's rows as one Parquet file each, under the
-// table's data location (partition path, then a name with a fresh UUID:
-// a retried attempt never overwrites nor reuses a file).
-func (w *pqWriter) write(ctx context.Context, subtask int) ([]fileDesc, error) {
+// write ends every partition's file and describes them.
+func (w *pqWriter) write(ctx context.Context, _ int) ([]fileDesc, error) {
 	if w.rows == 0 {
 		return nil, nil
 	}
-	id := uuid.New()
 	var out []fileDesc
 	var errs []error
-	for i, part := range w.order {
+	for _, part := range w.order {
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		if part.rows == 0 {
-			continue
-		}
-		name := fmt.Sprintf("%05d-%d-%s-%05d.parquet", i, subtask, id, w.files)
-		w.files++
-		if part.path != "" {
-			name = part.path + "/" + name
-		}
-		d, err := w.p.writeFile(w.p.loc.NewDataLocation(name), part)
+		d, err := w.p.finish(part)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		out = append(out, d)
 	}
-	w.parts, w.order, w.last = map[string]*pqPart{}, nil, nil
-	w.rows, w.bytes = 0, 0
+	w.release() // the files left open after an error
 	if err := errors.Join(errs...); err != nil {
 		return out, fmt.Errorf("parquet-go writer: %w", err)
 	}
@@ -802,48 +852,51 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeFile writes part's rows as the Parquet file at path and describes
-// it.
-func (p *pqPlan) writeFile(path string, part *pqPart) (d fileDesc, err error) {
-	f, err := p.fs.Create(path)
-	if err != nil {
-		return d, fmt.Errorf("create %s: %w", path, err)
+// writeBatch writes the staged rows of part column by column, and ends
+// the row group when it reached the table's row group size.
+func (p *pqPlan) writeBatch(part *pqPart) error {
+	if part.staged == 0 {
+		return nil
 	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = p.fs.Remove(path) // best effort: else an orphan
+	for leaf, colw := range part.pw.ColumnWriters() {
+		if _, err := colw.WriteRowValues(part.vals[leaf]); err != nil {
+			return fmt.Errorf("iceberg sink: write %s, column %s: %w", part.path, p.schema.Columns()[leaf][0], err)
 		}
-	}()
-	cw := &countWriter{w: f}
-	pw := parquet.NewGenericWriter[any](cw, p.schema, parquet.Compression(p.codec), parquet.PageBufferSize(p.pageBytes),
-		parquet.CreatedBy("sluice", "", ""))
-	var groupBytes int64
-	for start := 0; start < part.rows; start += pqBatch {
-		end := min(start+pqBatch, part.rows)
-		for leaf, colw := range pw.ColumnWriters() {
-			if _, err := colw.WriteRowValues(part.vals[leaf][start:end]); err != nil {
-				return d, fmt.Errorf("write %s, column %s: %w", path, p.schema.Columns()[leaf][0], err)
-			}
-		}
-		groupBytes += part.bytes * int64(end-start) / int64(part.rows)
-		if groupBytes >= p.rowGroupBytes && end < part.rows {
-			groupBytes = 0
-			if err := pw.Flush(); err != nil {
-				return d, fmt.Errorf("write %s: row group: %w", path, err)
-			}
+		clear(part.vals[leaf]) // no references to the rows' strings
+		part.vals[leaf] = part.vals[leaf][:0]
+	}
+	part.groupBytes += part.bytes * int64(part.staged) / int64(part.rows)
+	part.staged = 0
+	if part.groupBytes >= p.rowGroupBytes {
+		part.groupBytes = 0
+		if err := part.pw.Flush(); err != nil {
+			return fmt.Errorf("iceberg sink: write %s: row group: %w", part.path, err)
 		}
 	}
-	if err := pw.Close(); err != nil {
+	return nil
+}
+
+// finish ends part's file and describes it: counts and bounds from the
+// statistics of the values written, column sizes and split offsets from
+// the file's footer.
+func (p *pqPlan) finish(part *pqPart) (d fileDesc, err error) {
+	path := part.path
+	if err := p.writeBatch(part); err != nil {
+		return d, err
+	}
+	if err := part.pw.Close(); err != nil {
 		return d, fmt.Errorf("write %s: %w", path, err)
 	}
+	f := part.f
+	part.f = nil
 	if err := f.Close(); err != nil {
+		_ = p.fs.Remove(path)
 		return d, fmt.Errorf("close %s: %w", path, err)
 	}
-	d = fileDesc{Path: path, Records: int64(part.rows), Size: cw.n, SpecID: p.spec.ID(),
+	d = fileDesc{Path: path, Records: int64(part.rows), Size: part.cw.n, SpecID: p.spec.ID(),
 		ColumnSizes: map[int]int64{}, ValueCounts: map[int]int64{}, NullCounts: map[int]int64{},
 		LowerBounds: map[int][]byte{}, UpperBounds: map[int][]byte{}}
-	meta := pw.File().Metadata()
+	meta := part.pw.File().Metadata()
 	for _, rg := range meta.RowGroups {
 		if len(rg.Columns) == 0 {
 			continue
