@@ -105,7 +105,7 @@ func (w *writer[T]) useTable(ctx context.Context, tbl *table.Table) error {
 		why = "forced by a test"
 	}
 	if why == "" {
-		p, err := newPQPlan(ctx, tbl, w.s.cfg.eventTimeColumn, w.s.cfg.targetFileSize)
+		p, err := newPQPlan(ctx, tbl, w.s.cfg.eventTimeColumn)
 		if err != nil {
 			return fmt.Errorf("table %s: %w", strings.Join(w.s.ident, "."), err)
 		}

@@ -23,14 +23,15 @@ import (
 )
 
 // The parquet-go data file writer. A row's values are converted once into
-// parquet.Values of their columns and appended to the buffer of the row's
-// partition (the partition tuple computed with the spec's transforms),
-// with each column's statistics (null, NaN counts, lower and upper
-// bounds) updated as they are appended. At a checkpoint or when the
-// buffered rows reach the target size, each partition's buffer is written
-// as one Parquet file column by column (ColumnWriter.WriteRowValues); the
-// Parquet schema carries every column's Iceberg field id, and the manifest
-// statistics come from the values written (bounds in Iceberg's
+// parquet.Values of their columns; the row's partition tuple is computed
+// with the spec's transforms, and the values are staged for that
+// partition's open file (opened at the partition's first row), with each
+// column's statistics (null, NaN counts, lower and upper bounds) updated
+// as they are staged. Every pqBatch rows a partition's staged values go to
+// its file column by column (ColumnWriter.WriteRowValues); write ends the
+// files, at a checkpoint or when the rows reach the target size. The
+// Parquet schema carries every column's Iceberg field id, and the
+// manifest statistics come from the values written (bounds in Iceberg's
 // single-value binary form, strings and binary truncated to 16 as the
 // default metrics mode truncate(16)) and the file's footer (column sizes,
 // split offsets).
@@ -47,20 +48,17 @@ const (
 
 // pqPlan is what the writer needs of a table: made once per table schema.
 type pqPlan struct {
-	tbl           *table.Table
 	schema        *parquet.Schema // the Parquet schema, with field ids
 	cols          []pqCol         // the table's columns, in schema order
 	byName        map[string]int
 	evField       int // column filled from the event time; -1 = none
 	spec          iceberg.PartitionSpec
 	parts         []pqPartField
-	logical       map[int]string
 	codec         pqcompress.Codec
 	rowGroupBytes int64
 	pageBytes     int
 	loc           table.LocationProvider
 	fs            icebergio.WriteFileIO
-	targetSize    int64
 }
 
 // pqCol is one top-level column of the table.
@@ -246,10 +244,10 @@ func bindTransform(tr iceberg.Transform, src iceberg.Type) (func(any) any, error
 	return nil, fmt.Errorf("transform %s is not supported by the parquet-go writer", tr)
 }
 
-func newPQPlan(ctx context.Context, tbl *table.Table, eventTimeColumn string, targetSize int64) (*pqPlan, error) {
+func newPQPlan(ctx context.Context, tbl *table.Table, eventTimeColumn string) (*pqPlan, error) {
 	sc := tbl.Schema()
 	props := tbl.Properties()
-	p := &pqPlan{tbl: tbl, byName: map[string]int{}, evField: -1, spec: tbl.Spec(), targetSize: targetSize}
+	p := &pqPlan{byName: map[string]int{}, evField: -1, spec: tbl.Spec()}
 	g := parquet.Group{}
 	for i, f := range sc.Fields() {
 		k, err := pqKindOf(f.Type)
@@ -295,7 +293,6 @@ func newPQPlan(ctx context.Context, tbl *table.Table, eventTimeColumn string, ta
 		p.parts = append(p.parts, pqPartField{id: f.FieldID, col: p.byName[src.Name], apply: apply,
 			escaped: f.EscapedName(), field: f, result: ptype.FieldList[i].Type})
 	}
-	p.logical = partitionLogicalTypes(p.spec, sc)
 	var err error
 	if p.codec, err = pqCodec(props); err != nil {
 		return nil, err
