@@ -4,11 +4,15 @@
 //
 // # How it commits
 //
-// Each writer turns records into rows ([Row]: column name to value),
-// buffers them as Arrow columns and writes them as Parquet data files
-// (one per partition, with column statistics) into the table's data
-// location: when the buffer reaches [TargetFileSize] and at every
-// checkpoint. The files are durable but not part of the table. At the
+// Each writer turns records into rows ([Row]: column name to value) and
+// writes them with parquet-go as Parquet data files (one per partition,
+// the partition computed with the spec's transforms; Iceberg field ids in
+// the Parquet schema; column statistics from the values written) into
+// the table's data location, ending them when the rows written reach
+// [TargetFileSize] and at every checkpoint. Tables with settings that
+// writer does not support (another file format or metrics mode, bloom
+// filters, a compression level) are written through iceberg-go's Arrow
+// writer instead, chosen automatically (see README.md). The files are durable but not part of the table. At the
 // checkpoint the writer's committable describes them (path, record count,
 // size, partition tuple, statistics). The per-subtask committer has
 // nothing to do; the global committer then appends the files of each

@@ -78,19 +78,6 @@ func inferColumns(r Row, eventTimeColumn string) ([]Column, error) {
 	return cols, nil
 }
 
-// newFields are the fields of r that are not columns of the table and
-// have a value (a null one is the same as a missing one).
-func (rb *rowBuilder) newFields(r Row) []string {
-	var out []string
-	for k, v := range r {
-		if _, ok := rb.byName[k]; !ok && v != nil {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // createFromRecord creates the table (or loads it, if another writer
 // created it first) with the columns inferred from the writer's first
 // record.
@@ -105,19 +92,38 @@ func (w *writer[T]) createFromRecord(ctx context.Context, r Row) error {
 	if err != nil {
 		return err
 	}
-	return w.useTable(tbl)
+	return w.useTable(ctx, tbl)
 }
 
-// useTable makes tbl's schema the one rows are built for.
-func (w *writer[T]) useTable(tbl *table.Table) error {
-	rb, err := newRowBuilder(tbl.Schema(), w.s.cfg.eventTimeColumn)
-	if err != nil {
-		return fmt.Errorf("table %s: %w", strings.Join(w.s.ident, "."), err)
+// useTable makes tbl's schema the one rows are built for, with the
+// parquet-go data file writer unless the table has a setting it does not
+// support (see pqUnsupported): then with iceberg-go's Arrow writer.
+func (w *writer[T]) useTable(ctx context.Context, tbl *table.Table) error {
+	var dw dataWriter
+	why := pqUnsupported(tbl)
+	if w.s.cfg.arrowWriter {
+		why = "forced by a test"
 	}
-	if w.rb != nil {
-		w.rb.release()
+	if why == "" {
+		p, err := newPQPlan(ctx, tbl, w.s.cfg.eventTimeColumn)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", strings.Join(w.s.ident, "."), err)
+		}
+		dw = newPQWriter(p, w.subtask)
+	} else {
+		a, err := newArrowWriter(tbl, w.s.cfg.eventTimeColumn, w.s.cfg.targetFileSize)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", strings.Join(w.s.ident, "."), err)
+		}
+		if w.dw == nil && w.subtask == 0 {
+			w.s.cfg.logger.Info("iceberg sink: data files written by iceberg-go's Arrow writer", "table", strings.Join(w.s.ident, "."), "reason", why)
+		}
+		dw = a
 	}
-	w.tbl, w.rb = tbl, rb
+	if w.dw != nil {
+		w.dw.release()
+	}
+	w.tbl, w.dw = tbl, dw
 	return nil
 }
 
@@ -157,7 +163,7 @@ func (w *writer[T]) addColumns(ctx context.Context, r Row, names []string) error
 			added = append(added, n+" "+t)
 		}
 		if len(added) == 0 {
-			return w.useTable(tbl)
+			return w.useTable(ctx, tbl)
 		}
 		if err := us.Commit(); err != nil {
 			return fmt.Errorf("iceberg sink: add columns %v to table %s: %w", added, ident, err)
@@ -165,7 +171,7 @@ func (w *writer[T]) addColumns(ctx context.Context, r Row, names []string) error
 		fresh, err := tx.Commit(ctx)
 		if err == nil {
 			w.s.cfg.logger.Info("added columns to the table", "table", ident, "columns", added)
-			return w.useTable(fresh)
+			return w.useTable(ctx, fresh)
 		}
 		if !errors.Is(err, table.ErrCommitFailed) || attempt >= w.s.cfg.commitRetries {
 			return fmt.Errorf("iceberg sink: add columns %v to table %s: %w", added, ident, err)

@@ -74,6 +74,9 @@ type config struct {
 	// "after-commit": the snapshot is committed, CommitGlobal has not
 	// returned); an error it returns is CommitGlobal's.
 	hook func(ctx context.Context, stage string, checkpointID int64) error
+	// arrowWriter, set by tests and benchmarks in this package only,
+	// makes the writers use iceberg-go's Arrow writer for every table.
+	arrowWriter bool
 }
 
 type createSpec struct {
@@ -164,8 +167,10 @@ func TableLocation(loc string) Option {
 
 // TargetFileSize is how many bytes of rows (their in-memory size, before
 // Parquet encoding and compression, so the files are smaller) a writer
-// buffers before it writes them as Parquet data files; it also writes
-// what it holds at every checkpoint. Default 64 MiB; at least 1 KiB.
+// writes into its open data files (one per partition) before it ends
+// them and opens new ones; it also ends them at every checkpoint. (With
+// the Arrow writer, the fallback, the rows are buffered up to this size
+// and written then.) Default 64 MiB; at least 1 KiB.
 func TargetFileSize(n int64) Option {
 	return optionFunc(func(c *config) {
 		if n < 1024 || n > maxTargetFileSize {

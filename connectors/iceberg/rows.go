@@ -162,117 +162,146 @@ func converterFor(t iceberg.Type) (func(any) (any, int, error), error) {
 	switch t.(type) {
 	case iceberg.BooleanType:
 		return func(v any) (any, int, error) {
-			x, ok := v.(bool)
-			if !ok {
-				return nil, 0, kindErr(v, "a boolean")
-			}
-			return x, 1, nil
+			x, err := parseBool(v)
+			return x, 1, err
 		}, nil
 	case iceberg.Int32Type:
 		return func(v any) (any, int, error) {
-			n, err := toInt(v)
-			if err != nil {
-				return nil, 0, err
-			}
-			if n < math.MinInt32 || n > math.MaxInt32 {
-				return nil, 0, fmt.Errorf("%d is out of the range of an int column", n)
-			}
-			return int32(n), 4, nil
+			n, err := parseInt32(v)
+			return n, 4, err
 		}, nil
 	case iceberg.Int64Type:
 		return func(v any) (any, int, error) {
-			if tm, ok := v.(time.Time); ok {
-				v = tm.UnixMilli()
-			}
-			n, err := toInt(v)
-			if err != nil {
-				return nil, 0, err
-			}
-			return n, 8, nil
+			n, err := parseInt64(v)
+			return n, 8, err
 		}, nil
 	case iceberg.Float32Type:
 		return func(v any) (any, int, error) {
 			f, err := toFloat(v)
-			if err != nil {
-				return nil, 0, err
-			}
-			return float32(f), 4, nil
+			return float32(f), 4, err
 		}, nil
 	case iceberg.Float64Type:
 		return func(v any) (any, int, error) {
 			f, err := toFloat(v)
-			if err != nil {
-				return nil, 0, err
-			}
-			return f, 8, nil
+			return f, 8, err
 		}, nil
 	case iceberg.StringType:
 		return func(v any) (any, int, error) {
-			s, ok := v.(string)
-			if !ok {
-				return nil, 0, kindErr(v, "a string")
-			}
-			return s, len(s) + 4, nil
+			s, err := parseString(v)
+			return s, len(s) + 4, err
 		}, nil
 	case iceberg.BinaryType:
 		return func(v any) (any, int, error) {
-			var p []byte
-			switch x := v.(type) {
-			case []byte:
-				p = x
-			case string:
-				p = []byte(x)
-			default:
-				return nil, 0, kindErr(v, "bytes or a string")
-			}
-			return p, len(p) + 4, nil
+			p, err := parseBinary(v)
+			return p, len(p) + 4, err
 		}, nil
 	case iceberg.DateType:
 		return func(v any) (any, int, error) {
-			var days int64
-			switch x := v.(type) {
-			case time.Time:
-				days = int64(math.Floor(float64(x.Unix()) / 86400))
-			case string:
-				tm, err := time.Parse(time.DateOnly, x)
-				if err != nil {
-					if tm, err = time.Parse(time.RFC3339Nano, x); err != nil {
-						return nil, 0, fmt.Errorf("%q is not a date (2006-01-02) or RFC 3339 time", x)
-					}
-				}
-				days = int64(math.Floor(float64(tm.Unix()) / 86400))
-			default:
-				n, err := toInt(v)
-				if err != nil {
-					return nil, 0, kindErr(v, "a date string, a time or days since 1970-01-01")
-				}
-				days = n
-			}
-			return arrow.Date32(days), 4, nil
+			d, err := parseDate(v)
+			return arrow.Date32(d), 4, err
 		}, nil
 	case iceberg.TimestampType, iceberg.TimestampTzType:
 		return func(v any) (any, int, error) {
-			var us int64
-			switch x := v.(type) {
-			case time.Time:
-				us = x.UnixMicro()
-			case string:
-				tm, err := time.Parse(time.RFC3339Nano, x)
-				if err != nil {
-					return nil, 0, fmt.Errorf("%q is not an RFC 3339 time", x)
-				}
-				us = tm.UnixMicro()
-			default:
-				ms, err := toInt(v)
-				if err != nil {
-					return nil, 0, kindErr(v, "an RFC 3339 string, a time or epoch milliseconds")
-				}
-				us = ms * 1000
-			}
-			return arrow.Timestamp(us), 8, nil
+			us, err := parseTimestamp(v)
+			return arrow.Timestamp(us), 8, err
 		}, nil
 	}
 	return nil, fmt.Errorf("type %s is not supported by the sink (boolean, int, long, float, double, string, binary, date, timestamp, timestamptz)", t)
+}
+
+// The parse functions turn a value of the Row contract into the value of
+// a column type (see [Row]); both data file writers use them.
+
+func parseBool(v any) (bool, error) {
+	x, ok := v.(bool)
+	if !ok {
+		return false, kindErr(v, "a boolean")
+	}
+	return x, nil
+}
+
+func parseInt32(v any) (int32, error) {
+	n, err := toInt(v)
+	if err != nil {
+		return 0, err
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("%d is out of the range of an int column", n)
+	}
+	return int32(n), nil
+}
+
+func parseInt64(v any) (int64, error) {
+	if tm, ok := v.(time.Time); ok {
+		return tm.UnixMilli(), nil
+	}
+	return toInt(v)
+}
+
+func parseString(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", kindErr(v, "a string")
+	}
+	return s, nil
+}
+
+// parseBinary returns the bytes of v; a []byte is returned as it is (the
+// caller copies it if it keeps it).
+func parseBinary(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case []byte:
+		return x, nil
+	case string:
+		return []byte(x), nil
+	}
+	return nil, kindErr(v, "bytes or a string")
+}
+
+// parseDate returns days since 1970-01-01.
+func parseDate(v any) (int32, error) {
+	var days int64
+	switch x := v.(type) {
+	case time.Time:
+		days = int64(math.Floor(float64(x.Unix()) / 86400))
+	case string:
+		tm, err := time.Parse(time.DateOnly, x)
+		if err != nil {
+			if tm, err = time.Parse(time.RFC3339Nano, x); err != nil {
+				return 0, fmt.Errorf("%q is not a date (2006-01-02) or RFC 3339 time", x)
+			}
+		}
+		days = int64(math.Floor(float64(tm.Unix()) / 86400))
+	default:
+		n, err := toInt(v)
+		if err != nil {
+			return 0, kindErr(v, "a date string, a time or days since 1970-01-01")
+		}
+		days = n
+	}
+	if days < math.MinInt32 || days > math.MaxInt32 {
+		return 0, fmt.Errorf("date %d days from 1970-01-01 is out of range", days)
+	}
+	return int32(days), nil
+}
+
+// parseTimestamp returns microseconds since the epoch.
+func parseTimestamp(v any) (int64, error) {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UnixMicro(), nil
+	case string:
+		tm, err := time.Parse(time.RFC3339Nano, x)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not an RFC 3339 time", x)
+		}
+		return tm.UnixMicro(), nil
+	}
+	ms, err := toInt(v)
+	if err != nil {
+		return 0, kindErr(v, "an RFC 3339 string, a time or epoch milliseconds")
+	}
+	return ms * 1000, nil
 }
 
 func kindErr(v any, want string) error {

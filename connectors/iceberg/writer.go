@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/google/uuid"
 	"github.com/sluice-io/sluice/restart"
 	"github.com/sluice-io/sluice/sink"
 )
@@ -24,7 +21,7 @@ type writer[T any] struct {
 	subtask int
 	cat     catalog.Catalog
 	tbl     *table.Table
-	rb      *rowBuilder
+	dw      dataWriter // nil until the table is known
 	pending []fileDesc // written since the last PrepareCommit
 }
 
@@ -40,7 +37,7 @@ func newWriter[T any](ctx context.Context, s *Sink[T], ic sink.InitContext) (*wr
 	}
 	w := &writer[T]{s: s, subtask: ic.SubtaskIndex(), cat: cat}
 	if tbl != nil { // else created from the first record
-		if err := w.useTable(tbl); err != nil {
+		if err := w.useTable(ctx, tbl); err != nil {
 			_ = closeCatalog(cat)
 			return nil, err
 		}
@@ -59,17 +56,17 @@ func (w *writer[T]) Write(ctx context.Context, v T, m sink.Meta) error {
 		}
 	}
 	if w.s.cfg.addColumns {
-		if names := w.rb.newFields(r); len(names) > 0 {
+		if names := w.dw.newFields(r); len(names) > 0 {
 			if err := w.addColumns(ctx, r, names); err != nil {
 				return markBad(err)
 			}
 		}
 	}
-	if err := w.rb.add(r, m.Timestamp, m.HasTimestamp); err != nil {
+	if err := w.dw.add(r, m.Timestamp, m.HasTimestamp); err != nil {
 		// the same record fails again after a restart
 		return fmt.Errorf("iceberg sink, table %s: %w (%w)", strings.Join(w.s.ident, "."), err, restart.ErrUnrecoverable)
 	}
-	if w.rb.bytes >= w.s.cfg.targetFileSize {
+	if w.dw.buffered() >= w.s.cfg.targetFileSize {
 		return w.writeFiles(ctx)
 	}
 	return nil
@@ -95,36 +92,20 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]co
 // under the table's data location with a fresh UUID in their names (a
 // retried attempt never overwrites nor reuses a file).
 func (w *writer[T]) writeFiles(ctx context.Context) error {
-	if w.rb == nil || w.rb.rows == 0 {
+	if w.dw == nil {
 		return nil
 	}
-	rec := w.rb.batch()
-	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-	var seq iter.Seq2[arrow.RecordBatch, error] = one
-	files := table.WriteRecords(ctx, w.tbl, w.rb.schema, seq,
-		table.WithWriteUUID(uuid.New()), table.WithTargetFileSize(w.s.cfg.targetFileSize), table.WithMaxWriteWorkers(1))
-	var errs []error
-	for df, err := range files {
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		d, err := describeFile(df)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		w.pending = append(w.pending, d)
-	}
-	if err := errors.Join(errs...); err != nil {
+	files, err := w.dw.write(ctx, w.subtask)
+	w.pending = append(w.pending, files...)
+	if err != nil {
 		return fmt.Errorf("iceberg sink: write data files of table %s: %w", strings.Join(w.s.ident, "."), err)
 	}
 	return nil
 }
 
 func (w *writer[T]) Close() error {
-	if w.rb != nil {
-		w.rb.release()
+	if w.dw != nil {
+		w.dw.release()
 	}
 	return closeCatalog(w.cat)
 }
