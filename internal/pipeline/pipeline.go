@@ -713,10 +713,12 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	}
 
 	var sinkEO bool
+	idle := -1 // the index in s.Warnings of the idle source subtasks' warning
 	if n, ok := vals["source"]; ok {
 		s.Source = p.connector(n, "source", registry.KindSource)
 		if src, ok := p.reg.Source(s.Source.Type); ok && src.MaxParallelism != nil && len(p.errs) == 0 {
 			if m := src.MaxParallelism(s.Source.Options); m > 0 && s.Parallelism > m {
+				idle = len(s.Warnings)
 				s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: parallelism: %d, but source %s can keep only %d subtasks busy with these options; the others stay idle",
 					p.file, p.at("parallelism", root).Line, s.Parallelism, s.Source.Type, m))
 			}
@@ -800,6 +802,12 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 			if c.IsPartition() && s.Parallelism == 1 {
 				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s with parallelism 1: every record goes to the one subtask (raise parallelism to spread them)",
 					c.Where, c.Kind))
+			}
+			if c.IsPartition() && idle >= 0 {
+				// Idle source subtasks are expected: the partition step
+				// spreads the records over every subtask after it.
+				s.Warnings = slices.Delete(s.Warnings, idle, idle+1)
+				idle = -1
 			}
 		}
 		if src, ok := p.reg.Source(s.Source.Type); ok && src.Fields != nil && len(p.errs) == before {

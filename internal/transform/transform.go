@@ -1,6 +1,8 @@
 // Package transform compiles the transforms of a CLI pipeline — filter and
-// map expressions (github.com/expr-lang/expr) and JSON field selection and
-// renaming — and applies them to a stream of registry.Records.
+// map expressions (github.com/expr-lang/expr), JSON field selection and
+// renaming, and the key_by and rebalance steps that redistribute records
+// over the subtasks after them (partition.go) — and applies them to a
+// stream of registry.Records.
 //
 // Expressions are compiled once, when the pipeline is loaded; the compiled
 // programs are shared by all subtasks (an expr program is safe for
