@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,13 +79,7 @@ func (a *App) cmdNode(args []string) int {
 	if err := o.complete(spec); err != nil {
 		return a.exit(err)
 	}
-	secrets := spec.Secrets
-	if o.httpTokenEnv != "" {
-		if tok, ok := a.Getenv(o.httpTokenEnv); ok {
-			secrets = append(secrets, pipeline.Substitution{Var: o.httpTokenEnv, Value: tok, Secret: true})
-		}
-	}
-	a = a.redacted(pipeline.NewRedactor(secrets))
+	a = a.redacted(pipeline.NewRedactor(a.withTokenSecret(spec.Secrets, o.httpTokenEnv)))
 	ro := runOptions{logLevel: o.logLevel, logFormat: o.logFormat, progress: "off"}
 	log, err := a.runLogger(&ro)
 	if err != nil {
@@ -138,6 +133,17 @@ func (a *App) cmdNode(args []string) int {
 	cancel()
 	<-sigDone
 	return a.exit(err)
+}
+
+// withTokenSecret is secrets with the token held by the environment
+// variable tokenEnv, if it is set: values never shown.
+func (a *App) withTokenSecret(secrets []pipeline.Substitution, tokenEnv string) []pipeline.Substitution {
+	if tokenEnv != "" {
+		if tok, ok := a.Getenv(tokenEnv); ok {
+			secrets = append(slices.Clip(secrets), pipeline.Substitution{Var: tokenEnv, Value: tok, Secret: true})
+		}
+	}
+	return secrets
 }
 
 // etcdConnect opens a session with the etcd cluster of --cluster-etcd
