@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
 	"github.com/sluice-io/sluice/internal/cluster/node"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/internal/jobstat"
 	"github.com/sluice-io/sluice/internal/pipeline"
 	"github.com/sluice-io/sluice/metrics"
@@ -46,6 +48,10 @@ type nodeOptions struct {
 	listen       string
 	linkWait     time.Duration
 	expectNodes  int
+	// exchangeListen and exchangeAddr are where the node's record exchange
+	// listens and is reached (nodeexchange.go).
+	exchangeListen string
+	exchangeAddr   string
 }
 
 // cmdNode runs one node of a cluster (docs/cluster.md): it joins through
@@ -73,13 +79,7 @@ func (a *App) cmdNode(args []string) int {
 	if err := o.complete(spec); err != nil {
 		return a.exit(err)
 	}
-	secrets := spec.Secrets
-	if o.httpTokenEnv != "" {
-		if tok, ok := a.Getenv(o.httpTokenEnv); ok {
-			secrets = append(secrets, pipeline.Substitution{Var: o.httpTokenEnv, Value: tok, Secret: true})
-		}
-	}
-	a = a.redacted(pipeline.NewRedactor(secrets))
+	a = a.redacted(pipeline.NewRedactor(a.withTokenSecret(spec.Secrets, o.httpTokenEnv)))
 	ro := runOptions{logLevel: o.logLevel, logFormat: o.logFormat, progress: "off"}
 	log, err := a.runLogger(&ro)
 	if err != nil {
@@ -96,6 +96,11 @@ func (a *App) cmdNode(args []string) int {
 		return a.exit(err)
 	}
 	defer stopOps()
+	xnet, err := startExchange(spec, o, log)
+	if err != nil {
+		return a.exit(err)
+	}
+	defer closeExchange(xnet, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigDone := make(chan struct{})
@@ -119,15 +124,26 @@ func (a *App) cmdNode(args []string) int {
 		TLS:        nodeTLS,
 		Connect:    etcdConnect(o),
 		Lead: func(ctx context.Context, t node.Term) error {
-			return a.leadJob(ctx, spec, o, t, log, sec, ep)
+			return a.leadJob(ctx, spec, o, t, log, sec, ep, xnet)
 		},
 		Work: func(ctx context.Context, l node.Leader) error {
-			return a.workFor(ctx, spec, o, l, log, sec, ep)
+			return a.workFor(ctx, spec, o, l, log, sec, ep, xnet)
 		},
 	})
 	cancel()
 	<-sigDone
 	return a.exit(err)
+}
+
+// withTokenSecret is secrets with the token held by the environment
+// variable tokenEnv, if it is set: values never shown.
+func (a *App) withTokenSecret(secrets []pipeline.Substitution, tokenEnv string) []pipeline.Substitution {
+	if tokenEnv != "" {
+		if tok, ok := a.Getenv(tokenEnv); ok {
+			secrets = append(slices.Clip(secrets), pipeline.Substitution{Var: tokenEnv, Value: tok, Secret: true})
+		}
+	}
+	return secrets
 }
 
 // etcdConnect opens a session with the etcd cluster of --cluster-etcd
@@ -204,7 +220,7 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 	if o.expectNodes < 1 {
 		return usagef("node: --expect-nodes %d: must be at least 1", o.expectNodes)
 	}
-	return nil
+	return o.completeExchange(spec)
 }
 
 // nodeFlags defines node's flags into o.
@@ -215,6 +231,8 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs.StringVar(&o.addr, "node-addr", "", "the address (host:port) other nodes reach this node at, announced in membership: while it leads, the node serves the other nodes' links there and places subtasks on them; without it a leader runs its whole job alone")
 	fs.StringVar(&o.listen, "node-listen", "", "the address the leader listens on for the other nodes' links (default: --node-addr), e.g. :7070 behind a --node-addr of pod-0.sluice:7070")
 	fs.DurationVar(&o.linkWait, "link-wait", 10*time.Second, "how long a new leader with --node-addr waits for the other live members (and --expect-nodes) to link before it starts its job's first attempt (those that link later get work at the next placement)")
+	fs.StringVar(&o.exchangeListen, "exchange-listen", "", "with key_by or rebalance steps: the address the node's record exchange listens on for the records other nodes send its subtasks (default: the host of --node-listen, or of --node-addr, with port 0: any free port)")
+	fs.StringVar(&o.exchangeAddr, "exchange-addr", "", "the address (host:port) other nodes reach the record exchange at (default: the host of --node-addr with the port --exchange-listen got)")
 	fs.IntVar(&o.expectNodes, "expect-nodes", 1, "the number of nodes (the leader included) a new leader waits for, at most --link-wait, before its job's first attempt; it always waits for the live members")
 	fs.StringVar(&o.prefix, "cluster-prefix", "", "etcd key prefix of this job's cluster (default /sluice/<job name>/)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 10*time.Second, "how long after a node stops renewing its etcd lease (crash, pause, partition) it loses membership and leadership")
@@ -252,7 +270,7 @@ func termDir(base string, term int64) string {
 // before any is published, from --from). While it runs, the node's HTTP
 // endpoint (ep, when --http or http.listen is set) serves its metrics,
 // status, readiness and, with --savepoint-dir, POST /savepoints.
-func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs, ep *node.Endpoint) error {
+func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t node.Term, log *slog.Logger, sec secretRefs, ep *node.Endpoint, xnet *engine.Network) error {
 	store, dir, err := termStorage(spec, t, log)
 	if err != nil {
 		return err
@@ -287,6 +305,11 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 		defer stop()
 		srv = s
 		opts = append(opts, stream.Placement(srv))
+		if xnet != nil {
+			opts = append(opts, stream.Network(xnet))
+			defer logExchange(xnet, log, "leader")()
+			reg.Root().Gauge(NumRecordsFromOtherNodes, xnet.RecordsReceived)
+		}
 	}
 	env := stream.New(opts...)
 	if err := a.build(env, spec, log, reg); err != nil {

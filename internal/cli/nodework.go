@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/cluster/control"
 	"github.com/sluice-io/sluice/internal/cluster/node"
+	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/internal/httpstatus"
 	"github.com/sluice-io/sluice/internal/pipeline"
 	"github.com/sluice-io/sluice/metrics"
@@ -106,13 +107,21 @@ func awaitLinks(ctx context.Context, srv *control.Server, t node.Term, o nodeOpt
 // places here until the link breaks or ctx ends (the leader changed).
 // Meanwhile the node's endpoint (ep, if any) adds their metrics to its
 // /metrics.
-func (a *App) workFor(ctx context.Context, spec *pipeline.Spec, o nodeOptions, l node.Leader, log *slog.Logger, sec secretRefs, ep *node.Endpoint) error {
+func (a *App) workFor(ctx context.Context, spec *pipeline.Spec, o nodeOptions, l node.Leader, log *slog.Logger, sec secretRefs, ep *node.Endpoint, xnet *engine.Network) error {
 	reg := metrics.NewRegistry()
 	if ep != nil {
 		// The subtasks this node runs count in reg: serve it on /metrics.
 		defer ep.SetWorkerMetrics(func(w io.Writer) error { return httpstatus.WriteMetrics(w, reg.Snapshot()) })()
 	}
-	env := stream.New(streamOptions(spec, runOptions{}, log, reg, nil, nil, sec)...)
+	sopts := streamOptions(spec, runOptions{}, log, reg, nil, nil, sec)
+	copts := controlOptions(o, log)
+	if xnet != nil {
+		sopts = append(sopts, stream.Network(xnet))
+		copts = append(copts, control.WithExchangeAddr(xnet.Addr))
+		reg.Root().Gauge(NumRecordsFromOtherNodes, xnet.RecordsReceived)
+		defer logExchange(xnet, log, "worker")()
+	}
+	env := stream.New(sopts...)
 	if err := a.build(env, spec, log, reg); err != nil {
 		return err
 	}
@@ -121,7 +130,7 @@ func (a *App) workFor(ctx context.Context, spec *pipeline.Spec, o nodeOptions, l
 		return fmt.Errorf("build the job to serve the leader's subtasks: %w", err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
-	conn, err := control.Dial(dctx, l.Addr, o.nodeID, controlOptions(o, log)...)
+	conn, err := control.Dial(dctx, l.Addr, o.nodeID, copts...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("link to the leader %s at %s: %w", l.ID, l.Addr, err)

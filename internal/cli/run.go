@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/checkpoint"
 	"github.com/sluice-io/sluice/internal/cliui"
+	"github.com/sluice-io/sluice/internal/cluster/exchange/clicodec"
 	"github.com/sluice-io/sluice/internal/engine"
 	"github.com/sluice-io/sluice/internal/httpstatus"
 	"github.com/sluice-io/sluice/internal/jobstat"
@@ -661,10 +663,11 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 	if spec.OwnSourceTask() {
 		first = append(first, stream.StartNewChain())
 	}
+	codec := edgeCodec(spec, log)
 	if transform.NeedsPolicies(steps, spec.SourceDeadLetters) || spec.DeadLetter != nil {
-		in, dead = transform.AddWithPolicies(in, steps, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil, First: first})
+		in, dead = transform.AddWithPolicies(in, steps, transform.PolicyOptions{Metrics: reg, Logger: log, DeadLetters: spec.DeadLetter != nil, First: first, Codec: codec})
 	} else {
-		in = transform.AddTo(in, steps, first...)
+		in = transform.AddToWith(in, steps, codec, first...)
 	}
 	if err := snk.Build(registry.BuildContext{Env: env, Name: spec.Sink.Name, UID: spec.Sink.UID, Options: spec.Sink.Options,
 		Delivery: spec.Delivery, Stdout: a.Stdout, Logger: log, StepApplied: spec.SinkStep != nil,
@@ -679,6 +682,24 @@ func (a *App) build(env *stream.Environment, spec *pipeline.Spec, log *slog.Logg
 		}
 	}
 	return nil
+}
+
+// edgeCodec is the codec of the records of the pipeline's key_by and
+// rebalance edges when they cross nodes (nil without such steps): records
+// the source left undecoded travel as their bytes when the table built
+// from the source's format options has their codec, others as values.
+func edgeCodec(spec *pipeline.Spec, log *slog.Logger) transform.RecordCodec {
+	if !slices.ContainsFunc(spec.Transforms, (*transform.Compiled).IsPartition) {
+		return nil
+	}
+	table, err := registry.SourceCodecs(spec.Source.Options)
+	if err != nil {
+		// The source itself reports its formats' errors; records then
+		// cross as values.
+		log.Debug("no codec table for records between nodes", "error", err)
+		return clicodec.New()
+	}
+	return clicodec.New(table)
 }
 
 // summarize prints how the run ended and how to resume.

@@ -27,6 +27,8 @@
 //	  - map: '{"id": id, "cents": amount * 100}'
 //	  - select: [id, cents]
 //	  - rename: {cents: amount_cents}
+//	  - key_by: id               # hash-partition by an expression: equal keys → one subtask of what follows
+//	  - rebalance: true          # or spread round-robin; the steps after either and the sink start a new chain
 //	sink:
 //	  type: file
 //	  options: {path: ./out}
@@ -711,10 +713,12 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	}
 
 	var sinkEO bool
+	idle := -1 // the index in s.Warnings of the idle source subtasks' warning
 	if n, ok := vals["source"]; ok {
 		s.Source = p.connector(n, "source", registry.KindSource)
 		if src, ok := p.reg.Source(s.Source.Type); ok && src.MaxParallelism != nil && len(p.errs) == 0 {
 			if m := src.MaxParallelism(s.Source.Options); m > 0 && s.Parallelism > m {
+				idle = len(s.Warnings)
 				s.Warnings = append(s.Warnings, fmt.Sprintf("%s:%d: parallelism: %d, but source %s can keep only %d subtasks busy with these options; the others stay idle",
 					p.file, p.at("parallelism", root).Line, s.Parallelism, s.Source.Type, m))
 			}
@@ -794,6 +798,18 @@ func (p *parser) parse(doc *yaml.Node) *Spec {
 	if n, ok := vals["transforms"]; ok {
 		before := len(p.errs)
 		s.Transforms = p.transforms(n, map[string]bool{s.Source.Name: true, s.Sink.Name: true})
+		for _, c := range s.Transforms {
+			if c.IsPartition() && s.Parallelism == 1 {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s with parallelism 1: every record goes to the one subtask (raise parallelism to spread them)",
+					c.Where, c.Kind))
+			}
+			if c.IsPartition() && idle >= 0 {
+				// Idle source subtasks are expected: the partition step
+				// spreads the records over every subtask after it.
+				s.Warnings = slices.Delete(s.Warnings, idle, idle+1)
+				idle = -1
+			}
+		}
 		if src, ok := p.reg.Source(s.Source.Type); ok && src.Fields != nil && len(p.errs) == before {
 			p.checkFields(s.Transforms, src.Fields, s.Source.Type)
 		}
@@ -849,7 +865,8 @@ func (p *parser) connector(n *yaml.Node, field string, kind registry.Kind) Conne
 	return c
 }
 
-var transformKinds = []string{string(transform.Filter), string(transform.Map), string(transform.Select), string(transform.Rename)}
+var transformKinds = []string{string(transform.Filter), string(transform.Map), string(transform.Select), string(transform.Rename),
+	string(transform.KeyBy), string(transform.Rebalance)}
 
 func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Compiled {
 	if n.Kind != yaml.SequenceNode {
@@ -888,12 +905,27 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 			continue
 		}
 		names[step.Name] = true
+		if step.Kind == transform.KeyBy || step.Kind == transform.Rebalance {
+			// The operators a partition step adds besides its own.
+			for _, n := range []string{transform.InName(step.Name), step.Name + "-out"} {
+				if names[n] {
+					p.errorf(kindKey, join(field, "name"), "operator name %q (of this %s) is used twice", n, step.Kind)
+				}
+				names[n] = true
+			}
+		}
 		fieldK := join(field, kindKey.Value)
 		v := vals[kindKey.Value]
 		good := true
 		switch step.Kind {
-		case transform.Filter, transform.Map:
+		case transform.Filter, transform.Map, transform.KeyBy:
 			step.Expr, _, good = p.scalar(v, fieldK)
+		case transform.Rebalance:
+			var val any
+			if val, good = p.value(v, fieldK, registry.Option{Type: registry.Bool}); good && !val.(bool) {
+				p.errorf(v, fieldK, "want true (leave the step out for no rebalance)")
+				good = false
+			}
 		case transform.Select:
 			var val any
 			val, good = p.value(v, fieldK, registry.Option{Type: registry.Strings})
@@ -922,6 +954,10 @@ func (p *parser) transforms(n *yaml.Node, names map[string]bool) []*transform.Co
 			step.Overwrite = val.(bool)
 		}
 		if on, ok := vals["on-error"]; ok {
+			if step.Kind == transform.Rebalance {
+				p.errorf(on, join(field, "on-error"), "a rebalance never fails on a record, so it takes no on-error")
+				continue
+			}
 			pol, ok := p.policy(on, join(field, "on-error"))
 			if !ok {
 				continue

@@ -22,7 +22,7 @@ func (c *Compiled) Reads() []string {
 			out[i] = r[0]
 		}
 		return out
-	case Filter, Map:
+	case Filter, Map, KeyBy:
 		tree, err := parser.Parse(c.Expr)
 		if err != nil {
 			return nil
@@ -49,7 +49,7 @@ func (c *Compiled) Reads() []string {
 // expression is an object literal with constant keys.
 func (c *Compiled) Writes(in []string) (out []string, known bool) {
 	switch c.Kind {
-	case Filter:
+	case Filter, KeyBy, Rebalance:
 		return in, true
 	case Select:
 		return slices.Clone(c.Fields), true

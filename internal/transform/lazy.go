@@ -68,19 +68,22 @@ type lazyMember struct {
 // planLazy returns the lazy plan of a filter or map, or nil when the step
 // must decode records.
 func planLazy(s Step) *lazyPlan {
-	if s.Kind != Filter && s.Kind != Map {
+	if s.Kind != Filter && s.Kind != Map && s.Kind != KeyBy {
 		return nil
 	}
 	tree, err := parser.Parse(s.Expr)
 	if err != nil {
 		return nil
 	}
-	if s.Kind == Filter {
+	if s.Kind == Filter || s.Kind == KeyBy {
 		reads, ok := lazyReads(&tree.Node)
 		if !ok {
 			return nil
 		}
 		p := &lazyPlan{keys: reads, decode: len(reads)}
+		if s.Kind == KeyBy {
+			return p
+		}
 		if f, ok := compileFast(tree.Node, p.keys); ok {
 			p.fast, p.filterFast = true, f
 		}

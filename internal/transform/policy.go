@@ -48,7 +48,7 @@ func NeedsPolicies(steps []*Compiled, sourceDeadLetters bool) bool {
 // (select, rename with overwrite) do without.
 func NeedsPositions(steps []*Compiled) bool {
 	for _, c := range steps {
-		never := c.Kind == Select || (c.Kind == Rename && c.Overwrite)
+		never := c.Kind == Select || c.Kind == Rebalance || (c.Kind == Rename && c.Overwrite)
 		if !never || (c.OnError != "" && c.OnError != registry.PolicyFail) {
 			return true
 		}
@@ -66,6 +66,9 @@ type PolicyOptions struct {
 	// First are options of the first operator added (the router before
 	// the steps), such as stream.StartNewChain (default none).
 	First []stream.OpOption
+	// Codec encodes the records of key_by and rebalance edges that cross
+	// nodes (default nil: such an edge cannot cross nodes).
+	Codec RecordCodec
 }
 
 // item is a record on its way through the steps: a record (r), a dead
@@ -77,6 +80,8 @@ type item struct {
 	// pos is where the source read the record, if it said
 	// (registry.WithPosition).
 	pos registry.PosRef
+	// key is the hash of the record's key, after a key_by step.
+	key uint64
 }
 
 // AddWithPolicies appends the steps to a stream like AddTo, applying each
@@ -93,13 +98,12 @@ func AddWithPolicies(in stream.DataStream[Record], steps []*Compiled, o PolicyOp
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := stream.Map(in, func(r Record) item {
-		if d, ok := registry.DeadLetterOf(r); ok {
-			return item{dl: d}
-		}
-		return item{r: r, ok: true, pos: registry.TakePosition(r)}
-	}, append([]stream.OpOption{stream.Name(RouteIn)}, o.First...)...)
+	s := stream.Map(in, toItem, append([]stream.OpOption{stream.Name(RouteIn)}, o.First...)...)
 	for _, c := range steps {
+		if c.IsPartition() {
+			s = c.addPartitionItems(s, o.Codec, o)
+			continue
+		}
 		s = stream.TryMap(s, c.policyStep(o), stream.Name(c.Name))
 	}
 	main = stream.FlatMap(s, func(it item, emit func(Record)) {
@@ -133,7 +137,13 @@ func (c *Compiled) policyStep(o PolicyOptions) func(item) (item, error) {
 			return it, nil
 		}
 		var err error
-		if c.Kind == Filter {
+		if c.Kind == KeyBy {
+			var h uint64
+			if h, err = c.Key(it.r); err == nil {
+				it.key = h
+				return it, nil
+			}
+		} else if c.Kind == Filter {
 			var keep bool
 			if keep, err = c.Keep(it.r); err == nil {
 				if keep {

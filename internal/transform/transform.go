@@ -1,6 +1,8 @@
 // Package transform compiles the transforms of a CLI pipeline — filter and
-// map expressions (github.com/expr-lang/expr) and JSON field selection and
-// renaming — and applies them to a stream of registry.Records.
+// map expressions (github.com/expr-lang/expr), JSON field selection and
+// renaming, and the key_by and rebalance steps that redistribute records
+// over the subtasks after them (partition.go) — and applies them to a
+// stream of registry.Records.
 //
 // Expressions are compiled once, when the pipeline is loaded; the compiled
 // programs are shared by all subtasks (an expr program is safe for
@@ -57,6 +59,13 @@ const (
 	Map    Kind = "map"    // replace each record by Expr, which must yield an object
 	Select Kind = "select" // keep only Fields
 	Rename Kind = "rename" // rename fields: Renames[i] = {from, to}
+	// KeyBy hash-partitions the records by the value of Expr: records
+	// with equal keys go to the same subtask of the steps after it
+	// (partition.go).
+	KeyBy Kind = "key_by"
+	// Rebalance spreads the records round-robin over the subtasks of the
+	// steps after it.
+	Rebalance Kind = "rebalance"
 	// SinkStep is a sink's per-record work (registry.Sink.Step), run as
 	// the last step under the pipeline's on-error policy (FuncStep).
 	SinkStep Kind = "sink-step"
@@ -111,7 +120,7 @@ func FuncStep(s Step, fn func(Record) (Record, error), readsValue bool) *Compile
 func Compile(s Step) (*Compiled, error) {
 	c := &Compiled{Step: s}
 	switch s.Kind {
-	case Filter, Map:
+	case Filter, Map, KeyBy:
 		if s.Expr == "" {
 			return nil, errors.New("empty expression")
 		}
@@ -145,8 +154,9 @@ func Compile(s Step) (*Compiled, error) {
 			from[r[0]], to[r[1]] = true, true
 		}
 		c.from = from
+	case Rebalance:
 	default:
-		return nil, fmt.Errorf("unknown transform %q (want filter, map, select or rename)", s.Kind)
+		return nil, fmt.Errorf("unknown transform %q (want filter, map, select, rename, key_by or rebalance)", s.Kind)
 	}
 	return c, nil
 }
@@ -208,6 +218,8 @@ func (c *Compiled) ReadsValue() bool {
 		return c.expr.ReadsValue()
 	case c.fn != nil:
 		return c.fnReads
+	case c.Kind == Rebalance:
+		return false
 	}
 	return true
 }
@@ -397,15 +409,28 @@ func preview(r any) string {
 //
 // first are options of the first step's operator, such as
 // stream.StartNewChain (the source's task then ends before it).
+//
+// A key_by or rebalance step (IsPartition) ends the chain: the operators
+// after it run in tasks of their own, fed over a hash or round-robin
+// edge; see AddToWith for the codec such an edge needs across nodes.
 func AddTo(in stream.DataStream[Record], steps []*Compiled, first ...stream.OpOption) stream.DataStream[Record] {
+	return AddToWith(in, steps, nil, first...)
+}
+
+// AddToWith is AddTo with the codec of the key_by and rebalance edges
+// (nil: none, so such an edge cannot cross nodes).
+func AddToWith(in stream.DataStream[Record], steps []*Compiled, codec RecordCodec, first ...stream.OpOption) stream.DataStream[Record] {
 	for i, c := range steps {
 		o := []stream.OpOption{stream.Name(c.Name)}
 		if i == 0 {
 			o = append(o, first...)
 		}
-		if c.Kind == Filter {
+		switch c.Kind {
+		case Filter:
 			in = stream.TryFilter(in, c.keepAt, o...)
-		} else {
+		case KeyBy, Rebalance:
+			in = c.addPartition(in, codec, o)
+		default:
 			in = stream.TryMap(in, c.applyAt, o...)
 		}
 	}

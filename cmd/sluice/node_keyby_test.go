@@ -1,0 +1,254 @@
+package main
+
+// sluice node with a key_by edge between nodes: three nodes with
+// --node-addr run a Kafka → key_by → map → Kafka exactly-once job whose
+// forward chains the leader spreads over itself and the two workers; the
+// key_by's records cross nodes over the record exchange. The helpers are
+// those of node_test.go, node_soak_test.go and node_workers_test.go
+// (nodeCluster, soakReader, alive, linked, hostsSubtasks), used as they
+// are.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// keyByNodesPipeline keys the records by their input partition (id % 4),
+// so that each input partition's records reach one sink subtask, in
+// order, whichever node reads them.
+const keyByNodesPipeline = `name: node-keyby
+parallelism: 3
+delivery: exactly-once
+checkpoint:
+  interval: 300ms
+  dir: ${CK}
+restart:
+  strategy: fixed-delay
+  attempts: 1000
+  delay: 200ms
+source:
+  type: kafka
+  options:
+    brokers: ${BROKERS}
+    topics: ${IN}
+    scan.bounded.mode: specific-offsets
+    scan.bounded.specific-offsets: "${STOP}"
+transforms:
+  - key_by: id % 4
+  - name: mark
+    map: '{"id": id, "mapped": true}'
+sink:
+  type: kafka
+  options:
+    brokers: ${BROKERS}
+    topic: ${OUT}
+`
+
+var fromOtherNodesRE = regexp.MustCompile(`records_from_other_nodes=(\d+)`)
+
+// TestNodeKeyByKafka: three nodes, a 1-member etcd, the real broker, a
+// job with a key_by edge at parallelism 3. Input is produced in rounds;
+// between them the test kills with SIGKILL a worker that runs subtasks
+// (restarted with its id; the job, one failover region because of the
+// edge, restarts from the latest checkpoint on the nodes left) twice. The
+// input is bounded, so every node exits 0. An independent read_committed
+// reader finds every record once, each input partition's records in order
+// within every output partition; subtasks ran on the workers; the nodes
+// received records from other nodes over the exchange; no transaction of
+// the job is left open.
+func TestNodeKeyByKafka(t *testing.T) {
+	brokers := kafkaBrokers(t)
+	if testing.Short() {
+		t.Skip("builds etcd and runs three nodes against Kafka; skipped with -short")
+	}
+	const total = 24_000
+	const kills = 2
+	etcd := nodeStartEtcd(t, 1)
+	in, out := soakTopic(t, brokers), soakTopic(t, brokers)
+	var stop []string
+	for p := range soakPartitions {
+		stop = append(stop, fmt.Sprintf("partition:%d,offset:%d", p, total/soakPartitions))
+	}
+	file := writePipeline(t, t.TempDir(), keyByNodesPipeline)
+	ids := []string{"n1", "n2", "n3"}
+	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "3s",
+		extra: []string{"--expect-nodes", "3"}, addrs: map[string]string{},
+		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
+	for _, id := range ids {
+		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(in),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	r := newSoakReader(t, brokers, out, total)
+	for _, id := range ids {
+		c.start(id)
+	}
+	const job = "node-keyby"
+	leader := c.awaitLeader(job, "")
+	// awaitWorker waits (bounded: 30s) until every live worker is linked
+	// to the leader and one of them runs subtasks, and returns that one
+	// ("" if none does by then).
+	awaitWorker := func() string {
+		for range 300 {
+			all, host := true, ""
+			for _, id := range ids {
+				if p := c.procs[id]; id != leader && p != nil && alive(p) {
+					if !linked(p, leader) {
+						all = false
+					} else if host == "" && hostsSubtasks(p) {
+						host = id
+					}
+				}
+			}
+			if all && host != "" {
+				return host
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return ""
+	}
+	rounds := kills + 1
+	produced, hits := 0, 0
+	for k := range rounds {
+		hi := total * (k + 1) / rounds
+		soakProduce(t, prod, produced, hi)
+		produced = hi
+		// Let the job commit part of the round before the kill.
+		r.await(produced-(hi-total*k/rounds)/2, c)
+		if id := c.etcdLeader(job); id != "" {
+			leader = id
+		}
+		if k == kills {
+			break
+		}
+		victim := awaitWorker()
+		if victim == "" {
+			for _, id := range ids {
+				if id != leader && alive(c.procs[id]) {
+					victim = id
+					break
+				}
+			}
+			t.Logf("round %d: no worker runs subtasks now; killing %s anyway", k, victim)
+		} else {
+			hits++
+		}
+		p := c.procs[victim]
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		p.wait(t)
+		c.start(victim)
+		t.Logf("round %d: kill -9 of worker %s (%d records read)", k, victim, r.n)
+	}
+	for id, p := range c.procs {
+		if code := nodeWaitExit(t, id, p); code != 0 {
+			t.Fatalf("node %s: exit %d:\n%s", id, code, tail(c.logs(), 40000))
+		}
+	}
+	r.await(total, c)
+	for empty := 0; empty < 3; {
+		if r.poll() == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	missing, dup := 0, 0
+	for _, n := range r.seen {
+		switch {
+		case n == 0:
+			missing++
+		case n > 1:
+			dup++
+		}
+	}
+	if missing > 0 || dup > 0 || r.bad > 0 || r.disorder > 0 {
+		t.Errorf("%d records read: %d of %d ids missing, %d duplicated, %d bad, %d out of order (%s)", r.n, missing, total, dup, r.bad, r.disorder, r.example)
+	}
+	// Subtasks ran on the workers, the kills hit them, and records
+	// crossed nodes over the exchange.
+	placedOnWorker, deployed, received := 0, 0, int64(0)
+	exchanges := 0
+	for _, p := range c.all {
+		s := p.stderr()
+		for line := range strings.SplitSeq(s, "\n") {
+			if strings.Contains(line, `msg="subtasks placed"`) && strings.Contains(line, " on n") {
+				placedOnWorker++
+			}
+		}
+		deployed += strings.Count(s, "task host: subtasks deployed")
+		exchanges += strings.Count(s, `msg="record exchange listening"`)
+		var most int64 // the node's count only grows: its largest is its total
+		for _, m := range fromOtherNodesRE.FindAllStringSubmatch(s, -1) {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			most = max(most, n)
+		}
+		received += most
+	}
+	if placedOnWorker == 0 || deployed == 0 {
+		t.Errorf("no subtasks ran on a worker (%d placements naming a node, %d deployments on workers)", placedOnWorker, deployed)
+	}
+	if exchanges < len(ids) {
+		t.Errorf("%d nodes started a record exchange, want every node (%d)", exchanges, len(ids))
+	}
+	if received == 0 {
+		t.Errorf("no node received records from another node over the exchange (records_from_other_nodes): the key_by edge never crossed nodes")
+	}
+	if hits < 1 {
+		t.Errorf("none of the %d worker kills hit a worker that ran subtasks", kills)
+	}
+	if strings.Contains(c.logs(), "ErrPrefixInUse") || strings.Contains(c.logs(), "prefix in use") {
+		t.Errorf("a sink was refused the transactional id prefix's lease")
+	}
+	// No transaction of the job is left open.
+	var jobID string
+	for _, p := range c.all {
+		if m := soakJobIDRE.FindStringSubmatch(p.stderr()); m != nil {
+			jobID = m[1]
+			break
+		}
+	}
+	if jobID == "" {
+		t.Fatal("no job id in the logs")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	txns, err := kadm.NewClient(prod).ListTransactions(ctx, nil, nil)
+	if err != nil {
+		t.Fatalf("list transactions: %v", err)
+	}
+	ours := 0
+	for _, tx := range txns.Sorted() {
+		if !strings.HasPrefix(tx.TxnID, "sluice-"+jobID) {
+			continue
+		}
+		ours++
+		switch tx.State {
+		case "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+			t.Errorf("transaction %s is left %s", tx.TxnID, tx.State)
+		}
+	}
+	if ours == 0 {
+		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
+	}
+	if t.Failed() {
+		t.Log(tail(c.logs(), 40000))
+	}
+	t.Logf("KEYBY NODES: %d records, %d of %d worker kills hit a worker running subtasks, %d placements naming a worker, %d deployments on workers, %d records received from other nodes (exiting nodes' counts), %d node processes; output %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job",
+		total, hits, kills, placedOnWorker, deployed, received, len(c.all), r.n, missing, dup, r.disorder, ours)
+}
