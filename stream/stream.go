@@ -183,6 +183,14 @@ func Placement(p engine.Placement) Option {
 	return optionFunc(func(e *Environment) { e.cfg.Placement = p })
 }
 
+// LostHostWait sets how long a region whose task host was lost waits for
+// a task host to link (the lost node restarted, or another) before it
+// restarts on the hosts that remain (default 0: at once). Only jobs with a
+// Placement have hosts to lose; see engine.Config.LostHostWait.
+func LostHostWait(d time.Duration) Option {
+	return optionFunc(func(e *Environment) { e.cfg.LostHostWait = d })
+}
+
 // Network sets the record exchange of the job's process: with it and a
 // Placement, a job with a KeyBy or Rebalance edge spreads its forward
 // chains over the hosts, and channels between subtasks on different hosts

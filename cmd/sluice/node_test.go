@@ -581,6 +581,7 @@ func TestNodeUsageErrors(t *testing.T) {
 		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--lease-ttl", "0s", withDir}, "--lease-ttl"},
 		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--node-listen", ":7070", withDir}, "--node-listen needs --node-addr"},
 		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--link-wait", "-1s", withDir}, "--link-wait"},
+		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--lost-node-wait", "-1s", withDir}, "--lost-node-wait"},
 		{[]string{"node", "--cluster-etcd", "127.0.0.1:1", "--node-id", "n1", "--expect-nodes", "0", withDir}, "--expect-nodes"},
 	}
 	for _, tt := range tests {

@@ -116,8 +116,9 @@ func (c *nodeCluster) awaitWorkerHost(job string, ids []string, leader string, f
 // first leader waits for the two others to link (--expect-nodes 3) and
 // places the job's three regions on itself and both workers. Input is
 // produced in rounds; between them the test kills with SIGKILL a worker
-// that runs subtasks (restarted with its id; its regions restart on the
-// remaining nodes from the latest checkpoint) four times and the leader
+// that runs subtasks (restarted with its id; with --lost-node-wait its
+// regions wait for a node to link — the restarted one — and restart there
+// from the latest checkpoint, which the leader logs) four times and the leader
 // twice (the first worker killed must serve its subtasks' metrics on its
 // /metrics). The input is bounded, so the job finishes and every node exits 0;
 // an independent read_committed reader then finds every record once, each
@@ -139,7 +140,7 @@ func TestNodeWorkersKafka(t *testing.T) {
 	file := writePipeline(t, t.TempDir(), workersPipeline)
 	ids := []string{"n1", "n2", "n3"}
 	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "3s",
-		extra: []string{"--expect-nodes", "3", "--http", "127.0.0.1:0"}, addrs: map[string]string{},
+		extra: []string{"--expect-nodes", "3", "--http", "127.0.0.1:0", "--lost-node-wait", "60s"}, addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
 	for _, id := range ids {
 		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
@@ -256,6 +257,16 @@ func TestNodeWorkersKafka(t *testing.T) {
 	if hits < 3 {
 		t.Errorf("only %d of 4 worker kills hit a worker that ran subtasks", hits)
 	}
+	// --lost-node-wait: a killed worker's regions waited for a node to
+	// link and restarted once one did (the worker restarted at once).
+	waited, relinked := 0, 0
+	for _, p := range c.all {
+		waited += strings.Count(p.stderr(), "region waits for a task host")
+		relinked += strings.Count(p.stderr(), "a task host linked; restarting the region")
+	}
+	if waited == 0 || relinked == 0 {
+		t.Errorf("with --lost-node-wait, %d regions waited for a node and %d restarted on one that linked; want some of each", waited, relinked)
+	}
 	if n := strings.Count(c.logs(), "ErrPrefixInUse"); n > 0 || strings.Contains(c.logs(), "prefix in use") {
 		t.Errorf("a sink was refused the transactional id prefix's lease (%d)", n)
 	}
@@ -290,6 +301,6 @@ func TestNodeWorkersKafka(t *testing.T) {
 	if ours == 0 {
 		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
 	}
-	t.Logf("WORKERS: %d records, %d of 4 worker kills hit a worker running subtasks, %d placements naming a worker, %d deployments on workers, %d node processes; output %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job",
-		total, hits, placedOnWorker, deployed, len(c.all), r.n, missing, dup, r.disorder, ours)
+	t.Logf("WORKERS: %d records, %d of 4 worker kills hit a worker running subtasks, %d placements naming a worker, %d deployments on workers, %d regions waited for a node and %d restarted on one that linked, %d node processes; output %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job",
+		total, hits, placedOnWorker, deployed, waited, relinked, len(c.all), r.n, missing, dup, r.disorder, ours)
 }

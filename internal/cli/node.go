@@ -47,6 +47,7 @@ type nodeOptions struct {
 	from         string
 	listen       string
 	linkWait     time.Duration
+	lostNodeWait time.Duration
 	expectNodes  int
 	// exchangeListen and exchangeAddr are where the node's record exchange
 	// listens and is reached (nodeexchange.go).
@@ -217,6 +218,9 @@ func (o *nodeOptions) complete(spec *pipeline.Spec) error {
 	if o.linkWait < 0 {
 		return usagef("node: --link-wait %v: must not be negative", o.linkWait)
 	}
+	if o.lostNodeWait < 0 {
+		return usagef("node: --lost-node-wait %v: must not be negative", o.lostNodeWait)
+	}
 	if o.expectNodes < 1 {
 		return usagef("node: --expect-nodes %d: must be at least 1", o.expectNodes)
 	}
@@ -233,6 +237,7 @@ func (a *App) nodeFlags(o *nodeOptions) *flag.FlagSet {
 	fs.DurationVar(&o.linkWait, "link-wait", 10*time.Second, "how long a new leader with --node-addr waits for the other live members (and --expect-nodes) to link before it starts its job's first attempt (those that link later get work at the next placement)")
 	fs.StringVar(&o.exchangeListen, "exchange-listen", "", "with key_by or rebalance steps: the address the node's record exchange listens on for the records other nodes send its subtasks (default: the host of --node-listen, or of --node-addr, with port 0: any free port)")
 	fs.StringVar(&o.exchangeAddr, "exchange-addr", "", "the address (host:port) other nodes reach the record exchange at (default: the host of --node-addr with the port --exchange-listen got)")
+	fs.DurationVar(&o.lostNodeWait, "lost-node-wait", 0, "with --node-addr: how long the subtasks of a worker that was lost wait for a node to link (the lost one restarted, or another) before they restart on the nodes that remain (0: at once)")
 	fs.IntVar(&o.expectNodes, "expect-nodes", 1, "the number of nodes (the leader included) a new leader waits for, at most --link-wait, before its job's first attempt; it always waits for the live members")
 	fs.StringVar(&o.prefix, "cluster-prefix", "", "etcd key prefix of this job's cluster (default /sluice/<job name>/)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 10*time.Second, "how long after a node stops renewing its etcd lease (crash, pause, partition) it loses membership and leadership")
@@ -304,7 +309,7 @@ func (a *App) leadJob(ctx context.Context, spec *pipeline.Spec, o nodeOptions, t
 		}
 		defer stop()
 		srv = s
-		opts = append(opts, stream.Placement(srv))
+		opts = append(opts, stream.Placement(srv), stream.LostHostWait(o.lostNodeWait))
 		if xnet != nil {
 			opts = append(opts, stream.Network(xnet))
 			defer logExchange(xnet, log, "leader")()

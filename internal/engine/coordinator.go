@@ -70,6 +70,11 @@ type attempt struct {
 	hosted bool
 	// lastMove is when maybeMove last moved a region (zero: never).
 	lastMove time.Time
+	// hostWaits are the regions whose host was lost and that wait for a
+	// host to link before they restart (Config.LostHostWait); hostWaitTick
+	// wakes the loop to look again while any waits.
+	hostWaits    map[int]hostWait
+	hostWaitTick *time.Ticker
 }
 
 // sinkTrack follows the commits of one sink's subtasks (see sinkCommits in
@@ -358,6 +363,11 @@ func (a *attempt) loop(ctx context.Context) error {
 	a.timeout = time.NewTimer(time.Hour)
 	a.timeout.Stop()
 	defer a.timeout.Stop()
+	defer func() {
+		if a.hostWaitTick != nil {
+			a.hostWaitTick.Stop()
+		}
+	}()
 	var msgs []coordMsg
 	stopC := a.job.stopC
 	for !a.done {
@@ -386,6 +396,7 @@ func (a *attempt) loop(ctx context.Context) error {
 					return err
 				}
 			}
+		case <-a.hostWaitC():
 		case now := <-a.timeout.C:
 			if p := a.tr.expired(now); p != nil {
 				if err := a.checkpointFailed(p.id, fmt.Errorf("checkpoint %d expired after %s", p.id, cfg.CheckpointTimeout)); err != nil {

@@ -53,3 +53,6 @@ func (h namedHost) ID() string                             { return string(h) }
 func (namedHost) session(*attempt) (*remoteSession, error) { return nil, nil }
 func (namedHost) live() bool                               { return true }
 func (namedHost) exchangeAddr(*Job) string                 { return "" }
+
+// SetLostHostWait sets the job's Config.LostHostWait after it was built.
+func SetLostHostWait(j *Job, d time.Duration) { j.cfg.LostHostWait = d }

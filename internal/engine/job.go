@@ -94,6 +94,15 @@ type Config struct {
 	// that runs the fewest: a host that linked after the attempt started
 	// gets work (see planMove and docs/cluster.md).
 	MoveInterval time.Duration
+	// LostHostWait is how long a region whose task host was lost (its
+	// subtasks failed with ErrHostLost) waits for a task host to link
+	// before it restarts on the hosts that remain (default 0: at once).
+	// A host that links within the wait — the lost node restarted, or
+	// another — has no regions, so the least-loaded rule places the
+	// region there; after the wait the region restarts on the remaining
+	// hosts as with 0. Flink's equivalent is waiting for the lost
+	// TaskManager's slots (slot.request.timeout).
+	LostHostWait time.Duration
 	// Network carries records between subtasks on different task hosts
 	// (default: none, and no edge crosses hosts). With a Network and a
 	// Placement, a job with a rebalance or hash edge spreads over its

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -137,7 +138,75 @@ func (a *attempt) taskFailed(k taskKey, cause error) error {
 	}
 	j.log.Warn("task failed; restarting its region from the latest completed checkpoint",
 		"region", r, "tasks", len(j.regions[r]), "delay", delay, "error", cause)
+	if w := j.cfg.LostHostWait; w > 0 && j.cfg.Placement != nil && errors.Is(cause, ErrHostLost) {
+		a.waitForHost(r, w)
+	}
 	return a.takeDown(r, delay, cause)
+}
+
+// hostWait is a region's wait for a task host (Config.LostHostWait): it
+// restarts once hosts hosts are live, or at until.
+type hostWait struct {
+	hosts int
+	until time.Time
+}
+
+// hostWaitPoll is how often the coordinator looks at the live hosts while
+// a region waits for one.
+const hostWaitPoll = 100 * time.Millisecond
+
+// waitForHost makes region r, whose host was lost, wait up to w for the
+// live hosts to be one more than now (the lost one came back, or another
+// linked) before it restarts.
+func (a *attempt) waitForHost(r int, w time.Duration) {
+	if a.hostWaits == nil {
+		a.hostWaits = map[int]hostWait{}
+	}
+	if _, ok := a.hostWaits[r]; ok {
+		return
+	}
+	n := len(a.liveHosts()) + 1
+	a.hostWaits[r] = hostWait{hosts: n, until: time.Now().Add(w)}
+	a.job.log.Info("region waits for a task host to link before it restarts (lost host wait)",
+		"region", r, "wait", w, "hosts", n-1)
+	if a.hostWaitTick == nil {
+		a.hostWaitTick = time.NewTicker(hostWaitPoll)
+	}
+}
+
+// hostWaitC is the channel that wakes the loop while a region waits for a
+// host (nil: none waits).
+func (a *attempt) hostWaitC() <-chan time.Time {
+	if a.hostWaitTick == nil {
+		return nil
+	}
+	return a.hostWaitTick.C
+}
+
+// waitingForHost reports whether region r still waits for a host: fewer
+// live hosts than it waits for, and its wait not over. A region whose wait
+// ended is forgotten.
+func (a *attempt) waitingForHost(r int, now time.Time) bool {
+	w, ok := a.hostWaits[r]
+	if !ok {
+		return false
+	}
+	live := len(a.liveHosts())
+	if live < w.hosts && now.Before(w.until) && a.ctx.Err() == nil {
+		return true
+	}
+	delete(a.hostWaits, r)
+	if live < w.hosts {
+		a.job.log.Warn("no task host linked within the lost host wait; restarting the region on the remaining hosts",
+			"region", r, "hosts", live)
+	} else {
+		a.job.log.Info("a task host linked; restarting the region", "region", r, "hosts", live)
+	}
+	if len(a.hostWaits) == 0 && a.hostWaitTick != nil {
+		a.hostWaitTick.Stop()
+		a.hostWaitTick = nil
+	}
+	return false
 }
 
 // takeDown cancels region r's tasks for a restart, aborts a pending
@@ -241,7 +310,11 @@ func (a *attempt) maybeMove(id int64, now time.Time) error {
 // passed, once no checkpoint is being stored (its outcome decides the
 // restore point).
 func (a *attempt) maybeRestartRegions() error {
+	now := time.Now()
 	for _, r := range a.fo.toRestart(a.tr.pending != nil) {
+		if a.waitingForHost(r, now) {
+			continue
+		}
 		if err := a.restartRegion(r); err != nil {
 			return err
 		}
