@@ -10,7 +10,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -65,7 +70,10 @@ var fromOtherNodesRE = regexp.MustCompile(`records_from_other_nodes=(\d+)`)
 // reader finds every record once, each input partition's records in order
 // within every output partition; subtasks ran on the workers; the nodes
 // received records from other nodes over the exchange; no transaction of
-// the job is left open.
+// the job is left open. Everything runs with mutual TLS from files (--tls-*:
+// one CA, a certificate for 127.0.0.1 signed by it): the control channel,
+// the record exchange (each node logs that it listens with TLS) and etcd
+// (an https client URL that requires a client certificate).
 func TestNodeKeyByKafka(t *testing.T) {
 	brokers := kafkaBrokers(t)
 	if testing.Short() {
@@ -73,7 +81,7 @@ func TestNodeKeyByKafka(t *testing.T) {
 	}
 	const total = 24_000
 	const kills = 2
-	etcd := nodeStartEtcd(t, 1)
+	tlsFlags, etcdEndpoint, etcdTLS := nodeTLSEtcd(t)
 	in, out := soakTopic(t, brokers), soakTopic(t, brokers)
 	var stop []string
 	for p := range soakPartitions {
@@ -81,8 +89,8 @@ func TestNodeKeyByKafka(t *testing.T) {
 	}
 	file := writePipeline(t, t.TempDir(), keyByNodesPipeline)
 	ids := []string{"n1", "n2", "n3"}
-	c := &nodeCluster{t: t, file: file, etcd: etcd.endpoints(), procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "3s",
-		extra: []string{"--expect-nodes", "3"}, addrs: map[string]string{},
+	c := &nodeCluster{t: t, file: file, etcd: etcdEndpoint, etcdTLS: etcdTLS, procs: map[string]*proc{}, seen: map[*proc]int{}, ttl: "3s",
+		extra: append([]string{"--expect-nodes", "3"}, tlsFlags...), addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
 	for _, id := range ids {
 		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
@@ -192,7 +200,14 @@ func TestNodeKeyByKafka(t *testing.T) {
 			}
 		}
 		deployed += strings.Count(s, "task host: subtasks deployed")
-		exchanges += strings.Count(s, `msg="record exchange listening"`)
+		for line := range strings.SplitSeq(s, "\n") {
+			if strings.Contains(line, `msg="record exchange listening"`) {
+				exchanges++
+				if !strings.Contains(line, "tls=true") {
+					t.Errorf("a node's record exchange listens without TLS: %s", line)
+				}
+			}
+		}
 		var most int64 // the node's count only grows: its largest is its total
 		for _, m := range fromOtherNodesRE.FindAllStringSubmatch(s, -1) {
 			n, _ := strconv.ParseInt(m[1], 10, 64)
@@ -251,4 +266,60 @@ func TestNodeKeyByKafka(t *testing.T) {
 	}
 	t.Logf("KEYBY NODES: %d records, %d of %d worker kills hit a worker running subtasks, %d placements naming a worker, %d deployments on workers, %d records received from other nodes (exiting nodes' counts), %d node processes; output %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job",
 		total, hits, kills, placedOnWorker, deployed, received, len(c.all), r.n, missing, dup, r.disorder, ours)
+}
+
+// nodeTLSEtcd makes a CA and a certificate for 127.0.0.1 (server and
+// client use) signed by it, starts a 1-member etcd built from the module
+// whose client URL is https and requires a client certificate of that CA,
+// and returns the nodes' --tls-* flags, etcd's endpoint and an HTTP client
+// of it with the node's certificate.
+func nodeTLSEtcd(t *testing.T) (flags []string, endpoint string, hc *http.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	ca := newTestCert(t, dir, "ca", nil)
+	n := newTestCert(t, dir, "node", ca)
+	bin := filepath.Join(dir, "etcd")
+	if out, err := exec.Command("go", "build", "-o", bin, "go.etcd.io/etcd/server/v3").CombinedOutput(); err != nil {
+		t.Fatalf("building etcd from the module: %v\n%s", err, out)
+	}
+	endpoint = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t))
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--name", "e0", "--data-dir", filepath.Join(dir, "e0"),
+		"--listen-client-urls", "https://"+endpoint, "--advertise-client-urls", "https://"+endpoint,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "e0="+peer,
+		"--cert-file", n.crt, "--key-file", n.pem, "--trusted-ca-file", ca.crt, "--client-cert-auth")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	pair, err := tls.LoadX509KeyPair(n.crt, n.pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	hc = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	for range 300 { // a hang guard: 30 s
+		if resp, err := hc.Get("https://" + endpoint + "/health"); err == nil {
+			ok := resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+			if ok {
+				return []string{"--tls-cert", n.crt, "--tls-key", n.pem, "--tls-ca", ca.crt}, endpoint, hc
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+	t.Fatalf("etcd with TLS not healthy within 30s:\n%s", b)
+	return nil, "", nil
 }

@@ -167,12 +167,15 @@ func (e *nodeEtcd) kill9(i int) {
 
 // nodeCluster is the node processes of a test, by node id.
 type nodeCluster struct {
-	t     *testing.T
-	env   []string
-	file  string
-	etcd  string
-	ttl   string   // --lease-ttl; default 2s
-	extra []string // more flags of every node
+	t    *testing.T
+	env  []string
+	file string
+	etcd string
+	// etcdTLS is the test's client of an etcd whose client URLs are https
+	// (nil: http).
+	etcdTLS *http.Client
+	ttl     string   // --lease-ttl; default 2s
+	extra   []string // more flags of every node
 	// addrs are the nodes' --node-addr (placement across nodes); a node
 	// without one runs its job alone when it leads.
 	addrs map[string]string
@@ -206,9 +209,12 @@ func (c *nodeCluster) etcdLeader(job string) string {
 	end := prefix[:len(prefix)-1] + "0"
 	body := fmt.Sprintf(`{"key":%q,"range_end":%q,"sort_order":"ASCEND","sort_target":"CREATE","limit":1}`,
 		base64.StdEncoding.EncodeToString([]byte(prefix)), base64.StdEncoding.EncodeToString([]byte(end)))
-	hc := &http.Client{Timeout: time.Second}
+	hc, scheme := &http.Client{Timeout: time.Second}, "http://"
+	if c.etcdTLS != nil {
+		hc, scheme = c.etcdTLS, "https://"
+	}
 	for ep := range strings.SplitSeq(c.etcd, ",") {
-		resp, err := hc.Post("http://"+ep+"/v3/kv/range", "application/json", strings.NewReader(body))
+		resp, err := hc.Post(scheme+ep+"/v3/kv/range", "application/json", strings.NewReader(body))
 		if err != nil {
 			continue
 		}
