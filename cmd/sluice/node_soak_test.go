@@ -188,6 +188,73 @@ func (r *soakReader) await(n int, c *nodeCluster) {
 	}
 }
 
+// finish reads the rest of the output once total records were read (until
+// three fetches in a row come back empty) and fails the test unless every
+// id of the input is there exactly once, well-formed and in order within
+// its input partition; it returns the missing and duplicated ids.
+func (r *soakReader) finish(total int, c *nodeCluster) (missing, dup int) {
+	r.t.Helper()
+	r.await(total, c)
+	for empty := 0; empty < 3; {
+		if r.poll() == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	for _, n := range r.seen {
+		switch {
+		case n == 0:
+			missing++
+		case n > 1:
+			dup++
+		}
+	}
+	if missing > 0 || dup > 0 || r.bad > 0 || r.disorder > 0 {
+		r.t.Errorf("%d records read: %d of %d ids missing, %d duplicated, %d bad, %d out of order (%s)", r.n, missing, total, dup, r.bad, r.disorder, r.example)
+	}
+	return missing, dup
+}
+
+// jobTxns finds the job's id in the nodes' logs and lists the broker's
+// transactions: it fails the test for each of the job's transactional ids
+// left open, and when the job has none listed (the check saw nothing). It
+// returns how many of the job's ids the broker lists and how many are open.
+func jobTxns(t *testing.T, c *nodeCluster, cl *kgo.Client) (ours, open int) {
+	t.Helper()
+	var jobID string
+	for _, p := range c.all {
+		if m := soakJobIDRE.FindStringSubmatch(p.stderr()); m != nil {
+			jobID = m[1]
+			break
+		}
+	}
+	if jobID == "" {
+		t.Fatal("no job id in the logs")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	txns, err := kadm.NewClient(cl).ListTransactions(ctx, nil, nil)
+	if err != nil {
+		t.Fatalf("list transactions: %v", err)
+	}
+	for _, tx := range txns.Sorted() {
+		if !strings.HasPrefix(tx.TxnID, "sluice-"+jobID) {
+			continue
+		}
+		ours++
+		switch tx.State {
+		case "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+			open++
+			t.Errorf("transaction %s is left %s", tx.TxnID, tx.State)
+		}
+	}
+	if ours == 0 {
+		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
+	}
+	return ours, open
+}
+
 // tail is the end of s, at most n bytes.
 func tail(s string, n int) string {
 	if len(s) <= n {
@@ -368,59 +435,8 @@ func TestNodeSoak(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(began)
-	r.await(total, c)
-	for empty := 0; empty < 3; {
-		if r.poll() == 0 {
-			empty++
-		} else {
-			empty = 0
-		}
-	}
-	missing, dup := 0, 0
-	for _, n := range r.seen {
-		switch {
-		case n == 0:
-			missing++
-		case n > 1:
-			dup++
-		}
-	}
-	if missing > 0 || dup > 0 || r.bad > 0 || r.disorder > 0 {
-		t.Errorf("%d records read: %d of %d ids missing, %d duplicated, %d bad, %d out of order (%s)", r.n, missing, total, dup, r.bad, r.disorder, r.example)
-	}
-	// No transaction of the job is left open.
-	var jobID string
-	for _, p := range c.all {
-		if m := soakJobIDRE.FindStringSubmatch(p.stderr()); m != nil {
-			jobID = m[1]
-			break
-		}
-	}
-	if jobID == "" {
-		t.Fatal("no job id in the logs")
-	}
-	adm := kadm.NewClient(prod)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	txns, err := adm.ListTransactions(ctx, nil, nil)
-	if err != nil {
-		t.Fatalf("list transactions: %v", err)
-	}
-	ours, open := 0, 0
-	for _, tx := range txns.Sorted() {
-		if !strings.HasPrefix(tx.TxnID, "sluice-"+jobID) {
-			continue
-		}
-		ours++
-		switch tx.State {
-		case "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
-			open++
-			t.Errorf("transaction %s is left %s", tx.TxnID, tx.State)
-		}
-	}
-	if ours == 0 {
-		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
-	}
+	missing, dup := r.finish(total, c)
+	ours, open := jobTxns(t, c, prod)
 	// Figures.
 	restored, finished, lost, moves := 0, 0, 0, 0
 	var cpu time.Duration

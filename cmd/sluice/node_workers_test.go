@@ -7,7 +7,6 @@ package main
 // and an independent read_committed reader checks the output.
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -220,26 +218,7 @@ func TestNodeWorkersKafka(t *testing.T) {
 			t.Fatalf("node %s: exit %d:\n%s", id, code, tail(c.logs(), 40000))
 		}
 	}
-	r.await(total, c)
-	for empty := 0; empty < 3; {
-		if r.poll() == 0 {
-			empty++
-		} else {
-			empty = 0
-		}
-	}
-	missing, dup := 0, 0
-	for _, n := range r.seen {
-		switch {
-		case n == 0:
-			missing++
-		case n > 1:
-			dup++
-		}
-	}
-	if missing > 0 || dup > 0 || r.bad > 0 || r.disorder > 0 {
-		t.Errorf("%d records read: %d of %d ids missing, %d duplicated, %d bad, %d out of order (%s)", r.n, missing, total, dup, r.bad, r.disorder, r.example)
-	}
+	missing, dup := r.finish(total, c)
 	// Subtasks ran on the workers, and the kills hit them.
 	placedOnWorker, deployed := 0, 0
 	for _, p := range c.all {
@@ -270,37 +249,7 @@ func TestNodeWorkersKafka(t *testing.T) {
 	if n := strings.Count(c.logs(), "ErrPrefixInUse"); n > 0 || strings.Contains(c.logs(), "prefix in use") {
 		t.Errorf("a sink was refused the transactional id prefix's lease (%d)", n)
 	}
-	// No transaction of the job is left open.
-	var jobID string
-	for _, p := range c.all {
-		if m := soakJobIDRE.FindStringSubmatch(p.stderr()); m != nil {
-			jobID = m[1]
-			break
-		}
-	}
-	if jobID == "" {
-		t.Fatal("no job id in the logs")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	txns, err := kadm.NewClient(prod).ListTransactions(ctx, nil, nil)
-	if err != nil {
-		t.Fatalf("list transactions: %v", err)
-	}
-	ours := 0
-	for _, tx := range txns.Sorted() {
-		if !strings.HasPrefix(tx.TxnID, "sluice-"+jobID) {
-			continue
-		}
-		ours++
-		switch tx.State {
-		case "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
-			t.Errorf("transaction %s is left %s", tx.TxnID, tx.State)
-		}
-	}
-	if ours == 0 {
-		t.Errorf("no transactional id of job %s listed: the check of open transactions saw nothing", jobID)
-	}
+	ours, _ := jobTxns(t, c, prod)
 	t.Logf("WORKERS: %d records, %d of 4 worker kills hit a worker running subtasks, %d placements naming a worker, %d deployments on workers, %d regions waited for a node and %d restarted on one that linked, %d node processes; output %d read, %d missing, %d duplicated, %d out of order; %d transactional ids of the job",
 		total, hits, placedOnWorker, deployed, waited, relinked, len(c.all), r.n, missing, dup, r.disorder, ours)
 }

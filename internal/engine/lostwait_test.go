@@ -79,20 +79,7 @@ func TestLostHostWait(t *testing.T) {
 
 func lostHostWaitRun(t *testing.T, comes bool) {
 	const parallelism = 4
-	var splits []rangeSplit
-	for i := range 2 * parallelism {
-		splits = append(splits, rangeSplit{ID: fmt.Sprintf("s%d", i), End: 3000})
-	}
-	cut := make(chan struct{})
-	src := &scriptSource{splits: splits, pull: true, perPoll: 20,
-		hold: func(_ int64, sp rangeSplit) bool {
-			select {
-			case <-cut:
-				return false
-			default:
-				return sp.ID[1]%2 == 1 // s1, s3, …
-			}
-		}}
+	splits, src, cut := halfHeld(parallelism)
 	store := testsink.NewStore[rec]()
 	logs := &msgLog{}
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(50*time.Millisecond),

@@ -74,20 +74,7 @@ func TestLateHostGetsRegion(t *testing.T) {
 
 func lateHostRun(t *testing.T, moves bool) {
 	const parallelism = 3
-	var splits []rangeSplit
-	for i := range 2 * parallelism {
-		splits = append(splits, rangeSplit{ID: fmt.Sprintf("s%d", i), End: 3000})
-	}
-	release := make(chan struct{})
-	src := &scriptSource{splits: splits, pull: true, perPoll: 20,
-		hold: func(_ int64, sp rangeSplit) bool {
-			select {
-			case <-release:
-				return false
-			default:
-				return sp.ID[1]%2 == 1 // s1, s3, …
-			}
-		}}
+	splits, src, release := halfHeld(parallelism)
 	store := testsink.NewStore[rec]()
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(50*time.Millisecond),
 		stream.Restart(restart.None()), stream.Logger(engine.DiscardLogger()))

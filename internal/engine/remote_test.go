@@ -109,6 +109,26 @@ func TestRegionalFailoverRemote(t *testing.T) {
 	}
 }
 
+// halfHeld returns 2×parallelism splits of 3000 records and a source of
+// them whose odd splits (s1, s3, …) are held until release is closed, so
+// that a job cannot end before the test's disruption.
+func halfHeld(parallelism int) (splits []rangeSplit, src *scriptSource, release chan struct{}) {
+	for i := range 2 * parallelism {
+		splits = append(splits, rangeSplit{ID: fmt.Sprintf("s%d", i), End: 3000})
+	}
+	release = make(chan struct{})
+	src = &scriptSource{splits: splits, pull: true, perPoll: 20,
+		hold: func(_ int64, sp rangeSplit) bool {
+			select {
+			case <-release:
+				return false
+			default:
+				return sp.ID[1]%2 == 1
+			}
+		}}
+	return splits, src, release
+}
+
 // TestRemoteHostLost: a job of four regions on the coordinator's process
 // and a loopback host (odd regions there). Once checkpoints completed, the
 // loopback's link is cut, as a node that died: its subtasks fail with
@@ -117,20 +137,7 @@ func TestRegionalFailoverRemote(t *testing.T) {
 // are held until the cut, so the job cannot end before it.
 func TestRemoteHostLost(t *testing.T) {
 	const parallelism = 4
-	var splits []rangeSplit
-	for i := range 2 * parallelism {
-		splits = append(splits, rangeSplit{ID: fmt.Sprintf("s%d", i), End: 3000})
-	}
-	cut := make(chan struct{})
-	src := &scriptSource{splits: splits, pull: true, perPoll: 20,
-		hold: func(_ int64, sp rangeSplit) bool {
-			select {
-			case <-cut:
-				return false
-			default:
-				return sp.ID[1]%2 == 1 // s1, s3, …
-			}
-		}}
+	splits, src, cut := halfHeld(parallelism)
 	store := testsink.NewStore[rec]()
 	env := stream.New(stream.Parallelism(parallelism), stream.CheckpointEvery(50*time.Millisecond),
 		stream.Restart(restart.FixedDelay(4, 0)), stream.Logger(engine.DiscardLogger()))
