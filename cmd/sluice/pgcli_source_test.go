@@ -113,13 +113,15 @@ type pgcliOp struct {
 // bigint: the row's version) in transactions of 1 to 4 changes until
 // changes are committed, and logs each key's committed changes; prefilled
 // rows (1 … prefill) start with their insert. Keys are not reused.
-func pgcliWorkload(ctx context.Context, url, table string, prefill, changes int, seed uint64) (map[int64][]pgcliOp, error) {
+func pgcliWorkload(ctx context.Context, url, table string, prefill, changes int, seed uint64) (map[int64][]pgcliOp, map[pgcliKeyOp]pgcliTxn, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer conn.Close(context.Background())
 	log := map[int64][]pgcliOp{}
+	txnOf := map[pgcliKeyOp]pgcliTxn{}
+	seq := 0
 	ver := map[int64]int64{}
 	var live []int64
 	for id := int64(1); id <= int64(prefill); id++ {
@@ -131,8 +133,14 @@ func pgcliWorkload(ctx context.Context, url, table string, prefill, changes int,
 	for done := 0; done < changes; {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		var xid int64
+		if err := tx.QueryRow(ctx, "SELECT txid_current()").Scan(&xid); err != nil {
+			return nil, nil, err
+		}
+		seq++
+		txn := pgcliTxn{seq: seq, xid: uint32(xid)}
 		touched := map[int64]bool{}
 		var pending []func()
 		for range 1 + rng.IntN(4) {
@@ -141,10 +149,14 @@ func pgcliWorkload(ctx context.Context, url, table string, prefill, changes int,
 				id := next
 				next++
 				if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (id, v) VALUES ($1, 0)", id); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				touched[id] = true
-				pending = append(pending, func() { log[id] = append(log[id], pgcliOp{"c", 0}); live = append(live, id) })
+				pending = append(pending, func() {
+					log[id] = append(log[id], pgcliOp{"c", 0})
+					txnOf[pgcliKeyOp{id, pgcliOp{"c", 0}}] = txn
+					live = append(live, id)
+				})
 				continue
 			}
 			id := live[rng.IntN(len(live))]
@@ -154,22 +166,27 @@ func pgcliWorkload(ctx context.Context, url, table string, prefill, changes int,
 			touched[id] = true
 			if r == 1 {
 				if _, err := tx.Exec(ctx, "DELETE FROM "+table+" WHERE id = $1", id); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				pending = append(pending, func() {
 					log[id] = append(log[id], pgcliOp{"d", ver[id]})
+					txnOf[pgcliKeyOp{id, pgcliOp{"d", ver[id]}}] = txn
 					i := slices.Index(live, id)
 					live = slices.Delete(live, i, i+1)
 				})
 			} else {
 				if _, err := tx.Exec(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = $1", id); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				pending = append(pending, func() { ver[id]++; log[id] = append(log[id], pgcliOp{"u", ver[id]}) })
+				pending = append(pending, func() {
+					ver[id]++
+					log[id] = append(log[id], pgcliOp{"u", ver[id]})
+					txnOf[pgcliKeyOp{id, pgcliOp{"u", ver[id]}}] = txn
+				})
 			}
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, f := range pending {
 			f()
@@ -177,7 +194,20 @@ func pgcliWorkload(ctx context.Context, url, table string, prefill, changes int,
 		done += len(pending)
 		time.Sleep(time.Millisecond)
 	}
-	return log, nil
+	return log, txnOf, nil
+}
+
+// pgcliKeyOp is one change of the workload: a key and its op.
+type pgcliKeyOp struct {
+	key int64
+	op  pgcliOp
+}
+
+// pgcliTxn is a workload transaction: its place in commit order (from 1)
+// and its id.
+type pgcliTxn struct {
+	seq int
+	xid uint32
 }
 
 // pgcliChange is a change record as the topic holds it.
@@ -187,14 +217,20 @@ type pgcliChange struct {
 	Before map[string]int64 `json:"before"`
 	After  map[string]int64 `json:"after"`
 	LSN    int64            `json:"lsn"`
+	Xid    uint32           `json:"xid"`
 }
 
 // pgcliReplay checks the change records of the topic against the
 // workload's log, per key: the snapshot's row (or none) and then exactly
 // the changes the log has after the state the snapshot saw, each once, in
 // order; and replaying them gives the table.
-func pgcliReplay(t *testing.T, recs []*kgo.Record, log map[int64][]pgcliOp, table map[int64]int64) {
+//
+// On a mismatch it says which workload transactions the missing changes
+// belong to (a range cut out of the stream, or scattered) and what the
+// topic holds around them, and logs diag (the runs' logs).
+func pgcliReplay(t *testing.T, recs []*kgo.Record, log map[int64][]pgcliOp, txnOf map[pgcliKeyOp]pgcliTxn, table map[int64]int64, diag func() string) {
 	t.Helper()
+	var missing, extra []pgcliKeyOp
 	per := map[int64][]pgcliChange{}
 	for _, r := range recs {
 		var c pgcliChange
@@ -238,6 +274,22 @@ func pgcliReplay(t *testing.T, recs []*kgo.Record, log map[int64][]pgcliOp, tabl
 			ops = append(ops, pgcliOp{c.Op, img["v"]})
 		}
 		if cut > len(l) || !slices.Equal(ops, l[cut:]) {
+			want := map[pgcliOp]int{}
+			if cut <= len(l) {
+				for _, o := range l[cut:] {
+					want[o]++
+				}
+			}
+			for _, o := range ops {
+				if want[o]--; want[o] < 0 {
+					extra = append(extra, pgcliKeyOp{id, o})
+				}
+			}
+			for o, n := range want {
+				for range n {
+					missing = append(missing, pgcliKeyOp{id, o})
+				}
+			}
 			if bad++; bad <= 5 {
 				t.Errorf("key %d: the log is %v; the topic has %v after the snapshot's %d changes", id, l, ops, cut)
 			}
@@ -249,6 +301,8 @@ func pgcliReplay(t *testing.T, recs []*kgo.Record, log map[int64][]pgcliOp, tabl
 		}
 	}
 	if bad > 0 {
+		pgcliDiagnose(t, recs, txnOf, missing, extra)
+		t.Logf("the runs' logs:\n%s", diag())
 		t.Fatalf("%d keys wrong", bad)
 	}
 	if len(state) != len(table) {
@@ -260,6 +314,71 @@ func pgcliReplay(t *testing.T, recs []*kgo.Record, log map[int64][]pgcliOp, tabl
 		}
 	}
 }
+
+// pgcliDiagnose logs which workload transactions the missing and extra
+// changes belong to, and the LSNs the topic holds for the transactions
+// around the first missing one.
+func pgcliDiagnose(t *testing.T, recs []*kgo.Record, txnOf map[pgcliKeyOp]pgcliTxn, missing, extra []pgcliKeyOp) {
+	t.Helper()
+	seqs := func(kos []pgcliKeyOp) []int {
+		var out []int
+		for _, ko := range kos {
+			out = append(out, txnOf[ko].seq)
+		}
+		slices.Sort(out)
+		return out
+	}
+	ms, es := seqs(missing), seqs(extra)
+	t.Logf("%d changes missing, %d extra; %d workload changes", len(ms), len(es), len(txnOf))
+	if len(ms) > 0 {
+		t.Logf("missing changes' transactions (commit order): first %d, last %d; %v", ms[0], ms[len(ms)-1], ms[:min(len(ms), 40)])
+	}
+	if len(es) > 0 {
+		t.Logf("extra changes' transactions: %v", es[:min(len(es), 40)])
+	}
+	// The topic's records per workload transaction, by seq.
+	bySeq := map[uint32]int{}
+	for _, tx := range txnOf {
+		bySeq[tx.xid] = tx.seq
+	}
+	present := map[int]int{}
+	lsnOf := map[int]int64{}
+	for _, r := range recs {
+		var c pgcliChange
+		if json.Unmarshal(r.Value, &c) != nil || c.Xid == 0 {
+			continue
+		}
+		if s, ok := bySeq[c.Xid]; ok {
+			present[s]++
+			lsnOf[s] = c.LSN
+		}
+	}
+	if len(ms) > 0 {
+		for s := ms[0] - 5; s <= ms[0]+5; s++ {
+			t.Logf("transaction %d: %d records in the topic, LSN %d (%s)", s, present[s], lsnOf[s], pgLSNText(lsnOf[s]))
+		}
+		// Runs of transactions with no record at all.
+		run0, inRun := 0, false
+		maxSeq := 0
+		for _, tx := range txnOf {
+			maxSeq = max(maxSeq, tx.seq)
+		}
+		for s := 1; s <= maxSeq+1; s++ {
+			if present[s] == 0 && s <= maxSeq {
+				if !inRun {
+					run0, inRun = s, true
+				}
+				continue
+			}
+			if inRun && s-run0 >= 3 {
+				t.Logf("transactions %d-%d: no record in the topic (LSNs %s .. %s around)", run0, s-1, pgLSNText(lsnOf[run0-1]), pgLSNText(lsnOf[s]))
+			}
+			inRun = false
+		}
+	}
+}
+
+func pgLSNText(l int64) string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint32(l)) }
 
 // TestPgcliCDCToKafkaKill9Resume runs examples/pipelines/postgres-cdc-to-kafka.yaml
 // (exactly-once Kafka sink) while a workload inserts, updates and deletes
@@ -296,20 +415,21 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 	env := []string{"POSTGRES_URL=" + u, "TABLE=" + table, "SLOT=" + slot, "PUBLICATION=" + slot, "CREATE_SLOT=true", "CREATE_PUBLICATION=true",
 		"KAFKA_BROKERS=" + brokers, "OUT_TOPIC=" + topic, "CHECKPOINTS=" + ckpt, "CHECKPOINT_INTERVAL=200ms", "CHUNK_SIZE=4000", "TOPIC_CREATE=false"}
 	file := pipelines + "postgres-cdc-to-kafka.yaml"
-	p := start(t, env, "run", "--progress", "off", file)
+	p := start(t, env, "run", "--progress", "off", "--log-level", "debug", file)
 
 	// A hang guard, not a timing assertion: at load 40-49 the workload
 	// (12k changes) ran past 4 minutes, twice.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	type wres struct {
-		log map[int64][]pgcliOp
-		err error
+		log   map[int64][]pgcliOp
+		txnOf map[pgcliKeyOp]pgcliTxn
+		err   error
 	}
 	wch := make(chan wres, 1)
 	go func() {
-		l, err := pgcliWorkload(ctx, u, table, prefill, changes, 5)
-		wch <- wres{l, err}
+		l, txnOf, err := pgcliWorkload(ctx, u, table, prefill, changes, 5)
+		wch <- wres{l, txnOf, err}
 	}()
 	// Kill once a checkpoint's output is committed (the snapshot's rows
 	// reached the topic) and the workload is under way.
@@ -319,7 +439,7 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 		t.Fatalf("the workload ended (%v) before the kill; kill earlier", w.err)
 	default:
 	}
-	p2 := start(t, env, "run", "--progress", "off", "--from", ckpt, file)
+	p2 := start(t, env, "run", "--progress", "off", "--log-level", "debug", "--from", ckpt, file)
 	w := <-wch
 	if w.err != nil {
 		t.Fatalf("workload: %v", w.err)
@@ -341,9 +461,19 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// A hang guard, not a timing assertion: the wait lasts while the
+	// resumed job makes progress (a record arrives, or its slot confirms
+	// a newer LSN) and ends after 4 minutes without any, or after 20 in
+	// all. In one CI run the resumed stream, which decodes every table's
+	// WAL since the slot's start (the other packages' PostgreSQL tests
+	// write gigabytes), was still emitting when a fixed 3-minute wait
+	// ran out, and the replay below then reported the changes still to
+	// come as missing.
 	var recs []*kgo.Record
 	caught := false
-	for deadline := time.Now().Add(3 * time.Minute); !caught && time.Now().Before(deadline); {
+	confirms := func() int { return strings.Count(p2.stderr(), "CDC source: confirmed") }
+	began, progress, lastN, lastC := time.Now(), time.Now(), 0, confirms()
+	for !caught && time.Since(progress) < 4*time.Minute && time.Since(began) < 20*time.Minute {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
@@ -354,11 +484,18 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
 		caught = pgcliCaughtUp(recs, final)
+		if c := confirms(); len(recs) > lastN || c > lastC {
+			progress, lastN, lastC = time.Now(), len(recs), c
+		}
 	}
 	if !caught {
 		// The count tells a reader that read nothing (a slow first fetch)
-		// from a job that stopped short.
-		t.Errorf("the topic did not catch up with the table (%d records read, %d rows in the table); the resumed run:\n%s", len(recs), len(final), p2.stderr())
+		// from a job that stopped short; the replay below says which
+		// changes are missing.
+		t.Errorf("the topic did not catch up with the table (%d records read, %d rows in the table) in %v, the last progress %v ago",
+			len(recs), len(final), time.Since(began).Round(time.Second), time.Since(progress).Round(time.Second))
+	} else {
+		t.Logf("caught up %v after the workload", time.Since(began).Round(time.Second))
 	}
 	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -374,7 +511,21 @@ func TestPgcliCDCToKafkaKill9Resume(t *testing.T) {
 	if e := p2.stderr(); strings.Contains(e, "postgres source: snapshot chunks") || !strings.Contains(e, "restored; the snapshot chunks are those of the checkpoint") {
 		t.Errorf("the resumed run computed the chunks again:\n%s", e)
 	}
-	pgcliReplay(t, recs, w.log, final)
+	pgcliReplay(t, recs, w.log, w.txnOf, final, func() string {
+		// The resumed run's routine lines (a checkpoint and a
+		// confirmation each 200 ms) are cut to their first 40.
+		var b strings.Builder
+		n := 0
+		for _, l := range strings.Split(p2.stderr(), "\n") {
+			if strings.Contains(l, "checkpoint complete") || strings.Contains(l, "CDC source: confirmed") {
+				if n++; n > 40 {
+					continue
+				}
+			}
+			b.WriteString(l + "\n")
+		}
+		return "killed run:\n" + p.stderr() + "\nresumed run:\n" + b.String()
+	})
 	t.Logf("%d change records for %d workload changes on %d prefilled rows", len(recs), changes, prefill)
 }
 

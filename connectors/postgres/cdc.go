@@ -260,6 +260,8 @@ func (r *splitReader[T]) startStream(ctx context.Context, sp *Split) error {
 		err = pglogrepl.StartReplication(ctx, repl, cfg.slot, pglogrepl.LSN(sp.LSN), pglogrepl.StartReplicationOptions{
 			PluginArgs: []string{"proto_version '1'", "publication_names '" + cfg.publication + "'"}})
 		if err == nil {
+			cfg.logger.Debug("postgres CDC source: streaming", "slot", cfg.slot, "from", lsnString(sp.LSN), "skip", sp.N, "done", sp.Done,
+				"pages", len(sp.Segments), "pages_h", lsnString(maxH(sp.Segments)))
 			r.st = &streamConn{repl: repl, rels: map[uint32]*pglogrepl.RelationMessage{}, ours: map[uint32]bool{}, lastStatus: time.Now()}
 			return nil
 		}
@@ -306,6 +308,9 @@ func (r *splitReader[T]) sendStatus(ctx context.Context, force bool) error {
 	if err := pglogrepl.SendStandbyStatusUpdate(ctx, st.repl, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: l, WALFlushPosition: l, WALApplyPosition: l}); err != nil {
 		return fmt.Errorf("postgres CDC source: send standby status: %w", err)
+	}
+	if c != st.sent {
+		r.s.cfg.logger.Debug("postgres CDC source: confirmed", "slot", r.s.cfg.slot, "lsn", lsnString(c))
 	}
 	st.sent, st.lastStatus = c, time.Now()
 	return nil
