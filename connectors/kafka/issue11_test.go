@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -40,6 +41,12 @@ func newJobID(t *testing.T) string {
 // jobID; opts are added to the sink's.
 func genJob(t *testing.T, brokers []string, jobID, topic string, count int64, rate float64, restartStrategy restart.Strategy, opts ...SinkOption) *stream.Environment {
 	t.Helper()
+	return genJobLogged(t, stream.DiscardLogger(), brokers, jobID, topic, count, rate, restartStrategy, opts...)
+}
+
+// genJobLogged is genJob with the job's log going to log.
+func genJobLogged(t *testing.T, log *slog.Logger, brokers []string, jobID, topic string, count int64, rate float64, restartStrategy restart.Strategy, opts ...SinkOption) *stream.Environment {
+	t.Helper()
 	gen := datagen.New(func(i int64) int64 { return i }, datagen.Count(count), datagen.Splits(2), datagen.RatePerSecond(rate))
 	sk, err := NewSink(brokers, indexSerializer(gen), append([]SinkOption{DefaultTopic(topic), DeliveryGuarantee(ExactlyOnce),
 		TransactionTimeout(time.Minute), SinkLogger(quiet)}, opts...)...)
@@ -47,7 +54,7 @@ func genJob(t *testing.T, brokers []string, jobID, topic string, count int64, ra
 		t.Fatal(err)
 	}
 	env := stream.New(stream.Parallelism(2), stream.CheckpointEvery(50*time.Millisecond), stream.JobID(jobID),
-		stream.Restart(restartStrategy), stream.Logger(stream.DiscardLogger()))
+		stream.Restart(restartStrategy), stream.Logger(log))
 	stream.SinkTo(stream.FromSource(env, gen, watermark.None[int64](), "gen"), sk, "kafka")
 	return env
 }
@@ -170,7 +177,9 @@ func TestFencedProducerFailsUnrecoverable(t *testing.T) {
 	const count = 20000
 	prefix := uniqueName("fenced")
 	topic := createTopic(t, b, 2)
-	env := genJob(t, b, newJobID(t), topic, count, 2000, restart.FixedDelay(10, 0), TransactionalIDPrefix(prefix), TransactionSlots(2))
+	// The job's log says what a restart was for.
+	var logs lockedBuffer
+	env := genJobLogged(t, slog.New(slog.NewTextHandler(&logs, nil)), b, newJobID(t), topic, count, 2000, restart.FixedDelay(10, 0), TransactionalIDPrefix(prefix), TransactionSlots(2))
 	var wg sync.WaitGroup
 	var err error
 	var res *stream.Result
@@ -189,15 +198,52 @@ func TestFencedProducerFailsUnrecoverable(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	if err == nil && res != nil && res.Restarts > 0 {
+		// A fence that fell while every subtask was restoring (a
+		// restart for want of a free slot, under load) found no open or
+		// prepared transaction: nothing was lost, and the job went on.
+		// Then the output must hold every record once.
+		checkIndexes(t, readCommitted(t, b, topic, count, 3*time.Second), count)
+		t.Logf("the fence found no transaction to abort (%d restarts before it); the output holds every record once", res.Restarts)
+		return
+	}
 	if !errors.Is(err, ErrFenced) || !errors.Is(err, restart.ErrUnrecoverable) {
-		t.Fatalf("job: %v, want ErrFenced", err)
+		t.Fatalf("job: %v, want ErrFenced; the job's log:\n%s", err, logs.String())
 	}
 	if !strings.Contains(err.Error(), `took over transactional id "`+prefix+"-") {
 		t.Errorf("error does not say who took over which id: %v", err)
 	}
-	if res != nil && res.Restarts != 0 {
-		t.Errorf("%d restarts; want none", res.Restarts)
+	// No restart for the fence. Under load (the tests of four packages at
+	// once on two cores) the 50-ms checkpoints can fall behind their
+	// commits until a subtask has no free slot, a restart of its own
+	// before the fence; the fence after it must still fail the job (it
+	// ended without error, its records lost, before the committer took a
+	// transaction prepared before a failover within the run for one of an
+	// earlier run).
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "restarting") && !strings.Contains(l, ErrNoFreeTransactionSlot.Error()) {
+			t.Errorf("%d restarts, one for the fence; want none for it; the job's log:\n%s", res.Restarts, logs.String())
+			break
+		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestOldAndFutureTimestamps copies a topic whose records are timestamped
@@ -516,4 +562,87 @@ func TestEndTxnAnswers(t *testing.T) {
 	c = prepare()
 	expect("fence of an open transaction", fenceTxnID(ctx, admin, c.TransactionalID, time.Minute), nil)
 	expect("commit of a transaction aborted by a fence", endTxn(ctx, admin, c, true), kerr.ProducerFenced)
+}
+
+// txnRequest is a sink.CommitRequest for calling a committer directly.
+type txnRequest struct {
+	c             committable
+	known, failed error
+	already       bool
+}
+
+func (r *txnRequest) Committable() committable              { return r.c }
+func (r *txnRequest) CheckpointID() int64                   { return r.c.Checkpoint }
+func (r *txnRequest) Retries() int                          { return 0 }
+func (r *txnRequest) RetryLater()                           {}
+func (r *txnRequest) UpdateAndRetryLater(committable)       {}
+func (r *txnRequest) SignalAlreadyCommitted()               { r.already = true }
+func (r *txnRequest) SignalFailedWithKnownReason(err error) { r.known = err }
+func (r *txnRequest) SignalFailedWithUnknownReason(err error) {
+	r.failed = err
+}
+
+// TestCommitterFencedAfterFailover: a transaction this process prepared
+// before a failover within the run (restored from a later checkpoint
+// than its own), aborted by another producer's fence, fails the job as
+// fenced (ErrFenced, unrecoverable), as it would have without the
+// failover. Before, the committer judged it like one of an earlier run,
+// logged its records lost and went on: under load a restart for want of
+// a free slot just before the fence made TestFencedProducerFailsUnrecoverable's
+// job end without error. The same transaction restored by a new process
+// (a resume with --from) is still judged by judgeGone (lost, logged).
+func TestCommitterFencedAfterFailover(t *testing.T) {
+	b := realBrokers(t)
+	topic := createTopic(t, b, 1)
+	ctx := t.Context()
+	admin := newClient(t, b)
+	prepare := func() committable {
+		id := uniqueName("failover")
+		cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		pid, epoch, err := cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, Checkpoint: 3, Started: time.Now().UnixMilli()}
+		if err := fenceTxnID(ctx, admin, id, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	commit := func(bc *backchannel, c committable) *txnRequest {
+		cfg := defaultSinkConfig()
+		cfg.brokers = b
+		ks := &kafkaSink[string]{cfg: cfg, bc: bc, leases: newLeaseSet()}
+		cm := &committer{s: ks.cfg, opts: ks.baseOpts(), bc: bc, restoredID: 5, leases: newLeaseSet(), log: quiet}
+		defer cm.Close()
+		r := &txnRequest{c: c}
+		if err := cm.Commit(ctx, []sink.CommitRequest[committable]{r}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// Prepared here (checkpoint 3), restored from checkpoint 5 by a
+	// failover, fenced: the job fails.
+	c := prepare()
+	bc := newBackchannel()
+	bc.markPrepared(committable{TransactionalID: c.TransactionalID, Checkpoint: 2})
+	r := commit(bc, c)
+	if !errors.Is(r.failed, ErrFenced) || !errors.Is(r.failed, restart.ErrUnrecoverable) {
+		t.Errorf("prepared here, fenced after a failover: failed %v, known %v, already committed %v; want ErrFenced", r.failed, r.known, r.already)
+	}
+
+	// Restored by a new process: judged, not failed (the restore
+	// cannot tell a fence from its own earlier commit here).
+	c = prepare()
+	r = commit(newBackchannel(), c)
+	if r.failed != nil {
+		t.Errorf("restored by a new process: failed %v; want it judged (judgeGone)", r.failed)
+	}
 }

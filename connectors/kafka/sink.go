@@ -640,6 +640,11 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 			case err == nil:
 				w.log.Info("kafka sink: committed restored transaction", "txn", c.String())
 				w.s.bc.markCommitted(c)
+			case isTxnGone(err) && w.s.bc.isCommitted(c):
+			case isTxnGone(err) && w.s.bc.preparedHere(c):
+				// Prepared before a failover within this run and committed
+				// by no one here: fenced, as the committer would say.
+				return fmt.Errorf("kafka sink: commit restored transaction %v: %w", c, w.fencedError(c.TransactionalID, err))
 			case isTxnGone(err):
 				w.s.bc.judge(c, w.log, judgeGone(c, err, now, cfg.txnTimeout, w.s.leases.foreign(w.prefix)))
 			default:
@@ -899,6 +904,7 @@ func (w *writer[T]) PrepareCommit(ctx context.Context, checkpointID int64) ([]co
 		return nil, fmt.Errorf("kafka sink: producer id of %q: %w", sl.id, w.reach.cause(err))
 	}
 	c := committable{TransactionalID: sl.id, ProducerID: pid, Epoch: epoch, Checkpoint: checkpointID, Started: sl.started.UnixMilli()}
+	w.s.bc.markPrepared(c)
 	sl.pending, sl.inTxn, w.cur = &c, false, nil
 	return []committable{c}, nil
 }
@@ -987,8 +993,9 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[commit
 			c.bc.markCommitted(tx)
 		case isTxnGone(err) && c.bc.isCommitted(tx):
 			r.SignalAlreadyCommitted()
-		case isTxnGone(err) && tx.Checkpoint > c.restoredID:
-			// Prepared by this run and committed by no one here: another
+		case isTxnGone(err) && (tx.Checkpoint > c.restoredID || c.bc.preparedHere(tx)):
+			// Prepared by this run (after its restore, or before a
+			// failover within it) and committed by no one here: another
 			// producer took the id over (or the broker aborted it).
 			r.SignalFailedWithUnknownReason(fencedCommitError(tx, err, c.s.txnTimeout, c.leases))
 		case isTxnGone(err):

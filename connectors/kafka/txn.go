@@ -194,14 +194,43 @@ func parseTxnID(prefix, id string) (subtask, slot int, ok bool) {
 // transactional id only once its transaction is committed (Flink's pooling
 // naming strategy does the same through its writer–committer backchannel).
 // It is safe for concurrent use.
+//
+// It also remembers which transactions this process prepared, so that a
+// transaction that was prepared here and is found gone after a failover
+// within the same run is taken for what it is, a fence (another producer
+// took the id over, or the broker aborted it), and fails the job as it
+// would have without the failover. Only a transaction of an earlier run
+// (a resume with --from) is judged by the evidence a restore has
+// (judgeGone).
 type backchannel struct {
 	mu        sync.Mutex
 	committed map[string]committable // by transactional id: the last committed
 	verdicts  map[committable]verdict
+	prepared  map[string]int64 // by transactional id: the checkpoint of the first transaction prepared here
 }
 
 func newBackchannel() *backchannel {
-	return &backchannel{committed: map[string]committable{}, verdicts: map[committable]verdict{}}
+	return &backchannel{committed: map[string]committable{}, verdicts: map[committable]verdict{}, prepared: map[string]int64{}}
+}
+
+// markPrepared records that this process prepared c.
+func (b *backchannel) markPrepared(c committable) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.prepared[c.TransactionalID]; !ok {
+		b.prepared[c.TransactionalID] = c.Checkpoint
+	}
+}
+
+// preparedHere reports whether c was prepared by this process: checkpoint
+// ids only grow within a run, and every transaction of an earlier run
+// belongs to a checkpoint at or before the one this run restored, before
+// any it prepares.
+func (b *backchannel) preparedHere(c committable) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first, ok := b.prepared[c.TransactionalID]
+	return ok && c.Checkpoint >= first
 }
 
 // judge records and logs, once per committable, what recovery concluded
