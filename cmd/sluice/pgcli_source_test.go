@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -378,7 +379,7 @@ func pgcliDiagnose(t *testing.T, recs []*kgo.Record, txnOf map[pgcliKeyOp]pgcliT
 	}
 }
 
-func pgLSNText(l int64) string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint32(l)) }
+func pgLSNText(l int64) string { return pglogrepl.LSN(l).String() }
 
 // TestPgcliCDCToKafkaKill9Resume runs examples/pipelines/postgres-cdc-to-kafka.yaml
 // (exactly-once Kafka sink) while a workload inserts, updates and deletes

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -178,7 +177,7 @@ func TestFencedProducerFailsUnrecoverable(t *testing.T) {
 	prefix := uniqueName("fenced")
 	topic := createTopic(t, b, 2)
 	// The job's log says what a restart was for.
-	var logs lockedBuffer
+	var logs logBuffer
 	env := genJobLogged(t, slog.New(slog.NewTextHandler(&logs, nil)), b, newJobID(t), topic, count, 2000, restart.FixedDelay(10, 0), TransactionalIDPrefix(prefix), TransactionSlots(2))
 	var wg sync.WaitGroup
 	var err error
@@ -226,24 +225,6 @@ func TestFencedProducerFailsUnrecoverable(t *testing.T) {
 			break
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestOldAndFutureTimestamps copies a topic whose records are timestamped
@@ -517,6 +498,26 @@ func TestRecoveryNeverFencesAnUncommittedRestoredTransaction(t *testing.T) {
 	}
 }
 
+// openTxn begins a transaction on a new transactional id named after
+// name, produces one record to topic in it and returns it as a
+// committable (the transaction stays open).
+func openTxn(t *testing.T, b []string, topic, name string) committable {
+	t.Helper()
+	id := uniqueName(name)
+	cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := cl.ProducerID(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, Started: time.Now().UnixMilli()}
+}
+
 // TestEndTxnAnswers pins what Apache Kafka 4.x answers to an EndTxn
 // commit with a prepared transaction's producer id and epoch, which is
 // all a restore can learn (see verdict.go): success while the transaction
@@ -528,21 +529,7 @@ func TestEndTxnAnswers(t *testing.T) {
 	topic := createTopic(t, b, 1)
 	ctx := t.Context()
 	admin := newClient(t, b)
-	prepare := func() committable {
-		id := uniqueName("answers")
-		cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		pid, epoch, err := cl.ProducerID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return committable{TransactionalID: id, ProducerID: pid, Epoch: epoch}
-	}
+	prepare := func() committable { return openTxn(t, b, topic, "answers") }
 	expect := func(what string, err, want error) {
 		t.Helper()
 		if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
@@ -596,21 +583,10 @@ func TestCommitterFencedAfterFailover(t *testing.T) {
 	topic := createTopic(t, b, 1)
 	ctx := t.Context()
 	admin := newClient(t, b)
-	prepare := func() committable {
-		id := uniqueName("failover")
-		cl := newClient(t, b, kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		pid, epoch, err := cl.ProducerID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := committable{TransactionalID: id, ProducerID: pid, Epoch: epoch, Checkpoint: 3, Started: time.Now().UnixMilli()}
-		if err := fenceTxnID(ctx, admin, id, time.Minute); err != nil {
+	prepare := func() committable { // open at checkpoint 3, then fenced
+		c := openTxn(t, b, topic, "failover")
+		c.Checkpoint = 3
+		if err := fenceTxnID(ctx, admin, c.TransactionalID, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		return c
@@ -619,7 +595,7 @@ func TestCommitterFencedAfterFailover(t *testing.T) {
 		cfg := defaultSinkConfig()
 		cfg.brokers = b
 		ks := &kafkaSink[string]{cfg: cfg, bc: bc, leases: newLeaseSet()}
-		cm := &committer{s: ks.cfg, opts: ks.baseOpts(), bc: bc, restoredID: 5, leases: newLeaseSet(), log: quiet}
+		cm := &committer{s: ks.cfg, opts: ks.baseOpts(), bc: bc, leases: newLeaseSet(), log: quiet}
 		defer cm.Close()
 		r := &txnRequest{c: c}
 		if err := cm.Commit(ctx, []sink.CommitRequest[committable]{r}); err != nil {

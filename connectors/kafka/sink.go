@@ -389,8 +389,7 @@ func orNil[T any](w *writer[T], err error) (sink.StatefulCommittingWriter[T, com
 
 // CreateCommitter makes the committer of one subtask.
 func (s *kafkaSink[T]) CreateCommitter(ctx context.Context, ic sink.InitContext) (sink.Committer[committable], error) {
-	restoredID, _ := ic.RestoredCheckpointID()
-	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, restoredID: restoredID, leases: s.leases,
+	return &committer{s: s.cfg, opts: s.baseOpts(), bc: s.bc, leases: s.leases,
 		log: s.cfg.logger.With("sink", ic.OperatorName(), "subtask", ic.SubtaskIndex())}, nil
 }
 
@@ -641,6 +640,7 @@ func (w *writer[T]) recover(ctx context.Context, ictx sink.InitContext, states [
 				w.log.Info("kafka sink: committed restored transaction", "txn", c.String())
 				w.s.bc.markCommitted(c)
 			case isTxnGone(err) && w.s.bc.isCommitted(c):
+				// A committer here committed it; the id moved on since.
 			case isTxnGone(err) && w.s.bc.preparedHere(c):
 				// Prepared before a failover within this run and committed
 				// by no one here: fenced, as the committer would say.
@@ -961,12 +961,11 @@ func (w *writer[T]) Close() error {
 }
 
 type committer struct {
-	s          sinkConfig
-	opts       []kgo.Opt
-	bc         *backchannel
-	log        *slog.Logger
-	restoredID int64 // 0 on a fresh start
-	leases     *leaseSet
+	s      sinkConfig
+	opts   []kgo.Opt
+	bc     *backchannel
+	log    *slog.Logger
+	leases *leaseSet
 
 	cl *kgo.Client
 }
@@ -993,9 +992,9 @@ func (c *committer) Commit(ctx context.Context, reqs []sink.CommitRequest[commit
 			c.bc.markCommitted(tx)
 		case isTxnGone(err) && c.bc.isCommitted(tx):
 			r.SignalAlreadyCommitted()
-		case isTxnGone(err) && (tx.Checkpoint > c.restoredID || c.bc.preparedHere(tx)):
-			// Prepared by this run (after its restore, or before a
-			// failover within it) and committed by no one here: another
+		case isTxnGone(err) && c.bc.preparedHere(tx):
+			// Prepared by this process (before or after a failover
+			// within the run) and committed by no one here: another
 			// producer took the id over (or the broker aborted it).
 			r.SignalFailedWithUnknownReason(fencedCommitError(tx, err, c.s.txnTimeout, c.leases))
 		case isTxnGone(err):
