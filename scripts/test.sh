@@ -305,5 +305,14 @@ phase_done "go test -race"
 passed=$(grep -c '^ok ' "$log" || true)
 failed=$(grep -c $'^FAIL\t' "$log" || true)
 echo "packages: $passed passed, $failed failed"
+if [ "$status" -ne 0 ]; then
+  # The end of the output is what a reader of a CI run sees first (a
+  # timed-out package's goroutine dump can hide everything above it):
+  # repeat what failed, and which tests were running when a package timed
+  # out, below it.
+  echo "== what failed (from $log)"
+  awk '/^panic: test timed out/ {p = 1} p && /^$/ {p = 0} p' "$log" | head -40
+  grep -E '^\s*--- FAIL|^FAIL\s|^WARNING: DATA RACE|^panic: ' "$log" | head -60 || true
+fi
 echo "== total: $((SECONDS - began)) s"
 exit "$status"

@@ -1,11 +1,13 @@
 package etcdcoord_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +44,26 @@ func freeURL(t testing.TB) url.URL {
 // startEtcd starts an n-member embedded etcd cluster and stops it at the
 // test's cleanup. Ticks are short (50ms heartbeat, 500ms election), so the
 // smallest lease TTL etcd grants is 1s.
+//
+// The ports come from freeURL, which must let them go before etcd binds
+// them; when another process took one meanwhile (several test binaries
+// run at once), the whole cluster is started again on new ports.
 func startEtcd(t testing.TB, n int) *etcdCluster {
+	t.Helper()
+	const attempts = 5
+	for a := 1; ; a++ {
+		c, err := tryStartEtcd(t, n)
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || a == attempts {
+			t.Fatalf("starting a %d-member etcd cluster (attempt %d): %v", n, a, err)
+		}
+		t.Logf("starting a %d-member etcd cluster (attempt %d): %v; again on other ports", n, a, err)
+	}
+}
+
+func tryStartEtcd(t testing.TB, n int) (*etcdCluster, error) {
 	t.Helper()
 	c := &etcdCluster{t: t}
 	dir := t.TempDir()
@@ -58,22 +79,33 @@ func startEtcd(t testing.TB, n int) *etcdCluster {
 		initial = append(initial, m.name+"="+m.peerURL.String())
 	}
 	c.initial = strings.Join(initial, ",")
+	for i := range c.members {
+		if err := c.tryLaunch(i); err != nil {
+			for j := range i {
+				c.stop(j)
+			}
+			return nil, err
+		}
+	}
 	t.Cleanup(func() {
 		for i := range c.members {
 			c.stop(i)
 		}
 	})
 	for i := range c.members {
-		c.launch(i)
-	}
-	for i := range c.members {
 		c.awaitReady(i)
 	}
-	return c
+	return c, nil
 }
 
 func (c *etcdCluster) launch(i int) {
 	c.t.Helper()
+	if err := c.tryLaunch(i); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+}
+
+func (c *etcdCluster) tryLaunch(i int) error {
 	m := c.members[i]
 	cfg := embed.NewConfig()
 	cfg.Name = m.name
@@ -90,9 +122,10 @@ func (c *etcdCluster) launch(i int) {
 	cfg.LogOutputs = []string{filepath.Join(filepath.Dir(m.dir), m.name+".log")}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		c.t.Fatalf("starting etcd member %s: %v", m.name, err)
+		return fmt.Errorf("starting etcd member %s: %w", m.name, err)
 	}
 	m.e = e
+	return nil
 }
 
 func (c *etcdCluster) awaitReady(i int) {
@@ -110,9 +143,24 @@ func (c *etcdCluster) awaitReady(i int) {
 // stop stops member i (a no-op when it is stopped).
 func (c *etcdCluster) stop(i int) {
 	if m := c.members[i]; m.e != nil {
-		m.e.Close()
+		closeEtcd(m.e)
 		m.e = nil
 	}
+}
+
+// closeEtcd closes an embedded etcd server, also one that never became
+// ready. embed.Etcd.Close (v3.7.3) first waits for the client servers,
+// which are created only once the server is ready or stopping, and stops
+// the server only after that: a member that never got its quorum (its
+// peers failed to start) would hang Close, and with it the test binary,
+// until go test's timeout. Stopping the server first ends that wait.
+func closeEtcd(e *embed.Etcd) {
+	select {
+	case <-e.Server.ReadyNotify():
+	default:
+		e.Server.HardStop()
+	}
+	e.Close()
 }
 
 // restart starts a stopped member i again on its data and ports; it does
@@ -136,4 +184,34 @@ func (c *etcdCluster) raftLeader() int {
 		}
 	}
 	return -1
+}
+
+// TestStopMemberWithoutQuorum: the harness stops a member whose peers never
+// started (so it never became ready) without hanging, as it must when a
+// test fails while starting a cluster. Plain embed.Etcd.Close hangs here.
+func TestStopMemberWithoutQuorum(t *testing.T) {
+	c := &etcdCluster{t: t}
+	dir := t.TempDir()
+	for i := range 3 {
+		c.members = append(c.members, &etcdMember{
+			name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("m%d", i)),
+			peerURL: freeURL(t), clientURL: freeURL(t),
+		})
+	}
+	var initial []string
+	for _, m := range c.members {
+		initial = append(initial, m.name+"="+m.peerURL.String())
+	}
+	c.initial = strings.Join(initial, ",")
+	c.launch(0)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		c.stop(0)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(step):
+		t.Fatalf("stopping a member that never had a quorum did not return within %v", step)
+	}
 }

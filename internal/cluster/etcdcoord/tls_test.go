@@ -2,8 +2,11 @@ package etcdcoord_test
 
 import (
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"net/url"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,23 +29,32 @@ func TestMutualTLS(t *testing.T) {
 	cliCert, cliKey := ca.IssueFiles(t, dir, "client", x509.ExtKeyUsageClientAuth)
 	badCert, badKey := other.IssueFiles(t, dir, "intruder", x509.ExtKeyUsageClientAuth)
 
-	peer, client := freeURL(t), freeURL(t)
-	client.Scheme = "https"
-	cfg := embed.NewConfig()
-	cfg.Name = "tls0"
-	cfg.Dir = filepath.Join(dir, "data")
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.InitialCluster = "tls0=" + peer.String()
-	cfg.TickMs, cfg.ElectionMs = 50, 500
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
-	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("starting etcd with TLS: %v", err)
+	var client url.URL
+	var e *embed.Etcd
+	for a := 1; e == nil; a++ {
+		var peer url.URL
+		peer, client = freeURL(t), freeURL(t)
+		client.Scheme = "https"
+		cfg := embed.NewConfig()
+		cfg.Name = "tls0"
+		cfg.Dir = filepath.Join(dir, fmt.Sprintf("data%d", a))
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.InitialCluster = "tls0=" + peer.String()
+		cfg.TickMs, cfg.ElectionMs = 50, 500
+		cfg.LogLevel = "error"
+		cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
+		var err error
+		e, err = embed.StartEtcd(cfg)
+		switch {
+		case err != nil && errors.Is(err, syscall.EADDRINUSE) && a < 5:
+			t.Logf("starting etcd with TLS (attempt %d): %v; again on other ports", a, err)
+		case err != nil:
+			t.Fatalf("starting etcd with TLS: %v", err)
+		}
 	}
-	t.Cleanup(e.Close)
+	t.Cleanup(func() { closeEtcd(e) })
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(step):
