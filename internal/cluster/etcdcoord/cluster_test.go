@@ -98,6 +98,23 @@ func awaitMembers(t *testing.T, ch <-chan []coord.Member, want ...string) {
 	}
 }
 
+// campaign campaigns as a node does: etcd answering "unavailable" (a
+// request timed out, no raft leader; it happens on a loaded machine) is
+// retried after a pause, until ctx ends. Any other error is returned.
+func campaign(ctx context.Context, n coord.Coordinator) (coord.Leadership, error) {
+	for {
+		l, err := n.Campaign(ctx)
+		if err == nil || !errors.Is(err, coord.ErrUnavailable) || ctx.Err() != nil {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 type won struct {
 	id  string
 	l   coord.Leadership
@@ -131,7 +148,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	}
 
 	// n0 leads and completes checkpoint 1; n1 and n2 wait.
-	l0, err := n0.Campaign(stepCtx(t))
+	l0, err := campaign(stepCtx(t), n0)
 	if err != nil {
 		t.Fatalf("Campaign(n0): %v", err)
 	}
@@ -142,7 +159,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	for id, n := range nodes {
 		ctx := stepCtx(t)
 		go func() {
-			l, err := n.Campaign(ctx)
+			l, err := campaign(ctx, n)
 			wins <- won{id, l, err}
 		}()
 	}
@@ -230,7 +247,7 @@ func TestThreeMemberCluster(t *testing.T) {
 	// etcd loses quorum: writes fail with ErrUnavailable and succeed when
 	// it is back. This node's TTL outlasts the outage.
 	n3 := newNode(t, eps, "n3", etcdcoord.WithLeaseTTL(30*time.Second), etcdcoord.WithRequestTimeout(time.Second))
-	l3, err := n3.Campaign(stepCtx(t))
+	l3, err := campaign(stepCtx(t), n3)
 	if err != nil {
 		t.Fatalf("Campaign(n3): %v", err)
 	}

@@ -23,7 +23,7 @@ func TestOutageLongerThanTTL(t *testing.T) {
 	eps := ec.endpoints()
 	opts := []etcdcoord.Option{etcdcoord.WithLeaseTTL(time.Second), etcdcoord.WithRequestTimeout(time.Second)}
 	n := newNode(t, eps, "n0", opts...)
-	l, err := n.Campaign(stepCtx(t))
+	l, err := campaign(stepCtx(t), n)
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestOutageLongerThanTTL(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(func() { _ = n2.Close() })
-	l2, err := n2.Campaign(stepCtx(t))
+	l2, err := campaign(stepCtx(t), n2)
 	if err != nil {
 		t.Fatalf("Campaign with the new session: %v", err)
 	}

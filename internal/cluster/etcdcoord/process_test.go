@@ -104,7 +104,7 @@ func TestSeparateEtcdProcesses(t *testing.T) {
 	if err := n.Join(stepCtx(t), coord.Member{ID: "n0", Addr: "127.0.0.1:7000"}); err != nil {
 		t.Fatalf("Join: %v", err)
 	}
-	l, err := n.Campaign(stepCtx(t))
+	l, err := campaign(stepCtx(t), n)
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}

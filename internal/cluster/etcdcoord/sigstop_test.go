@@ -146,7 +146,7 @@ func TestSIGSTOPLeader(t *testing.T) {
 	won := make(chan coord.Leadership, 1)
 	ctx := stepCtx(t)
 	go func() {
-		l, err := n1.Campaign(ctx)
+		l, err := campaign(ctx, n1)
 		if err != nil {
 			t.Errorf("Campaign(n1): %v", err)
 		}

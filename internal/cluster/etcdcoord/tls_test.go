@@ -70,7 +70,7 @@ func TestMutualTLS(t *testing.T) {
 	if err := n.Join(stepCtx(t), coord.Member{ID: "n0"}); err != nil {
 		t.Fatalf("Join over mutual TLS: %v", err)
 	}
-	l, err := n.Campaign(stepCtx(t))
+	l, err := campaign(stepCtx(t), n)
 	if err != nil {
 		t.Fatalf("Campaign over mutual TLS: %v", err)
 	}
