@@ -18,7 +18,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil/freeport"
 )
 
 const nodePipeline = `name: node-e2e
@@ -53,15 +54,11 @@ sink:
     topic: ${OUT}
 `
 
-// nodeFreePort returns a free loopback port.
+// nodeFreePort returns a free loopback port for a process the test starts
+// (below the ephemeral range: see freeport).
 func nodeFreePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return freeport.Pick(t)
 }
 
 // nodeEtcd is a cluster of etcd processes built from the module, on

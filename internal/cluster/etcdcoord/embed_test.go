@@ -3,7 +3,6 @@ package etcdcoord_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/sluice-io/sluice/internal/testutil/freeport"
 )
 
 // etcdMember is one embedded etcd server that a test can stop and start
@@ -33,12 +34,7 @@ type etcdCluster struct {
 
 func freeURL(t testing.TB) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("picking a free port: %v", err)
-	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	return url.URL{Scheme: "http", Host: freeport.Addr(t)}
 }
 
 // startEtcd starts an n-member embedded etcd cluster and stops it at the
