@@ -310,8 +310,8 @@ if [ "$status" -ne 0 ]; then
   # timed-out package's goroutine dump can hide everything above it):
   # repeat what failed, and which tests were running when a package timed
   # out, below it.
-  echo "== what failed (from $log)"
-  awk '/^panic: test timed out/ {p = 1} p && /^$/ {p = 0} p' "$log" | head -40
+  echo "== what failed"
+  awk '/^panic: test timed out/ {p = 1} p && /^$/ {p = 0} p' "$log" | head -40 || true
   grep -E '^\s*--- FAIL|^FAIL\s|^WARNING: DATA RACE|^panic: ' "$log" | head -60 || true
 fi
 echo "== total: $((SECONDS - began)) s"
