@@ -149,7 +149,8 @@ func (c *etcdCluster) stop(i int) {
 // which are created only once the server is ready or stopping, and stops
 // the server only after that: a member that never got its quorum (its
 // peers failed to start) would hang Close, and with it the test binary,
-// until go test's timeout. Stopping the server first ends that wait.
+// until go test's timeout. Stopping the server first ends that wait (the
+// upstream issue is etcd-io/etcd#9533).
 func closeEtcd(e *embed.Etcd) {
 	select {
 	case <-e.Server.ReadyNotify():
