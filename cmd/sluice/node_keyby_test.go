@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil/freeport"
 )
 
 // keyByNodesPipeline keys the records by their input partition (id % 4),
@@ -91,7 +93,7 @@ func TestNodeKeyByKafka(t *testing.T) {
 		extra: append([]string{"--expect-nodes", "3"}, tlsFlags...), addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
 	for _, id := range ids {
-		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
+		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", freeport.Pick(t))
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(in),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
@@ -231,8 +233,8 @@ func nodeTLSEtcd(t *testing.T) (flags []string, endpoint string, hc *http.Client
 	if out, err := exec.Command("go", "build", "-o", bin, "go.etcd.io/etcd/server/v3").CombinedOutput(); err != nil {
 		t.Fatalf("building etcd from the module: %v\n%s", err, out)
 	}
-	endpoint = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t))
+	endpoint = fmt.Sprintf("127.0.0.1:%d", freeport.Pick(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", freeport.Pick(t))
 	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {
 		t.Fatal(err)

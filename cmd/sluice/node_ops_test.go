@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/promparse"
+	"github.com/sluice-io/sluice/internal/testutil/freeport"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -327,7 +328,7 @@ func TestNodeRescaleThroughSavepoint(t *testing.T) {
 			env: []string{"NAME=" + ph.name, fmt.Sprint("PAR=", ph.par), "CK=" + filepath.Join(dir, "ck-"+ph.name), "BROKERS=" + brokers,
 				"IN=" + in, "OUT=" + out, "NODE_TOKEN=" + token}}
 		for _, id := range ph.nodes {
-			c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t)) // subtasks on the workers too
+			c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", freeport.Pick(t)) // subtasks on the workers too
 		}
 		urls := map[string]string{}
 		for _, id := range ph.nodes {

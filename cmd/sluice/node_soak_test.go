@@ -35,6 +35,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil/freeport"
 )
 
 const soakPipeline = `name: node-soak
@@ -322,7 +324,7 @@ func TestNodeSoak(t *testing.T) {
 		extra: []string{"--expect-nodes", "3"}, addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
 	for _, id := range []string{"n1", "n2", "n3"} {
-		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t)) // subtasks on every node
+		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", freeport.Pick(t)) // subtasks on every node
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(in),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))

@@ -54,13 +54,6 @@ sink:
     topic: ${OUT}
 `
 
-// nodeFreePort returns a free loopback port for a process the test starts
-// (below the ephemeral range: see freeport).
-func nodeFreePort(t *testing.T) int {
-	t.Helper()
-	return freeport.Pick(t)
-}
-
 // nodeEtcd is a cluster of etcd processes built from the module, on
 // loopback.
 type nodeEtcd struct {
@@ -86,8 +79,8 @@ func nodeStartEtcd(t *testing.T, n int) *nodeEtcd {
 	var peers, initial []string
 	for i := range n {
 		e.names = append(e.names, fmt.Sprintf("e%d", i))
-		e.eps = append(e.eps, fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t)))
-		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", nodeFreePort(t)))
+		e.eps = append(e.eps, fmt.Sprintf("http://127.0.0.1:%d", freeport.Pick(t)))
+		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", freeport.Pick(t)))
 		initial = append(initial, e.names[i]+"="+peers[i])
 	}
 	e.dir, e.bin, e.cmds = dir, bin, make([]*exec.Cmd, n)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil/freeport"
 )
 
 const workersPipeline = `name: node-workers
@@ -141,7 +143,7 @@ func TestNodeWorkersKafka(t *testing.T) {
 		extra: []string{"--expect-nodes", "3", "--http", "127.0.0.1:0", "--lost-node-wait", "60s"}, addrs: map[string]string{},
 		env: []string{"CK=" + filepath.Join(t.TempDir(), "ck"), "BROKERS=" + brokers, "IN=" + in, "OUT=" + out, "STOP=" + strings.Join(stop, ";")}}
 	for _, id := range ids {
-		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", nodeFreePort(t))
+		c.addrs[id] = fmt.Sprintf("127.0.0.1:%d", freeport.Pick(t))
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.DefaultProduceTopic(in),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/sluice-io/sluice/internal/testutil/freeport"
@@ -30,6 +31,8 @@ type etcdCluster struct {
 	t       testing.TB
 	members []*etcdMember
 	initial string
+	// tls, when set, serves the client URLs (https) with it.
+	tls *transport.TLSInfo
 }
 
 func freeURL(t testing.TB) url.URL {
@@ -40,15 +43,19 @@ func freeURL(t testing.TB) url.URL {
 // startEtcd starts an n-member embedded etcd cluster and stops it at the
 // test's cleanup. Ticks are short (50ms heartbeat, 500ms election), so the
 // smallest lease TTL etcd grants is 1s.
+func startEtcd(t testing.TB, n int) *etcdCluster { return startEtcdTLS(t, n, nil) }
+
+// startEtcdTLS is startEtcd with client URLs served over TLS when tls is
+// not nil.
 //
 // The ports come from freeURL, which must let them go before etcd binds
 // them; when another process took one meanwhile (several test binaries
 // run at once), the whole cluster is started again on new ports.
-func startEtcd(t testing.TB, n int) *etcdCluster {
+func startEtcdTLS(t testing.TB, n int, tls *transport.TLSInfo) *etcdCluster {
 	t.Helper()
 	const attempts = 5
 	for a := 1; ; a++ {
-		c, err := tryStartEtcd(t, n)
+		c, err := tryStartEtcd(t, n, tls)
 		if err == nil {
 			return c
 		}
@@ -59,9 +66,11 @@ func startEtcd(t testing.TB, n int) *etcdCluster {
 	}
 }
 
-func tryStartEtcd(t testing.TB, n int) (*etcdCluster, error) {
+// newEtcdCluster describes an n-member cluster on new ports and a new data
+// directory; nothing runs yet.
+func newEtcdCluster(t testing.TB, n int, tls *transport.TLSInfo) *etcdCluster {
 	t.Helper()
-	c := &etcdCluster{t: t}
+	c := &etcdCluster{t: t, tls: tls}
 	dir := t.TempDir()
 	var initial []string
 	for i := range n {
@@ -71,10 +80,19 @@ func tryStartEtcd(t testing.TB, n int) (*etcdCluster, error) {
 			peerURL:   freeURL(t),
 			clientURL: freeURL(t),
 		}
+		if tls != nil {
+			m.clientURL.Scheme = "https"
+		}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+m.peerURL.String())
 	}
 	c.initial = strings.Join(initial, ",")
+	return c
+}
+
+func tryStartEtcd(t testing.TB, n int, tls *transport.TLSInfo) (*etcdCluster, error) {
+	t.Helper()
+	c := newEtcdCluster(t, n, tls)
 	for i := range c.members {
 		if err := c.tryLaunch(i); err != nil {
 			for j := range i {
@@ -116,6 +134,9 @@ func (c *etcdCluster) tryLaunch(i int) error {
 	cfg.ElectionMs = 500
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{filepath.Join(filepath.Dir(m.dir), m.name+".log")}
+	if c.tls != nil {
+		cfg.ClientTLSInfo = *c.tls
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("starting etcd member %s: %w", m.name, err)
@@ -187,19 +208,7 @@ func (c *etcdCluster) raftLeader() int {
 // started (so it never became ready) without hanging, as it must when a
 // test fails while starting a cluster. Plain embed.Etcd.Close hangs here.
 func TestStopMemberWithoutQuorum(t *testing.T) {
-	c := &etcdCluster{t: t}
-	dir := t.TempDir()
-	for i := range 3 {
-		c.members = append(c.members, &etcdMember{
-			name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("m%d", i)),
-			peerURL: freeURL(t), clientURL: freeURL(t),
-		})
-	}
-	var initial []string
-	for _, m := range c.members {
-		initial = append(initial, m.name+"="+m.peerURL.String())
-	}
-	c.initial = strings.Join(initial, ",")
+	c := newEtcdCluster(t, 3, nil)
 	c.launch(0)
 	stopped := make(chan struct{})
 	go func() {

@@ -2,16 +2,10 @@ package etcdcoord_test
 
 import (
 	"crypto/x509"
-	"errors"
-	"fmt"
-	"net/url"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/sluice-io/sluice/internal/cluster/coord"
 	"github.com/sluice-io/sluice/internal/cluster/etcdcoord"
@@ -29,38 +23,8 @@ func TestMutualTLS(t *testing.T) {
 	cliCert, cliKey := ca.IssueFiles(t, dir, "client", x509.ExtKeyUsageClientAuth)
 	badCert, badKey := other.IssueFiles(t, dir, "intruder", x509.ExtKeyUsageClientAuth)
 
-	var client url.URL
-	var e *embed.Etcd
-	for a := 1; e == nil; a++ {
-		var peer url.URL
-		peer, client = freeURL(t), freeURL(t)
-		client.Scheme = "https"
-		cfg := embed.NewConfig()
-		cfg.Name = "tls0"
-		cfg.Dir = filepath.Join(dir, fmt.Sprintf("data%d", a))
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-		cfg.InitialCluster = "tls0=" + peer.String()
-		cfg.TickMs, cfg.ElectionMs = 50, 500
-		cfg.LogLevel = "error"
-		cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
-		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
-		var err error
-		e, err = embed.StartEtcd(cfg)
-		switch {
-		case err != nil && errors.Is(err, syscall.EADDRINUSE) && a < 5:
-			t.Logf("starting etcd with TLS (attempt %d): %v; again on other ports", a, err)
-		case err != nil:
-			t.Fatalf("starting etcd with TLS: %v", err)
-		}
-	}
-	t.Cleanup(func() { closeEtcd(e) })
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(step):
-		t.Fatalf("etcd not ready within %v", step)
-	}
-	eps := []string{client.Host}
+	ec := startEtcdTLS(t, 1, &transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true})
+	eps := []string{ec.members[0].clientURL.Host}
 
 	n, err := etcdcoord.New(stepCtx(t), eps, etcdcoord.WithTLSFiles(cliCert, cliKey, caFile))
 	if err != nil {

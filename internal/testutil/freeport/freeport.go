@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -20,19 +18,11 @@ const attempts = 100
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux:
 // /proc/sys/net/ipv4/ip_local_port_range), 32768 when it cannot be read.
 func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &lo)
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 32768
-	}
-	n, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
-	}
-	return n
+	return lo
 }
 
 // Pick returns a TCP port on 127.0.0.1 that is free now: a random one
